@@ -1,0 +1,122 @@
+"""The JournalNode's error hierarchy and its one mapping to and from gRPC status codes.
+
+The servicer turns a ``JournalError`` into a status with ``to_status``; the QJM client turns
+the status back into the same exception class with ``from_rpc_error``, so a writer sees
+``EpochError`` whether the Journal ran in-process (the simulator) or behind gRPC.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+ERROR_CLASS_KEY = "hn-error-class"
+
+
+class JournalError(Exception):
+    """Base of every error a Journal reports to a caller."""
+
+    code = grpc.StatusCode.INTERNAL
+
+
+class InvalidRequestError(JournalError):
+    """The request itself is malformed: bad journal id, bad records, counts that disagree."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class JournalNotFormattedError(JournalError):
+    """The journal has never been formatted on this JournalNode."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class JournalNotEmptyError(JournalError):
+    """Format was asked of a journal that holds data, without force."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class NamespaceMismatchError(JournalError):
+    """The caller's cluster id is not the one this journal was formatted with."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class EpochError(JournalError):
+    """The caller's epoch is stale (below the promise), or newEpoch was not strictly higher.
+
+    This is the fence: a writer that sees it has been superseded and must stop.
+    """
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class JournalOutOfSyncError(JournalError):
+    """The writer and this JournalNode disagree: a txid gap, a replayed IPC serial, no open
+    segment, another segment open. The writer marks this logger out of sync until its next
+    segment (design doc section 2.2)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class JournalStateError(JournalError):
+    """The request would break an invariant: overwrite or un-finalize a finalized segment,
+    re-finalize with another end txid, or on-disk state that contradicts an accepted recovery."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class CorruptSegmentError(JournalError):
+    """A finalized segment failed its checksum or framing; the message names file and offset."""
+
+    code = grpc.StatusCode.DATA_LOSS
+
+
+class StorageError(JournalError):
+    """The local storage could not be read or written (disk full, permissions, lock held)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class StorageLockedError(StorageError):
+    """Another live JournalNode holds ``in_use.lock`` of this storage directory."""
+
+
+_BY_NAME: dict[str, type[JournalError]] = {
+    cls.__name__: cls
+    for cls in (
+        JournalError,
+        InvalidRequestError,
+        JournalNotFormattedError,
+        JournalNotEmptyError,
+        NamespaceMismatchError,
+        EpochError,
+        JournalOutOfSyncError,
+        JournalStateError,
+        CorruptSegmentError,
+        StorageError,
+        StorageLockedError,
+    )
+}
+
+
+def to_status(exc: JournalError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
+    """Status code, details and trailing metadata that carry ``exc`` over gRPC."""
+    return exc.code, str(exc), ((ERROR_CLASS_KEY, type(exc).__name__),)
+
+
+def from_rpc_error(err: grpc.RpcError) -> Exception:
+    """The JournalError a servicer raised, rebuilt from its status; other failures
+    (unreachable node, deadline) come back as ``JournalUnavailableError``."""
+    call = err if isinstance(err, grpc.Call) else None
+    details = call.details() if call is not None else str(err)
+    if call is not None:
+        for key, value in call.trailing_metadata() or ():
+            if key == ERROR_CLASS_KEY and value in _BY_NAME:
+                return _BY_NAME[str(value)](details)
+    code = call.code() if call is not None else None
+    return JournalUnavailableError(f"{code.name if code else 'RPC failed'}: {details}")
+
+
+class JournalUnavailableError(Exception):
+    """The JournalNode could not be reached or did not answer in time (not a Journal verdict)."""

@@ -1,0 +1,497 @@
+"""The Journal: one journal id's rules, as the QJM design doc states them.
+
+This is the protocol logic of a JournalNode (design doc sections 2.3-2.11, 4; DESIGN.md
+section 3), free of sockets and files: it runs over any ``JournalStorage`` — a real
+directory in the daemon, memory in the simulator — and a ``fetch`` callable that acceptRecovery
+uses to download a segment from another JournalNode. The gRPC servicer is a thin shell that
+turns messages into calls here and ``JournalError`` into status codes.
+
+Rules, each with its test in tests/unit/test_journal.py:
+
+* every call but format/isFormatted needs a formatted journal and the caller's cluster id;
+* a writer call whose epoch is below lastPromisedEpoch is refused; a higher one is promised
+  (persisted) before anything else happens (section 2.3), and resets the IPC serial;
+* newEpoch must be strictly higher than the promise;
+* within an epoch IPC serial numbers strictly increase (a replayed or reordered call is refused);
+* journal() needs writer epoch == lastWriterEpoch, an open segment the writer agrees on,
+  and txids that continue exactly where the segment ends;
+* startLogSegment persists lastWriterEpoch before it creates the segment (section 2.4);
+* finalize is idempotent and never un-finalizes or changes a finalized end (invariant 1);
+* an in-progress segment without transactions is moved aside as if it never existed;
+* acceptRecovery persists what it accepted; prepareRecovery returns it (section 2.8).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from journalnode.errors import (
+    EpochError,
+    InvalidRequestError,
+    JournalNotEmptyError,
+    JournalNotFormattedError,
+    JournalOutOfSyncError,
+    JournalStateError,
+    NamespaceMismatchError,
+)
+from journalnode.storage import AcceptedRecovery, JournalStorage
+from proto import records
+from proto.values import NamespaceInfo, PrepareRecoveryResult, RemoteEditLog, RequestInfo, SegmentState
+
+log = structlog.get_logger(__name__)
+
+# Downloads a segment: (from_url, journal_id, start_txid, end_txid) -> chunks of its bytes.
+SegmentFetcher = Callable[[str, str, int, int], Iterable[bytes]]
+
+
+@dataclass(slots=True)
+class JournalStats:
+    """Counters after Hadoop's JournalMetrics; the daemon exports them to Prometheus."""
+
+    batches_written: int = 0
+    txns_written: int = 0
+    bytes_written: int = 0
+    batches_written_while_lagging: int = 0
+    last_written_txid: int = 0
+
+
+class Journal:
+    """One journal id on one JournalNode.
+
+    Every public method is one RPC of QJournalService and is atomic with respect to the
+    others (one lock, as Hadoop's ``synchronized Journal``)::
+
+        journal = Journal("ns1", MemoryJournalStorage())
+        journal.format(NamespaceInfo("CID-1", 42))
+        journal.new_epoch(NamespaceInfo("CID-1", 42), epoch=1)
+        journal.start_log_segment(RequestInfo("ns1", "CID-1", 1, 0), txid=1)
+        journal.journal(RequestInfo("ns1", "CID-1", 1, 1), segment_txid=1, first_txid=1,
+                        num_txns=1, framed=records.frame_ops([op]))
+    """
+
+    def __init__(self, journal_id: str, storage: JournalStorage, *, from_url: str = "") -> None:
+        self.journal_id = journal_id
+        self.storage = storage
+        self.from_url = from_url
+        self.stats = JournalStats()
+        self._lock = threading.Lock()
+        self._log = log.bind(journal=journal_id)
+        self._load()
+
+    # ------------------------------------------------------------------ state
+
+    def _load(self) -> None:
+        loaded = self.storage.load()
+        self._ns = loaded.namespace_info
+        self._last_promised_epoch = loaded.last_promised_epoch
+        self._last_writer_epoch = loaded.last_writer_epoch
+        self._committed_txid = loaded.committed_txid
+        self._segments: dict[int, SegmentState] = {s.start_txid: s for s in loaded.segments}
+        self._accepted: dict[int, AcceptedRecovery] = dict(loaded.accepted)
+        # The segment a writer is appending to: set by startLogSegment only, so that after a
+        # restart nobody appends to a segment before a writer has (re)started or recovered it.
+        self._cur_segment: int | None = None
+        self._next_txid = 0
+        # Highest IPC serial seen in the current promised epoch; -1 after a new promise.
+        self._ipc_serial = -1
+        if self._segments:
+            self.stats.last_written_txid = max(s.end_txid for s in self._segments.values())
+
+    @property
+    def last_promised_epoch(self) -> int:
+        return self._last_promised_epoch
+
+    @property
+    def last_writer_epoch(self) -> int:
+        return self._last_writer_epoch
+
+    @property
+    def committed_txid(self) -> int:
+        return self._committed_txid
+
+    @property
+    def namespace_info(self) -> NamespaceInfo | None:
+        return self._ns
+
+    def segments(self) -> list[SegmentState]:
+        """Segments with at least one transaction, in txid order."""
+        with self._lock:
+            return [self._segments[k] for k in sorted(self._segments) if self._segments[k].num_txns > 0]
+
+    @property
+    def current_lag_txns(self) -> int:
+        return max(0, self._committed_txid - self.stats.last_written_txid)
+
+    # ------------------------------------------------------------------ checks
+
+    def _check_formatted(self) -> NamespaceInfo:
+        if self._ns is None:
+            raise JournalNotFormattedError(f"journal {self.journal_id!r} is not formatted")
+        return self._ns
+
+    def _check_cluster(self, cluster_id: str) -> None:
+        ns = self._check_formatted()
+        if cluster_id != ns.cluster_id:
+            raise NamespaceMismatchError(
+                f"journal {self.journal_id!r} belongs to cluster {ns.cluster_id!r}, "
+                f"request is for cluster {cluster_id!r}"
+            )
+
+    def _check_namespace(self, ns: NamespaceInfo) -> None:
+        mine = self._check_formatted()
+        if (ns.cluster_id, ns.namespace_id) != (mine.cluster_id, mine.namespace_id):
+            raise NamespaceMismatchError(
+                f"journal {self.journal_id!r} belongs to cluster {mine.cluster_id!r} namespace "
+                f"{mine.namespace_id}, request is for cluster {ns.cluster_id!r} namespace "
+                f"{ns.namespace_id}"
+            )
+
+    def _promise(self, epoch: int) -> None:
+        self._log.info("promising epoch", old=self._last_promised_epoch, new=epoch)
+        self.storage.persist_last_promised_epoch(epoch)
+        self._last_promised_epoch = epoch
+        self._ipc_serial = -1
+        # A newer writer exists: whatever segment the old one had open is abandoned.
+        self._cur_segment = None
+
+    def _check_request(self, req: RequestInfo) -> None:
+        """Fencing (design doc 2.3) and IPC ordering for every writer call."""
+        if req.journal_id != self.journal_id:
+            raise InvalidRequestError(
+                f"request for journal {req.journal_id!r} reached journal {self.journal_id!r}"
+            )
+        self._check_cluster(req.cluster_id)
+        if req.epoch < self._last_promised_epoch:
+            raise EpochError(
+                f"IPC's epoch {req.epoch} is less than the last promised epoch "
+                f"{self._last_promised_epoch} (journal {self.journal_id!r})"
+            )
+        if req.epoch > self._last_promised_epoch:
+            self._promise(req.epoch)
+        if req.ipc_serial_number <= self._ipc_serial:
+            raise JournalOutOfSyncError(
+                f"IPC serial {req.ipc_serial_number} in epoch {req.epoch} is not higher than the "
+                f"prior highest serial {self._ipc_serial} (journal {self.journal_id!r})"
+            )
+        self._ipc_serial = req.ipc_serial_number
+        if req.committed_txid:
+            if req.committed_txid < self._committed_txid:
+                raise JournalOutOfSyncError(
+                    f"writer tried to move the committed txid backward from "
+                    f"{self._committed_txid} to {req.committed_txid}"
+                )
+            if req.committed_txid != self._committed_txid:
+                self._committed_txid = req.committed_txid
+                self.storage.persist_committed_txid(req.committed_txid)
+
+    def _check_write_request(self, req: RequestInfo) -> None:
+        self._check_request(req)
+        if req.epoch != self._last_writer_epoch:
+            raise EpochError(
+                f"IPC's epoch {req.epoch} is not the current writer epoch "
+                f"{self._last_writer_epoch} (journal {self.journal_id!r})"
+            )
+
+    # ------------------------------------------------------------------ format
+
+    def is_formatted(self) -> bool:
+        return self._ns is not None
+
+    def format(self, ns: NamespaceInfo, *, force: bool = False) -> None:
+        """Write VERSION. Refuses a journal that holds data unless forced (design doc 4.2)."""
+        if not ns.cluster_id:
+            raise InvalidRequestError("format needs a non-empty cluster id")
+        with self._lock:
+            holds_data = bool(self._segments) or self._last_promised_epoch > 0
+            if self._ns is not None and holds_data and not force:
+                raise JournalNotEmptyError(
+                    f"journal {self.journal_id!r} is formatted for cluster {self._ns.cluster_id!r} "
+                    f"and holds data (promised epoch {self._last_promised_epoch}, "
+                    f"{len(self._segments)} segments); format with force to erase it"
+                )
+            self._log.warning("formatting journal", cluster=ns.cluster_id, namespace=ns.namespace_id)
+            self.storage.format(ns)
+            self.stats = JournalStats()
+            self._load()
+
+    # ------------------------------------------------------------------ epochs
+
+    def get_journal_state(self, cluster_id: str) -> tuple[int, str]:
+        """(lastPromisedEpoch, address to stream segments from), design doc 2.5 step 1."""
+        with self._lock:
+            self._check_cluster(cluster_id)
+            return self._last_promised_epoch, self.from_url
+
+    def new_epoch(self, ns: NamespaceInfo, epoch: int) -> int | None:
+        """Promise ``epoch`` if strictly higher; return the newest segment's first txid."""
+        with self._lock:
+            self._check_namespace(ns)
+            if epoch <= self._last_promised_epoch:
+                raise EpochError(
+                    f"proposed epoch {epoch} <= last promise {self._last_promised_epoch} "
+                    f"(journal {self.journal_id!r})"
+                )
+            self._promise(epoch)
+            latest = self._latest_segment()
+            return latest.start_txid if latest else None
+
+    def _latest_segment(self) -> SegmentState | None:
+        """The newest segment holding a transaction; empty in-progress ones are moved aside."""
+        for start in sorted(self._segments, reverse=True):
+            state = self._rescan(start)
+            if state is not None:
+                return state
+        return None
+
+    def _rescan(self, start: int) -> SegmentState | None:
+        """Refresh an in-progress segment from storage; move it aside if it holds nothing."""
+        known = self._segments.get(start)
+        if known is not None and not known.is_in_progress:
+            return known
+        state = self.storage.scan_segment(start)
+        if state is not None and state.is_in_progress and state.num_txns <= 0:
+            self._log.info("moving aside empty in-progress segment", segment=start)
+            self.storage.move_aside(start, "empty")
+            state = None
+        if state is None:
+            self._segments.pop(start, None)
+        else:
+            self._segments[start] = state
+        return state
+
+    def heartbeat(self, req: RequestInfo) -> None:
+        with self._lock:
+            self._check_request(req)
+
+    # ------------------------------------------------------------------ writing
+
+    def start_log_segment(self, req: RequestInfo, txid: int) -> None:
+        with self._lock:
+            self._check_request(req)
+            if txid < 1:
+                raise InvalidRequestError(f"segment txid must be positive, got {txid}")
+            if self._cur_segment is not None:
+                self._log.warning(
+                    "writer started a new segment while one was open; abandoning it",
+                    open_segment=self._cur_segment, new_segment=txid,
+                )
+                self._cur_segment = None
+            for state in self._segments.values():
+                if state.start_txid == txid and not state.is_in_progress:
+                    raise JournalStateError(f"already have a finalized segment {state} at txid {txid}")
+                if state.start_txid < txid <= state.end_txid:
+                    raise JournalStateError(f"segment {state} already holds txid {txid}")
+            existing = self._rescan(txid)
+            if existing is not None and existing.num_txns > 1:
+                # Only the writer's own first transaction may be there (it crashed right after
+                # writing it); anything longer holds data a recovery must decide about.
+                raise JournalStateError(
+                    f"in-progress segment {existing} holds transactions; recover it first"
+                )
+            if self._last_writer_epoch != req.epoch:
+                self._log.info("updating lastWriterEpoch", old=self._last_writer_epoch, new=req.epoch)
+                # Section 2.4: durable before the segment exists.
+                self.storage.persist_last_writer_epoch(req.epoch)
+                self._last_writer_epoch = req.epoch
+            # Starting this segment means any recovery of it was abandoned (HDFS-3845).
+            if txid in self._accepted:
+                self.storage.clear_accepted_recovery(txid)
+                del self._accepted[txid]
+            self.storage.start_segment(txid)
+            # Tracked while empty so that a later newEpoch/prepareRecovery moves it aside.
+            self._segments[txid] = SegmentState(txid, txid - 1, True)
+            self._cur_segment = txid
+            self._next_txid = txid
+
+    def journal(
+        self, req: RequestInfo, *, segment_txid: int, first_txid: int, num_txns: int, framed: bytes
+    ) -> None:
+        """Append one batch (design doc 2.11 step 4): epoch, contiguity, write, sync, ack."""
+        with self._lock:
+            self._check_write_request(req)
+            if num_txns <= 0:
+                raise InvalidRequestError(f"a batch needs at least one transaction, got {num_txns}")
+            if self._cur_segment is None:
+                raise JournalOutOfSyncError(f"can't write txid {first_txid}: no segment is open")
+            if segment_txid != self._cur_segment:
+                open_segment, self._cur_segment = self._cur_segment, None
+                raise JournalOutOfSyncError(
+                    f"writer thinks it is writing segment {segment_txid} but the open segment is "
+                    f"{open_segment}"
+                )
+            if first_txid != self._next_txid:
+                raise JournalOutOfSyncError(
+                    f"can't write txid {first_txid}: expecting txid {self._next_txid} next"
+                )
+            result = records.scan(framed, first_txid)
+            last = first_txid + num_txns - 1
+            if result.error is not None or result.count != num_txns:
+                problem = result.error or f"{result.count} records where {num_txns} were announced"
+                raise InvalidRequestError(f"malformed batch {first_txid}-{last}: {problem}")
+            self.storage.append(segment_txid, framed)
+            self._next_txid = last + 1
+            self._segments[segment_txid] = SegmentState(segment_txid, last, True)
+            stats = self.stats
+            stats.batches_written += 1
+            stats.txns_written += num_txns
+            stats.bytes_written += len(framed)
+            stats.last_written_txid = last
+            if last <= self._committed_txid:
+                stats.batches_written_while_lagging += 1
+
+    def finalize_log_segment(self, req: RequestInfo, start_txid: int, end_txid: int) -> None:
+        with self._lock:
+            self._check_request(req)
+            if end_txid < start_txid:
+                raise InvalidRequestError(f"can't finalize segment {start_txid} at txid {end_txid}")
+            if start_txid == self._cur_segment:
+                # The segment this writer just wrote: its state is known, no need to re-read it.
+                self._cur_segment = None
+                if self._next_txid != end_txid + 1:
+                    raise JournalOutOfSyncError(
+                        f"trying to finalize in-progress segment {start_txid} at txid {end_txid} "
+                        f"but only written up to txid {self._next_txid - 1}"
+                    )
+                state: SegmentState | None = self._segments.get(start_txid)
+                if state is not None and state.num_txns <= 0:
+                    state = self._rescan(start_txid)
+            else:
+                state = self._rescan(start_txid)
+            if state is None:
+                raise JournalOutOfSyncError(f"no segment to finalize at txid {start_txid}")
+            if not state.is_in_progress:
+                if state.end_txid != end_txid:
+                    raise JournalStateError(
+                        f"trying to re-finalize segment {state} with a different end txid {end_txid}"
+                    )
+            else:
+                if state.end_txid != end_txid:
+                    raise JournalOutOfSyncError(
+                        f"trying to finalize in-progress segment {start_txid} at txid {end_txid} "
+                        f"but it holds transactions up to {state.end_txid}"
+                    )
+                self.storage.finalize_segment(start_txid, end_txid)
+                self._segments[start_txid] = SegmentState(start_txid, end_txid, False)
+            # A finalized segment is itself the decision; the accepted recovery is moot.
+            if start_txid in self._accepted:
+                self.storage.clear_accepted_recovery(start_txid)
+                del self._accepted[start_txid]
+
+    def purge_logs(self, req: RequestInfo, min_txid_to_keep: int) -> list[str]:
+        with self._lock:
+            self._check_request(req)
+            removed = self.storage.purge(min_txid_to_keep)
+            for start, state in list(self._segments.items()):
+                if not state.is_in_progress and state.end_txid < min_txid_to_keep:
+                    del self._segments[start]
+            for start in [s for s in self._accepted if s < min_txid_to_keep]:
+                del self._accepted[start]
+            return removed
+
+    # ------------------------------------------------------------------ reading
+
+    def get_edit_log_manifest(
+        self, cluster_id: str, since_txid: int, *, in_progress_ok: bool = False
+    ) -> list[RemoteEditLog]:
+        """Segments that hold txids at or after since_txid (design doc section 3)."""
+        with self._lock:
+            self._check_cluster(cluster_id)
+            logs = []
+            for start in sorted(self._segments):
+                state = self._segments[start]
+                if state.end_txid < since_txid or state.num_txns <= 0:
+                    continue
+                if state.is_in_progress and not in_progress_ok:
+                    continue
+                logs.append(RemoteEditLog(state.start_txid, state.end_txid, state.is_in_progress))
+            return logs
+
+    def segment_for_reading(self, cluster_id: str, start_txid: int, end_txid: int | None) -> SegmentState:
+        """Check a GetSegment request: the segment must exist (finalized, or in progress when
+        an end txid within it is named, as acceptRecovery's download does)."""
+        with self._lock:
+            self._check_cluster(cluster_id)
+            state = self._segments.get(start_txid)
+            if state is None or state.num_txns <= 0:
+                raise JournalOutOfSyncError(f"no segment starting at txid {start_txid}")
+            if end_txid is None and state.is_in_progress:
+                raise JournalStateError(f"segment {state} is in progress; name an end txid")
+            if end_txid is not None and end_txid > state.end_txid:
+                raise JournalOutOfSyncError(
+                    f"segment {state} holds transactions up to {state.end_txid}, not {end_txid}"
+                )
+            return state
+
+    # ------------------------------------------------------------------ recovery
+
+    def prepare_recovery(self, req: RequestInfo, segment_txid: int) -> PrepareRecoveryResult:
+        """Paxos phase 1 (design doc 2.8 step 2): the segment as on disk, plus what was accepted."""
+        with self._lock:
+            self._check_request(req)
+            # The writer is recovering: nothing may be appended to whatever was open.
+            self._cur_segment = None
+            state = self._rescan(segment_txid)
+            accepted = self._accepted.get(segment_txid)
+            if accepted is not None and state is not None:
+                if state.end_txid != accepted.segment_state.end_txid:
+                    raise JournalStateError(
+                        f"on-disk segment {state} does not match the recovery accepted in epoch "
+                        f"{accepted.accepted_in_epoch}: {accepted.segment_state}"
+                    )
+            elif accepted is not None and state is None:
+                raise JournalStateError(
+                    f"recovery {accepted.segment_state} was accepted in epoch "
+                    f"{accepted.accepted_in_epoch} but the segment is missing on disk"
+                )
+            return PrepareRecoveryResult(
+                segment_state=state,
+                accepted_in_epoch=accepted.accepted_in_epoch if accepted else None,
+                last_writer_epoch=self._last_writer_epoch,
+                last_committed_txid=self._committed_txid,
+            )
+
+    def accept_recovery(
+        self, req: RequestInfo, state: SegmentState, from_url: str, fetch: SegmentFetcher
+    ) -> None:
+        """Paxos phase 2 (design doc 2.8 step 3): sync the segment, then persist the decision."""
+        with self._lock:
+            self._check_request(req)
+            self._cur_segment = None
+            start = state.start_txid
+            if state.num_txns <= 0:
+                raise InvalidRequestError(f"can't accept recovery of an empty segment {state}")
+            current = self._rescan(start)
+            if current is not None and not current.is_in_progress:
+                if current.end_txid != state.end_txid:
+                    raise JournalStateError(
+                        f"asked to replace finalized segment {current} with {state}; a finalized "
+                        "segment is never changed"
+                    )
+            elif current is None or current.end_txid != state.end_txid:
+                committed = self._committed_txid
+                if (
+                    current is not None
+                    and current.start_txid <= committed <= current.end_txid
+                    and not state.start_txid <= committed <= state.end_txid
+                ):
+                    raise JournalStateError(
+                        f"can't replace segment {current} with {state}: it would drop committed "
+                        f"txid {committed}"
+                    )
+                if not from_url:
+                    raise InvalidRequestError(f"acceptRecovery of {state} needs a source address")
+                self._log.info(
+                    "synchronizing segment from recovery source",
+                    have=str(current) if current else None, want=str(state), source=from_url,
+                )
+                chunks = fetch(from_url, self.journal_id, start, state.end_txid)
+                self.storage.install_segment(start, chunks, state.end_txid)
+                self._segments[start] = SegmentState(start, state.end_txid, True)
+            accepted = AcceptedRecovery(state, req.epoch)
+            self.storage.persist_accepted_recovery(start, accepted)
+            self._accepted[start] = accepted
+            self._log.info("accepted recovery", segment=str(state), epoch=req.epoch)

@@ -1,0 +1,238 @@
+"""The small storage interface the Journal's rules run over, and an in-memory implementation.
+
+DESIGN.md section 2 / STYLE.md section 1: the same ``Journal`` logic runs over a real
+directory in the daemon (``journalnode.file_storage.FileJournalStorage``) and over
+``MemoryJournalStorage`` in the unit tests and the deterministic simulator.
+
+A storage holds, for one journal id: the namespace info (VERSION), lastPromisedEpoch,
+lastWriterEpoch, committed txid, the segments (each a header plus framed records) and the
+accepted recoveries (paxos/). Durability is the storage's job: when a method returns, what
+it wrote survives a crash (except ``persist_committed_txid``, which is best effort, as the
+design doc section 4.1 allows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from journalnode.errors import JournalStateError
+from proto import edits_pb2, records
+from proto.values import NamespaceInfo, SegmentState
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedRecovery:
+    """A recovery accepted for one segment (paxos/<segment_txid>)."""
+
+    segment_state: SegmentState
+    accepted_in_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedJournal:
+    """Everything a storage knows at start-up, after tail repair of in-progress segments.
+
+    ``segments`` is sorted by start txid and holds only segments with at least one valid
+    transaction; empty in-progress segments were moved aside while loading.
+    """
+
+    namespace_info: NamespaceInfo | None
+    last_promised_epoch: int
+    last_writer_epoch: int
+    committed_txid: int
+    segments: tuple[SegmentState, ...]
+    accepted: dict[int, AcceptedRecovery] = field(default_factory=dict)
+
+
+class JournalStorage(Protocol):
+    """What the Journal needs from a place to keep one journal."""
+
+    def load(self) -> LoadedJournal:
+        """Read everything; truncate a torn or corrupt tail of in-progress segments at the
+        last valid record; move aside in-progress segments without a valid record."""
+        ...
+
+    def format(self, namespace_info: NamespaceInfo) -> None:
+        """Erase everything and write VERSION; epochs and committed txid go back to 0."""
+        ...
+
+    def persist_last_promised_epoch(self, epoch: int) -> None: ...
+
+    def persist_last_writer_epoch(self, epoch: int) -> None: ...
+
+    def persist_committed_txid(self, txid: int) -> None:
+        """Best effort: lag metrics only; may be lost or removed safely."""
+        ...
+
+    def start_segment(self, txid: int) -> None:
+        """Create ``edits_inprogress_<txid>`` holding only the header, replacing any file
+        of that name; durable on return."""
+        ...
+
+    def append(self, segment_txid: int, framed: bytes) -> None:
+        """Append already validated framed records to the in-progress segment and fdatasync."""
+        ...
+
+    def finalize_segment(self, start_txid: int, end_txid: int) -> None:
+        """Rename the in-progress segment to ``edits_<start>-<end>``; durable on return."""
+        ...
+
+    def move_aside(self, start_txid: int, reason: str) -> None:
+        """Rename an in-progress segment out of the way (``.empty``, ``.stale``...), never delete."""
+        ...
+
+    def scan_segment(self, start_txid: int) -> SegmentState | None:
+        """Current on-disk state of the segment starting at start_txid (None if absent)."""
+        ...
+
+    def read_segment(self, start_txid: int, end_txid: int | None = None) -> Iterator[bytes]:
+        """The segment's bytes (header and records) in chunks, up to and including end_txid
+        when given. A corrupt record raises CorruptSegmentError naming file and offset."""
+        ...
+
+    def install_segment(self, start_txid: int, chunks: Iterable[bytes], expected_end: int) -> None:
+        """Replace the in-progress segment at start_txid with downloaded bytes, atomically,
+        after checking they hold exactly the records start_txid..expected_end."""
+        ...
+
+    def purge(self, min_txid_to_keep: int) -> list[str]:
+        """Remove finalized segments that end below min_txid_to_keep (and their leftovers);
+        return what was removed."""
+        ...
+
+    def persist_accepted_recovery(self, segment_txid: int, accepted: AcceptedRecovery) -> None: ...
+
+    def clear_accepted_recovery(self, segment_txid: int) -> None: ...
+
+
+def _read_segment_bytes(data: bytes, end_txid: int | None) -> bytes:
+    """Header plus records up to end_txid (all when None); pure helper for the memory store."""
+    if end_txid is None:
+        return data
+    view = memoryview(data)[records.HEADER_LEN :]
+    keep = records.HEADER_LEN
+    for offset, body in records.iter_records(view):
+        txid = edits_pb2.EditOp.FromString(body).txid
+        if txid > end_txid:
+            break
+        keep = records.HEADER_LEN + offset + records.FRAME_LEN + len(body)
+    return data[:keep]
+
+
+class MemoryJournalStorage:
+    """A JournalStorage in memory: the simulator's disk.
+
+    ``crash()`` forgets nothing (every method is durable on return), so a restarted Journal
+    over the same object sees what a real disk would keep after ``kill -9``. ``lose_paxos``
+    lets the simulator model a lost acceptRecovery write.
+    """
+
+    def __init__(self) -> None:
+        self.namespace_info: NamespaceInfo | None = None
+        self.last_promised_epoch = 0
+        self.last_writer_epoch = 0
+        self.committed_txid = 0
+        # start txid -> (bytes, finalized end or None)
+        self.segments: dict[int, tuple[bytearray, int | None]] = {}
+        self.moved_aside: list[tuple[int, str, bytes]] = []
+        self.accepted: dict[int, AcceptedRecovery] = {}
+
+    def load(self) -> LoadedJournal:
+        states = []
+        for start in sorted(self.segments):
+            state = self.scan_segment(start)
+            if state is None:
+                continue
+            states.append(state)
+        return LoadedJournal(
+            self.namespace_info,
+            self.last_promised_epoch,
+            self.last_writer_epoch,
+            self.committed_txid,
+            tuple(states),
+            dict(self.accepted),
+        )
+
+    def format(self, namespace_info: NamespaceInfo) -> None:
+        self.__init__()  # type: ignore[misc]
+        self.namespace_info = namespace_info
+
+    def persist_last_promised_epoch(self, epoch: int) -> None:
+        self.last_promised_epoch = epoch
+
+    def persist_last_writer_epoch(self, epoch: int) -> None:
+        self.last_writer_epoch = epoch
+
+    def persist_committed_txid(self, txid: int) -> None:
+        self.committed_txid = txid
+
+    def start_segment(self, txid: int) -> None:
+        self.segments[txid] = (bytearray(records.SEGMENT_HEADER), None)
+
+    def append(self, segment_txid: int, framed: bytes) -> None:
+        data, end = self.segments[segment_txid]
+        assert end is None, "append to a finalized segment"
+        data.extend(framed)
+
+    def finalize_segment(self, start_txid: int, end_txid: int) -> None:
+        data, _ = self.segments[start_txid]
+        self.segments[start_txid] = (data, end_txid)
+
+    def move_aside(self, start_txid: int, reason: str) -> None:
+        data, _ = self.segments.pop(start_txid)
+        self.moved_aside.append((start_txid, reason, bytes(data)))
+
+    def scan_segment(self, start_txid: int) -> SegmentState | None:
+        entry = self.segments.get(start_txid)
+        if entry is None:
+            return None
+        data, end = entry
+        if end is not None:
+            return SegmentState(start_txid, end, False)
+        result = records.scan(bytes(data[records.HEADER_LEN :]), start_txid)
+        if result.error is not None:
+            # Same repair as the file store: keep the valid prefix.
+            del data[records.HEADER_LEN + result.valid_len :]
+        if result.count == 0:
+            return SegmentState(start_txid, start_txid - 1, True)
+        return SegmentState(start_txid, result.last_txid, True)
+
+    def read_segment(self, start_txid: int, end_txid: int | None = None) -> Iterator[bytes]:
+        data, _ = self.segments[start_txid]
+        yield _read_segment_bytes(bytes(data), end_txid)
+
+    def install_segment(self, start_txid: int, chunks: Iterable[bytes], expected_end: int) -> None:
+        data = b"".join(chunks)
+        check_downloaded_segment(data, start_txid, expected_end, f"segment {start_txid}")
+        self.segments[start_txid] = (bytearray(data), None)
+
+    def purge(self, min_txid_to_keep: int) -> list[str]:
+        removed = []
+        for start, (_, end) in list(self.segments.items()):
+            if end is not None and end < min_txid_to_keep:
+                del self.segments[start]
+                removed.append(f"edits_{start}-{end}")
+        for start in [s for s in self.accepted if s < min_txid_to_keep]:
+            del self.accepted[start]
+        return removed
+
+    def persist_accepted_recovery(self, segment_txid: int, accepted: AcceptedRecovery) -> None:
+        self.accepted[segment_txid] = accepted
+
+    def clear_accepted_recovery(self, segment_txid: int) -> None:
+        self.accepted.pop(segment_txid, None)
+
+
+def check_downloaded_segment(data: bytes, start_txid: int, expected_end: int, what: str) -> None:
+    """Raise JournalStateError unless ``data`` is a header plus exactly the records
+    start_txid..expected_end, whole and valid (what acceptRecovery may install)."""
+    if not data.startswith(records.SEGMENT_HEADER):
+        raise JournalStateError(f"downloaded {what} does not start with a segment header")
+    result = records.scan(memoryview(data)[records.HEADER_LEN :], start_txid)
+    if result.error is not None:
+        raise JournalStateError(f"downloaded {what} is corrupt: {result.error}")
+    if result.count == 0 or result.last_txid != expected_end:
+        got = f"up to txid {result.last_txid}" if result.count else "no transactions"
+        raise JournalStateError(f"downloaded {what} holds {got}, expected up to {expected_end}")
