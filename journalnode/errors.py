@@ -82,6 +82,13 @@ class StorageLockedError(StorageError):
     """Another live JournalNode holds ``in_use.lock`` of this storage directory."""
 
 
+class JournalUnavailableError(JournalError):
+    """The JournalNode could not be reached or did not answer in time: not a verdict of its
+    Journal, so the caller may retry it or count it as a failed quorum member."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
 _BY_NAME: dict[str, type[JournalError]] = {
     cls.__name__: cls
     for cls in (
@@ -96,6 +103,7 @@ _BY_NAME: dict[str, type[JournalError]] = {
         CorruptSegmentError,
         StorageError,
         StorageLockedError,
+        JournalUnavailableError,
     )
 }
 
@@ -116,7 +124,3 @@ def from_rpc_error(err: grpc.RpcError) -> Exception:
                 return _BY_NAME[str(value)](details)
     code = call.code() if call is not None else None
     return JournalUnavailableError(f"{code.name if code else 'RPC failed'}: {details}")
-
-
-class JournalUnavailableError(Exception):
-    """The JournalNode could not be reached or did not answer in time (not a Journal verdict)."""

@@ -23,6 +23,7 @@ Rules, each with its test in tests/unit/test_journal.py:
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -40,7 +41,13 @@ from journalnode.errors import (
 )
 from journalnode.storage import AcceptedRecovery, JournalStorage
 from proto import records
-from proto.values import NamespaceInfo, PrepareRecoveryResult, RemoteEditLog, RequestInfo, SegmentState
+from proto.values import (
+    NamespaceInfo,
+    PrepareRecoveryResult,
+    RemoteEditLog,
+    RequestInfo,
+    SegmentState,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -120,7 +127,9 @@ class Journal:
     def segments(self) -> list[SegmentState]:
         """Segments with at least one transaction, in txid order."""
         with self._lock:
-            return [self._segments[k] for k in sorted(self._segments) if self._segments[k].num_txns > 0]
+            return [
+                self._segments[k] for k in sorted(self._segments) if self._segments[k].num_txns > 0
+            ]
 
     @property
     def current_lag_txns(self) -> int:
@@ -213,7 +222,9 @@ class Journal:
                     f"and holds data (promised epoch {self._last_promised_epoch}, "
                     f"{len(self._segments)} segments); format with force to erase it"
                 )
-            self._log.warning("formatting journal", cluster=ns.cluster_id, namespace=ns.namespace_id)
+            self._log.warning(
+                "formatting journal", cluster=ns.cluster_id, namespace=ns.namespace_id
+            )
             self.storage.format(ns)
             self.stats = JournalStats()
             self._load()
@@ -263,6 +274,17 @@ class Journal:
             self._segments[start] = state
         return state
 
+    def _segment_md5(self, start: int, end: int) -> bytes:
+        """md5 of a segment's records through ``end`` (recovery only: it reads the segment)."""
+        digest = hashlib.md5()
+        skip = records.HEADER_LEN
+        for chunk in self.storage.read_segment(start, end):
+            if skip:
+                cut = min(skip, len(chunk))
+                chunk, skip = chunk[cut:], skip - cut
+            digest.update(chunk)
+        return digest.digest()
+
     def heartbeat(self, req: RequestInfo) -> None:
         with self._lock:
             self._check_request(req)
@@ -277,12 +299,15 @@ class Journal:
             if self._cur_segment is not None:
                 self._log.warning(
                     "writer started a new segment while one was open; abandoning it",
-                    open_segment=self._cur_segment, new_segment=txid,
+                    open_segment=self._cur_segment,
+                    new_segment=txid,
                 )
                 self._cur_segment = None
             for state in self._segments.values():
                 if state.start_txid == txid and not state.is_in_progress:
-                    raise JournalStateError(f"already have a finalized segment {state} at txid {txid}")
+                    raise JournalStateError(
+                        f"already have a finalized segment {state} at txid {txid}"
+                    )
                 if state.start_txid < txid <= state.end_txid:
                     raise JournalStateError(f"segment {state} already holds txid {txid}")
             existing = self._rescan(txid)
@@ -293,7 +318,9 @@ class Journal:
                     f"in-progress segment {existing} holds transactions; recover it first"
                 )
             if self._last_writer_epoch != req.epoch:
-                self._log.info("updating lastWriterEpoch", old=self._last_writer_epoch, new=req.epoch)
+                self._log.info(
+                    "updating lastWriterEpoch", old=self._last_writer_epoch, new=req.epoch
+                )
                 # Section 2.4: durable before the segment exists.
                 self.storage.persist_last_writer_epoch(req.epoch)
                 self._last_writer_epoch = req.epoch
@@ -366,7 +393,7 @@ class Journal:
             if not state.is_in_progress:
                 if state.end_txid != end_txid:
                     raise JournalStateError(
-                        f"trying to re-finalize segment {state} with a different end txid {end_txid}"
+                        f"trying to re-finalize segment {state} with another end txid {end_txid}"
                     )
             else:
                 if state.end_txid != end_txid:
@@ -410,7 +437,9 @@ class Journal:
                 logs.append(RemoteEditLog(state.start_txid, state.end_txid, state.is_in_progress))
             return logs
 
-    def segment_for_reading(self, cluster_id: str, start_txid: int, end_txid: int | None) -> SegmentState:
+    def segment_for_reading(
+        self, cluster_id: str, start_txid: int, end_txid: int | None
+    ) -> SegmentState:
         """Check a GetSegment request: the segment must exist (finalized, or in progress when
         an end txid within it is named, as acceptRecovery's download does)."""
         with self._lock:
@@ -435,9 +464,12 @@ class Journal:
             # The writer is recovering: nothing may be appended to whatever was open.
             self._cur_segment = None
             state = self._rescan(segment_txid)
+            if state is not None:
+                state = state.with_md5(self._segment_md5(segment_txid, state.end_txid))
             accepted = self._accepted.get(segment_txid)
             if accepted is not None and state is not None:
-                if state.end_txid != accepted.segment_state.end_txid:
+                want = accepted.segment_state
+                if state.end_txid != want.end_txid or (want.md5 and want.md5 != state.md5):
                     raise JournalStateError(
                         f"on-disk segment {state} does not match the recovery accepted in epoch "
                         f"{accepted.accepted_in_epoch}: {accepted.segment_state}"
@@ -465,13 +497,18 @@ class Journal:
             if state.num_txns <= 0:
                 raise InvalidRequestError(f"can't accept recovery of an empty segment {state}")
             current = self._rescan(start)
+            same_content = (
+                current is not None
+                and current.end_txid == state.end_txid
+                and (not state.md5 or self._segment_md5(start, current.end_txid) == state.md5)
+            )
             if current is not None and not current.is_in_progress:
-                if current.end_txid != state.end_txid:
+                if not same_content:
                     raise JournalStateError(
                         f"asked to replace finalized segment {current} with {state}; a finalized "
                         "segment is never changed"
                     )
-            elif current is None or current.end_txid != state.end_txid:
+            elif not same_content:
                 committed = self._committed_txid
                 if (
                     current is not None
@@ -486,10 +523,16 @@ class Journal:
                     raise InvalidRequestError(f"acceptRecovery of {state} needs a source address")
                 self._log.info(
                     "synchronizing segment from recovery source",
-                    have=str(current) if current else None, want=str(state), source=from_url,
+                    have=str(current) if current else None,
+                    want=str(state),
+                    source=from_url,
                 )
-                chunks = fetch(from_url, self.journal_id, start, state.end_txid)
-                self.storage.install_segment(start, chunks, state.end_txid)
+                data = b"".join(fetch(from_url, self.journal_id, start, state.end_txid))
+                if state.md5 and hashlib.md5(data[records.HEADER_LEN :]).digest() != state.md5:
+                    raise JournalStateError(
+                        f"segment {state} downloaded from {from_url} does not have the accepted md5"
+                    )
+                self.storage.install_segment(start, [data], state.end_txid)
                 self._segments[start] = SegmentState(start, state.end_txid, True)
             accepted = AcceptedRecovery(state, req.epoch)
             self.storage.persist_accepted_recovery(start, accepted)

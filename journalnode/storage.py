@@ -80,7 +80,7 @@ class JournalStorage(Protocol):
         ...
 
     def move_aside(self, start_txid: int, reason: str) -> None:
-        """Rename an in-progress segment out of the way (``.empty``, ``.stale``...), never delete."""
+        """Rename an in-progress segment out of the way (``.empty``, ``.stale``); never delete."""
         ...
 
     def scan_segment(self, start_txid: int) -> SegmentState | None:

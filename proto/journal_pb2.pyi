@@ -33,14 +33,16 @@ class RequestInfo(_message.Message):
     def __init__(self, journal_id: _Optional[str] = ..., cluster_id: _Optional[str] = ..., epoch: _Optional[int] = ..., ipc_serial_number: _Optional[int] = ..., committed_txid: _Optional[int] = ...) -> None: ...
 
 class SegmentState(_message.Message):
-    __slots__ = ("start_txid", "end_txid", "is_in_progress")
+    __slots__ = ("start_txid", "end_txid", "is_in_progress", "md5")
     START_TXID_FIELD_NUMBER: _ClassVar[int]
     END_TXID_FIELD_NUMBER: _ClassVar[int]
     IS_IN_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    MD5_FIELD_NUMBER: _ClassVar[int]
     start_txid: int
     end_txid: int
     is_in_progress: bool
-    def __init__(self, start_txid: _Optional[int] = ..., end_txid: _Optional[int] = ..., is_in_progress: _Optional[bool] = ...) -> None: ...
+    md5: bytes
+    def __init__(self, start_txid: _Optional[int] = ..., end_txid: _Optional[int] = ..., is_in_progress: _Optional[bool] = ..., md5: _Optional[bytes] = ...) -> None: ...
 
 class PersistedRecoveryPaxosData(_message.Message):
     __slots__ = ("segment_state", "accepted_in_epoch")

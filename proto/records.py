@@ -85,7 +85,9 @@ def iter_records(buf: bytes | memoryview, base: int = 0) -> Iterator[tuple[int, 
         pos = body_end
 
 
-def scan(buf: bytes | memoryview, expected_first_txid: int | None = None, base: int = 0) -> ScanResult:
+def scan(
+    buf: bytes | memoryview, expected_first_txid: int | None = None, base: int = 0
+) -> ScanResult:
     """Validate framed records and their txids, stopping at the first bad or out-of-order one.
 
     Txids must be contiguous; when ``expected_first_txid`` is given the first record must
@@ -107,10 +109,15 @@ def scan(buf: bytes | memoryview, expected_first_txid: int | None = None, base: 
         try:
             txid = edits_pb2.EditOp.FromString(body).txid
         except Exception as exc:  # protobuf raises DecodeError (a plain Exception subclass)
-            return ScanResult(count, first, last, valid_len, RecordError(f"undecodable EditOp ({exc})", offset))
+            return ScanResult(
+                count, first, last, valid_len, RecordError(f"undecodable EditOp ({exc})", offset)
+            )
         if expect is not None and txid != expect:
             return ScanResult(
-                count, first, last, valid_len,
+                count,
+                first,
+                last,
+                valid_len,
                 RecordError(f"txid {txid} where {expect} was expected", offset),
             )
         if count == 0:

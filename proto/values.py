@@ -7,7 +7,7 @@ gRPC; the shells convert at the edge with ``to_pb``/``from_pb``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proto import journal_pb2
 
@@ -41,19 +41,28 @@ class SegmentState:
     start_txid: int
     end_txid: int
     is_in_progress: bool
+    # md5 of the records through end_txid, when known (prepareRecovery computes it). It is not
+    # part of equality: a state read from a file name has no digest and is still that segment.
+    md5: bytes = field(default=b"", compare=False)
 
     @property
     def num_txns(self) -> int:
         return self.end_txid - self.start_txid + 1
 
+    def with_md5(self, md5: bytes) -> SegmentState:
+        return SegmentState(self.start_txid, self.end_txid, self.is_in_progress, md5)
+
     def to_pb(self) -> journal_pb2.SegmentState:
         return journal_pb2.SegmentState(
-            start_txid=self.start_txid, end_txid=self.end_txid, is_in_progress=self.is_in_progress
+            start_txid=self.start_txid,
+            end_txid=self.end_txid,
+            is_in_progress=self.is_in_progress,
+            md5=self.md5,
         )
 
     @classmethod
     def from_pb(cls, pb: journal_pb2.SegmentState) -> SegmentState:
-        return cls(pb.start_txid, pb.end_txid, pb.is_in_progress)
+        return cls(pb.start_txid, pb.end_txid, pb.is_in_progress, pb.md5)
 
     def __str__(self) -> str:
         kind = "inprogress" if self.is_in_progress else "finalized"

@@ -26,7 +26,8 @@ NS = NamespaceInfo("CID-test", 4242)
 
 def ops(first: int, n: int, payload: bytes = b"x") -> bytes:
     return records.frame_ops(
-        edits_pb2.EditOp(txid=t, noop=edits_pb2.NoOp(payload=payload)) for t in range(first, first + n)
+        edits_pb2.EditOp(txid=t, noop=edits_pb2.NoOp(payload=payload))
+        for t in range(first, first + n)
     )
 
 
@@ -54,7 +55,11 @@ class Writer:
 
     def write(self, segment: int, first: int, n: int, payload: bytes = b"x") -> None:
         self.journal.journal(
-            self.req(), segment_txid=segment, first_txid=first, num_txns=n, framed=ops(first, n, payload)
+            self.req(),
+            segment_txid=segment,
+            first_txid=first,
+            num_txns=n,
+            framed=ops(first, n, payload),
         )
 
     def finalize(self, start: int, end: int) -> None:
@@ -440,7 +445,9 @@ def test_manifest_lists_finalized_segments_since_a_txid() -> None:
     w.finalize(1, 10)
     w.start(11)
     w.write(11, 11, 5)
-    assert [(log.start_txid, log.end_txid) for log in journal.get_edit_log_manifest(NS.cluster_id, 0)] == [(1, 10)]
+    assert [
+        (log.start_txid, log.end_txid) for log in journal.get_edit_log_manifest(NS.cluster_id, 0)
+    ] == [(1, 10)]
     assert journal.get_edit_log_manifest(NS.cluster_id, 11) == []
     with_ip = journal.get_edit_log_manifest(NS.cluster_id, 5, in_progress_ok=True)
     assert [(log.start_txid, log.end_txid, log.is_in_progress) for log in with_ip] == [
@@ -585,3 +592,23 @@ def test_stats_follow_journal_metrics() -> None:
     assert journal.stats.txns_written == 5
     assert journal.stats.last_written_txid == 5
     assert journal.stats.bytes_written == len(ops(1, 3)) + len(ops(4, 2))
+
+
+def test_accept_recovery_replaces_a_copy_of_equal_length_but_other_content() -> None:
+    # Design doc 2.8 identifies a segment by "the highest transaction ID and md5sum": an
+    # in-progress copy written by an older epoch may have the chosen copy's length and still
+    # hold other edits (JN1 in 2.10.6 had it received txids 151-153 from writer 1 as JN2/JN3
+    # did from writer 2). Skipping the download on length alone would finalize divergent copies.
+    source = formatted()
+    writer_with_segment(source, epoch=2).write(1, 1, 3, payload=b"epoch-2")
+    stale = formatted()
+    writer_with_segment(stale, epoch=1).write(1, 1, 3, payload=b"epoch-1")
+    w3 = Writer(source, 3)
+    w3.new_epoch()
+    chosen = source.prepare_recovery(w3.req(), 1).segment_state
+    assert chosen is not None and chosen.md5
+    w3_stale = Writer(stale, 3)
+    w3_stale.new_epoch()
+    stale.accept_recovery(w3_stale.req(), chosen, "src", fetch_from(source))
+    w3_stale.finalize(1, 3)
+    assert b"".join(stale.storage.read_segment(1)) == b"".join(source.storage.read_segment(1, 3))

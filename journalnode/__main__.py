@@ -1,0 +1,5 @@
+"""Run the JournalNode CLI as ``python -m journalnode``."""
+
+from journalnode.cli import main
+
+main()

@@ -1,0 +1,85 @@
+"""``journalnode`` command line: ``journalnode run --conf FILE --id jn1``.
+
+Reads the configuration once (``--conf`` or ``HANAMENODE_CONF``), starts a
+``JournalNodeServer`` with the JournalNode's rpc address, metrics (http) address and edits
+directory, and serves until SIGTERM/SIGINT. A bad configuration, a busy port or a storage
+directory locked by another live JournalNode is a one-line error and exit status 1.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+import structlog
+
+from conf import ConfigError, load_settings
+from conf.logging import LOG_FORMAT_OPTION, setup_logging
+from conf.rpc import PortInUseError
+from journalnode.errors import JournalError
+from journalnode.server import JournalNodeServer
+
+log = structlog.get_logger(__name__)
+
+
+@click.group()
+def main() -> None:
+    """JournalNode: durable storage of edit-log segments for the Quorum Journal Manager."""
+
+
+@main.command()
+@click.option(
+    "--conf",
+    "conf_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Hadoop-style XML configuration (default: $HANAMENODE_CONF).",
+)
+@click.option("--id", "jn_id", required=True, help="This JournalNode's id, e.g. jn1.")
+@LOG_FORMAT_OPTION
+def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
+    """Serve QJournalService and /metrics until SIGTERM or SIGINT."""
+    setup_logging(log_format)
+    try:
+        settings = load_settings(conf_path)
+        jn = settings.journalnode(jn_id)
+        server = JournalNodeServer(
+            jn.edits_dir,
+            jn.rpc_address,
+            metrics_address=jn.http_address,
+            tls=settings.tls,
+            handler_count=settings.rpc.handler_count,
+            max_message_bytes=settings.rpc.max_message_bytes,
+        )
+        server.start()
+    except ConfigError as exc:
+        raise click.ClickException(f"bad configuration: {exc}") from None
+    except PortInUseError as exc:
+        raise click.ClickException(str(exc)) from None
+    except JournalError as exc:
+        raise click.ClickException(f"journalnode {jn_id}: {exc}") from None
+    except OSError as exc:
+        raise click.ClickException(f"journalnode {jn_id}: {exc}") from None
+
+    stopped = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("journalnode stopping", signal=signal.Signals(signum).name)
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    click.echo(
+        f"journalnode {jn_id} serving on {server.address}, metrics on port {server.metrics_port}",
+        err=True,
+    )
+    stopped.wait()
+    server.stop(grace=2.0)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,456 @@
+"""The JournalNode daemon: QJournalService over gRPC for any number of journal ids, plus metrics.
+
+DESIGN.md sections 1 and 3. ``JournalNodeServer`` owns one storage root; each journal id gets a
+``Journal`` over a ``FileJournalStorage`` in ``<root>/<journal_id>``, created on first use (a
+journal that was never formatted answers every call but format with "not formatted"). The
+servicer only converts messages and errors; the rules live in ``journalnode.journal``.
+
+    with JournalNodeServer(root, "127.0.0.1:0", metrics_address="127.0.0.1:0") as jn:
+        print(jn.address, jn.metrics_port)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from conf import TLSSettings
+from conf.rpc import bind, make_channel, make_server
+from journalnode.errors import JournalError, StorageLockedError, from_rpc_error, to_status
+from journalnode.file_storage import FileJournalStorage, validate_journal_id
+from journalnode.journal import Journal
+from proto import journal_pb2, journal_pb2_grpc
+from proto.values import NamespaceInfo, RequestInfo, SegmentState
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+EMPTY = journal_pb2.Empty()
+
+
+class JournalMetricsCollector(Collector):
+    """Exports every journal's counters at scrape time, after Hadoop's JournalMetrics."""
+
+    def __init__(self, server: JournalNodeServer) -> None:
+        self._server = server
+
+    def collect(self) -> Iterator[Any]:
+        specs: list[tuple[str, str, type, Callable[[Journal], float]]] = [
+            (
+                "journalnode_batches_written",
+                "Journal RPC batches written",
+                CounterMetricFamily,
+                lambda j: j.stats.batches_written,
+            ),
+            (
+                "journalnode_txns_written",
+                "Transactions written",
+                CounterMetricFamily,
+                lambda j: j.stats.txns_written,
+            ),
+            (
+                "journalnode_bytes_written",
+                "Record bytes written",
+                CounterMetricFamily,
+                lambda j: j.stats.bytes_written,
+            ),
+            (
+                "journalnode_batches_written_while_lagging",
+                "Batches whose last txid was already committed when written",
+                CounterMetricFamily,
+                lambda j: j.stats.batches_written_while_lagging,
+            ),
+            (
+                "journalnode_last_written_txid",
+                "Last txid written",
+                GaugeMetricFamily,
+                lambda j: j.stats.last_written_txid,
+            ),
+            (
+                "journalnode_current_lag_txns",
+                "Committed txid minus last written txid",
+                GaugeMetricFamily,
+                lambda j: j.current_lag_txns,
+            ),
+            (
+                "journalnode_last_promised_epoch",
+                "lastPromisedEpoch",
+                GaugeMetricFamily,
+                lambda j: j.last_promised_epoch,
+            ),
+            (
+                "journalnode_last_writer_epoch",
+                "lastWriterEpoch",
+                GaugeMetricFamily,
+                lambda j: j.last_writer_epoch,
+            ),
+            (
+                "journalnode_committed_txid",
+                "Highest txid known committed",
+                GaugeMetricFamily,
+                lambda j: j.committed_txid,
+            ),
+        ]
+        journals = self._server.journals()
+        for name, doc, family, value in specs:
+            metric = family(name, doc, labels=["journal"])
+            for jid, journal in journals.items():
+                metric.add_metric([jid], value(journal))
+            yield metric
+
+
+def _unary(method: Callable[..., T]) -> Callable[..., T]:
+    """Run a servicer method, turning JournalErrors into their status and logging the rest."""
+
+    def wrapper(self: QJournalServicer, request: Any, context: grpc.ServicerContext) -> T:
+        try:
+            return method(self, request, context)
+        except JournalError as exc:
+            code, details, trailers = to_status(exc)
+            context.set_trailing_metadata(trailers)
+            context.abort(code, details)
+        except Exception as exc:
+            log.exception("journal RPC failed", rpc=method.__name__, error=str(exc))
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        raise AssertionError("unreachable: context.abort raises")
+
+    wrapper.__name__ = method.__name__
+    return wrapper
+
+
+def _req(pb: journal_pb2.RequestInfo) -> RequestInfo:
+    return RequestInfo.from_pb(pb)
+
+
+class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
+    """QJournalService: messages to Journal calls, nothing more."""
+
+    def __init__(self, server: JournalNodeServer) -> None:
+        self._server = server
+
+    def _journal(self, journal_id: str) -> Journal:
+        return self._server.journal(journal_id)
+
+    @_unary
+    def IsFormatted(self, request: Any, context: grpc.ServicerContext) -> Any:
+        journal = self._journal(request.journal_id)
+        ns = journal.namespace_info
+        response = journal_pb2.IsFormattedResponse(is_formatted=ns is not None)
+        if ns is not None:
+            response.namespace_info.CopyFrom(ns.to_pb())
+        return response
+
+    @_unary
+    def Format(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._journal(request.journal_id).format(
+            NamespaceInfo.from_pb(request.namespace_info), force=request.force
+        )
+        return EMPTY
+
+    @_unary
+    def GetJournalState(self, request: Any, context: grpc.ServicerContext) -> Any:
+        epoch, _ = self._journal(request.journal_id).get_journal_state(request.cluster_id)
+        return journal_pb2.GetJournalStateResponse(
+            last_promised_epoch=epoch, from_url=self._server.address
+        )
+
+    @_unary
+    def NewEpoch(self, request: Any, context: grpc.ServicerContext) -> Any:
+        last = self._journal(request.journal_id).new_epoch(
+            NamespaceInfo.from_pb(request.namespace_info), request.epoch
+        )
+        response = journal_pb2.NewEpochResponse()
+        if last is not None:
+            response.last_segment_txid = last
+        return response
+
+    @_unary
+    def StartLogSegment(self, request: Any, context: grpc.ServicerContext) -> Any:
+        req = _req(request.req_info)
+        self._journal(req.journal_id).start_log_segment(req, request.txid)
+        return EMPTY
+
+    @_unary
+    def Journal(self, request: Any, context: grpc.ServicerContext) -> Any:
+        req = _req(request.req_info)
+        self._journal(req.journal_id).journal(
+            req,
+            segment_txid=request.segment_txid,
+            first_txid=request.first_txid,
+            num_txns=request.num_txns,
+            framed=request.records,
+        )
+        return EMPTY
+
+    @_unary
+    def Heartbeat(self, request: Any, context: grpc.ServicerContext) -> Any:
+        req = _req(request.req_info)
+        self._journal(req.journal_id).heartbeat(req)
+        return EMPTY
+
+    @_unary
+    def FinalizeLogSegment(self, request: Any, context: grpc.ServicerContext) -> Any:
+        req = _req(request.req_info)
+        self._journal(req.journal_id).finalize_log_segment(
+            req, request.start_txid, request.end_txid
+        )
+        return EMPTY
+
+    @_unary
+    def PurgeLogs(self, request: Any, context: grpc.ServicerContext) -> Any:
+        req = _req(request.req_info)
+        self._journal(req.journal_id).purge_logs(req, request.min_txid_to_keep)
+        return EMPTY
+
+    @_unary
+    def GetEditLogManifest(self, request: Any, context: grpc.ServicerContext) -> Any:
+        journal = self._journal(request.journal_id)
+        logs = journal.get_edit_log_manifest(
+            request.cluster_id, request.since_txid, in_progress_ok=request.in_progress_ok
+        )
+        return journal_pb2.GetEditLogManifestResponse(
+            logs=[entry.to_pb() for entry in logs],
+            from_url=self._server.address,
+            committed_txid=journal.committed_txid,
+        )
+
+    @_unary
+    def PrepareRecovery(self, request: Any, context: grpc.ServicerContext) -> Any:
+        req = _req(request.req_info)
+        return self._journal(req.journal_id).prepare_recovery(req, request.segment_txid).to_pb()
+
+    @_unary
+    def AcceptRecovery(self, request: Any, context: grpc.ServicerContext) -> Any:
+        req = _req(request.req_info)
+        self._journal(req.journal_id).accept_recovery(
+            req,
+            SegmentState.from_pb(request.state_to_accept),
+            request.from_url,
+            self._server.fetch_segment_for(req.cluster_id),
+        )
+        return EMPTY
+
+    def GetSegment(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        try:
+            journal = self._journal(request.journal_id)
+            end = request.end_txid if request.in_progress_ok or request.end_txid else None
+            journal.segment_for_reading(request.cluster_id, request.start_txid, end)
+            for chunk in journal.storage.read_segment(request.start_txid, end):
+                yield journal_pb2.SegmentChunk(data=chunk)
+        except JournalError as exc:
+            code, details, trailers = to_status(exc)
+            context.set_trailing_metadata(trailers)
+            context.abort(code, details)
+        except Exception as exc:
+            log.exception("GetSegment failed", journal=request.journal_id, error=str(exc))
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+    def GetJournaledEdits(self, request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(
+            grpc.StatusCode.UNIMPLEMENTED,
+            "GetJournaledEdits (in-progress tailing from the JN cache) is not implemented yet; "
+            "readers tail finalized segments",
+        )
+
+
+class JournalNodeServer:
+    """One JournalNode: storage root, gRPC server, metrics endpoint. A context manager."""
+
+    def __init__(
+        self,
+        root: Path,
+        rpc_address: str,
+        *,
+        metrics_address: str | None = None,
+        tls: TLSSettings | None = None,
+        handler_count: int = 16,
+        max_message_bytes: int = 128 * 1024 * 1024,
+        advertised_host: str | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self._rpc_address = rpc_address
+        self._metrics_address = metrics_address
+        self._tls = tls
+        self._handler_count = handler_count
+        self._max_message_bytes = max_message_bytes
+        self._advertised_host = advertised_host
+        self._journals: dict[str, Journal] = {}
+        self._journals_lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._root_lock_fd: int | None = None
+        self._server: grpc.Server | None = None
+        self._metrics_server: Any = None
+        self.registry = CollectorRegistry()
+        self.sync_latency = Histogram(
+            "journalnode_sync_seconds",
+            "fdatasync latency of Journal batches",
+            ["journal"],
+            registry=self.registry,
+            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1),
+        )
+        self.registry.register(JournalMetricsCollector(self))
+        self.port = 0
+        self.metrics_port = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def address(self) -> str:
+        host = self._advertised_host or self._rpc_address.rsplit(":", 1)[0]
+        if host in ("0.0.0.0", "", "::"):
+            host = "127.0.0.1"
+        return f"{host}:{self.port}"
+
+    def start(self) -> JournalNodeServer:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_root()
+        try:
+            for child in sorted(self.root.iterdir()):
+                if child.is_dir() and (child / "current").is_dir():
+                    self.journal(child.name)
+            self._server = make_server(
+                tls=self._tls,
+                max_workers=self._handler_count,
+                max_message_bytes=self._max_message_bytes,
+            )
+            journal_pb2_grpc.add_QJournalServiceServicer_to_server(
+                QJournalServicer(self), self._server
+            )
+            self.port = bind(self._server, self._rpc_address, self._tls)
+            if self._metrics_address is not None:
+                host, port = self._metrics_address.rsplit(":", 1)
+                self._metrics_server, _ = start_http_server(
+                    int(port), addr=host, registry=self.registry
+                )
+                self.metrics_port = self._metrics_server.server_port
+            self._server.start()
+        except BaseException:
+            self.stop()
+            raise
+        log.info(
+            "journalnode started",
+            rpc=self.address,
+            metrics_port=self.metrics_port,
+            root=str(self.root),
+        )
+        return self
+
+    def _lock_root(self) -> None:
+        path = self.root / "in_use.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise StorageLockedError(
+                f"storage directory {self.root} is in use by another JournalNode"
+                + (f" (pid {holder})" if holder else "")
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._root_lock_fd = fd
+
+    def stop(self, grace: float | None = 1.0) -> None:
+        if self._server is not None:
+            self._server.stop(grace).wait()
+            self._server = None
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+        with self._journals_lock:
+            for journal in self._journals.values():
+                storage = journal.storage
+                if isinstance(storage, FileJournalStorage):
+                    storage.close()
+            self._journals.clear()
+        if self._root_lock_fd is not None:
+            os.close(self._root_lock_fd)
+            self._root_lock_fd = None
+
+    def wait(self) -> None:
+        if self._server is not None:
+            self._server.wait_for_termination()
+
+    def __enter__(self) -> JournalNodeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ journals
+
+    def journal(self, journal_id: str) -> Journal:
+        """The Journal for journal_id, loaded (and its directory locked) on first use."""
+        journal = self._journals.get(journal_id)
+        if journal is not None:
+            return journal
+        validate_journal_id(journal_id)
+        with self._journals_lock:
+            journal = self._journals.get(journal_id)
+            if journal is None:
+                histogram = self.sync_latency.labels(journal_id)
+                storage = FileJournalStorage(self.root, journal_id, sync_observer=histogram.observe)
+                journal = Journal(journal_id, storage)
+                self._journals[journal_id] = journal
+            return journal
+
+    def journals(self) -> dict[str, Journal]:
+        with self._journals_lock:
+            return dict(self._journals)
+
+    # ------------------------------------------------------------------ recovery downloads
+
+    def fetch_segment_for(self, cluster_id: str) -> Callable[[str, str, int, int], Iterable[bytes]]:
+        """A SegmentFetcher that streams a segment from another JournalNode's GetSegment."""
+
+        def fetch(from_url: str, journal_id: str, start: int, end: int) -> Iterator[bytes]:
+            channel = self._channel(from_url)
+            stub = journal_pb2_grpc.QJournalServiceStub(channel)
+            request = journal_pb2.GetSegmentRequest(
+                journal_id=journal_id,
+                cluster_id=cluster_id,
+                start_txid=start,
+                end_txid=end,
+                in_progress_ok=True,
+            )
+            started = time.monotonic()
+            try:
+                for chunk in stub.GetSegment(request, timeout=120):
+                    yield chunk.data
+            except grpc.RpcError as err:
+                raise from_rpc_error(err) from err
+            log.info(
+                "downloaded segment",
+                source=from_url,
+                journal=journal_id,
+                start=start,
+                end=end,
+                seconds=round(time.monotonic() - started, 3),
+            )
+
+        return fetch
+
+    def _channel(self, target: str) -> grpc.Channel:
+        with self._journals_lock:
+            channel = self._channels.get(target)
+            if channel is None:
+                channel = make_channel(target, self._tls)
+                self._channels[target] = channel
+            return channel

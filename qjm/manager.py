@@ -1,0 +1,428 @@
+"""QuorumJournalManager and QuorumOutputStream (design doc 2.2-2.11, 5.2).
+
+The writer's side of the protocol: fence earlier writers with a new unique epoch, recover the
+last unfinalized segment by Paxos (prepareRecovery, choose a source, acceptRecovery, finalize),
+then start segments, write batches to every JournalNode and count a batch written when a
+quorum acknowledges it. The decisions are pure functions in ``qjm.recovery``, ``qjm.epochs``
+and ``qjm.quorum``; this module sequences them over an ``AsyncLoggerSet``.
+
+    qjm = QuorumJournalManager.connect(["127.0.0.1:8485", ...], "ns1", ns_info, settings.qjm)
+    recovered_end = qjm.recover_unfinalized_segments()   # fences and recovers
+    out = qjm.start_log_segment((recovered_end or 0) + 1)
+    out.write(op); out.flush()                          # acknowledged by a quorum
+    qjm.finalize_log_segment(out.segment_txid, out.last_txid)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from conf import TLSSettings
+from proto import edits_pb2, records
+from proto.values import NamespaceInfo
+from qjm.channel import GrpcJournalChannel
+from qjm.epochs import next_epoch
+from qjm.errors import QJMError, QuorumException, RecoveryError
+from qjm.logger import AsyncLogger, AsyncLoggerSet
+from qjm.metrics import QUORUM_SYNC_SECONDS
+from qjm.reader import RedundantEditLogInputStream, chain_segments
+from qjm.recovery import RecoveryCandidate, RecoveryPlan, plan_recovery
+
+log = structlog.get_logger(__name__)
+
+
+class _DefaultTimeouts:
+    """Hadoop's defaults, in seconds, for callers without a configuration."""
+
+    start_segment_timeout = 20.0
+    prepare_recovery_timeout = 120.0
+    accept_recovery_timeout = 120.0
+    finalize_segment_timeout = 120.0
+    select_input_streams_timeout = 20.0
+    get_journal_state_timeout = 120.0
+    new_epoch_timeout = 120.0
+    write_txns_timeout = 20.0
+    format_timeout = 60.0
+    heartbeat_interval = 1.0
+    queued_edits_limit_bytes = 10 * 1024 * 1024
+
+
+class QuorumJournalManager:
+    """The writer (and reader) of one journal on a set of JournalNodes."""
+
+    def __init__(
+        self,
+        loggers: AsyncLoggerSet,
+        journal_id: str,
+        namespace_info: NamespaceInfo,
+        timeouts: Any = None,
+        *,
+        ignore_writer_epoch: bool = False,
+    ) -> None:
+        self.loggers = loggers
+        self.journal_id = journal_id
+        self.namespace_info = namespace_info
+        self.timeouts = timeouts or _DefaultTimeouts()
+        # Test-only: reproduce HDFS-3845 (see qjm.recovery.SegmentRecoveryComparator).
+        self.ignore_writer_epoch = ignore_writer_epoch
+        self.epoch = 0
+        self.committed_txid = 0
+        self._log = log.bind(journal=journal_id)
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat_thread: threading.Thread | None = None
+
+    @classmethod
+    def connect(
+        cls,
+        addresses: Sequence[str],
+        journal_id: str,
+        namespace_info: NamespaceInfo,
+        timeouts: Any = None,
+        *,
+        tls: TLSSettings | None = None,
+    ) -> QuorumJournalManager:
+        """A manager over gRPC channels to ``addresses`` (host:port each)."""
+        timeouts = timeouts or _DefaultTimeouts()
+        loggers = AsyncLoggerSet(
+            AsyncLogger(
+                GrpcJournalChannel(address, tls),
+                journal_id,
+                namespace_info,
+                queue_limit_bytes=int(getattr(timeouts, "queued_edits_limit_bytes", 10 << 20)),
+                timeouts=timeouts,
+            )
+            for address in addresses
+        )
+        return cls(loggers, journal_id, namespace_info, timeouts)
+
+    def close(self) -> None:
+        self.stop_heartbeats()
+        self.loggers.close()
+
+    def __enter__(self) -> QuorumJournalManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _wait(self, call: Any, timeout: float, name: str) -> dict[AsyncLogger, Any]:
+        return self.loggers.wait_for_write_quorum(call, timeout, name)
+
+    # ------------------------------------------------------------------ format (design doc 4.2)
+
+    def format(self, *, force: bool = False) -> None:
+        """Format the journal on every JournalNode: all must succeed, not just a quorum."""
+        call = self.loggers.format(self.namespace_info, force)
+        call.wait_for(
+            len(self.loggers),
+            len(self.loggers),
+            0,
+            self.timeouts.format_timeout,
+            operation_name="format",
+        )
+        if call.count_successes() != len(self.loggers):
+            call.rethrow_exception(
+                f"could not format journal {self.journal_id!r} on every JournalNode"
+            )
+
+    def is_formatted(self) -> dict[str, bool]:
+        """Which JournalNodes hold a formatted journal (needs every JournalNode to answer)."""
+        call = self.loggers.is_formatted()
+        call.wait_for(
+            len(self.loggers),
+            len(self.loggers),
+            0,
+            self.timeouts.format_timeout,
+            operation_name="isFormatted",
+        )
+        if call.count_successes() != len(self.loggers):
+            call.rethrow_exception("could not ask every JournalNode whether it is formatted")
+        return {lg.address: formatted for lg, (formatted, _) in call.successes().items()}
+
+    # ------------------------------------------------------------------ epochs (design doc 2.5)
+
+    def create_new_unique_epoch(self) -> dict[AsyncLogger, int | None]:
+        """getJournalState on a quorum, propose max+1, newEpoch on a quorum.
+
+        Returns each accepting logger's newest segment txid. Raises QuorumException when no
+        quorum promises (another writer proposed the same or a higher epoch meanwhile).
+        """
+        states = self._wait(
+            self.loggers.get_journal_state(),
+            self.timeouts.get_journal_state_timeout,
+            "getJournalState()",
+        )
+        proposed = next_epoch(epoch for epoch, _ in states.values())
+        responses = self._wait(
+            self.loggers.new_epoch(proposed),
+            self.timeouts.new_epoch_timeout,
+            f"newEpoch({proposed})",
+        )
+        self.loggers.set_epoch(proposed)
+        self.epoch = proposed
+        self._log.info(
+            "started new epoch", epoch=proposed, promised_by=sorted(lg.address for lg in responses)
+        )
+        return responses
+
+    # ------------------------------------------------------------------ recovery (design doc 2.8)
+
+    def recover_unfinalized_segments(self) -> int | None:
+        """Fence earlier writers and finalize the newest segment on a quorum.
+
+        Returns the last txid of the recovered log (None for an empty journal): the next
+        segment starts right after it.
+        """
+        responses = self.create_new_unique_epoch()
+        newest = [txid for txid in responses.values() if txid is not None]
+        if not newest:
+            self._log.info("no segments to recover")
+            return None
+        segment_txid = max(newest)
+        plan = self.recover_unclosed_segment(segment_txid)
+        if plan is None:
+            # Every responder moved an empty segment aside: the log ends before it.
+            return segment_txid - 1
+        return plan.end_txid
+
+    def recover_unclosed_segment(self, segment_txid: int) -> RecoveryPlan | None:
+        prepared = self._wait(
+            self.loggers.prepare_recovery(segment_txid),
+            self.timeouts.prepare_recovery_timeout,
+            f"prepareRecovery({segment_txid})",
+        )
+        by_address = {lg.address: lg for lg in prepared}
+        candidates = [RecoveryCandidate(lg.address, response) for lg, response in prepared.items()]
+        for c in candidates:
+            self._log.info(
+                "prepareRecovery answer",
+                segment=segment_txid,
+                journalnode=c.logger,
+                state=str(c.response.segment_state),
+                accepted_in_epoch=c.response.accepted_in_epoch,
+                last_writer_epoch=c.response.last_writer_epoch,
+            )
+        plan = plan_recovery(
+            segment_txid,
+            candidates,
+            committed_txid=self.committed_txid,
+            ignore_writer_epoch=self.ignore_writer_epoch,
+        )
+        if plan is None:
+            self._log.info("no responder holds a segment to recover", segment=segment_txid)
+            return None
+        source = by_address[plan.source]
+        from_url = source.from_url or source.address
+        self._log.info(
+            "recovering segment",
+            segment=segment_txid,
+            source=plan.source,
+            chosen=str(plan.segment_state),
+        )
+        self._wait(
+            self.loggers.accept_recovery(plan.segment_state, from_url),
+            self.timeouts.accept_recovery_timeout,
+            f"acceptRecovery({plan.segment_state})",
+        )
+        # A logger that missed acceptRecovery still validates length before finalizing.
+        self._wait(
+            self.loggers.finalize_log_segment(segment_txid, plan.end_txid),
+            self.timeouts.finalize_segment_timeout,
+            f"finalizeLogSegment({segment_txid}-{plan.end_txid})",
+        )
+        self._set_committed(plan.end_txid)
+        return plan
+
+    # ------------------------------------------------------------------ writing
+
+    def start_log_segment(self, txid: int) -> QuorumOutputStream:
+        if self.epoch == 0:
+            raise QJMError("start_log_segment before recover_unfinalized_segments (no epoch)")
+        self._wait(
+            self.loggers.start_log_segment(txid),
+            self.timeouts.start_segment_timeout,
+            f"startLogSegment({txid})",
+        )
+        return QuorumOutputStream(self, txid)
+
+    def finalize_log_segment(self, start: int, end: int) -> None:
+        self._wait(
+            self.loggers.finalize_log_segment(start, end),
+            self.timeouts.finalize_segment_timeout,
+            f"finalizeLogSegment({start}-{end})",
+        )
+
+    def purge_logs_older_than(self, min_txid_to_keep: int) -> None:
+        # Best effort like HDFS: a JN that misses it purges at a later call.
+        call = self.loggers.purge_logs(min_txid_to_keep)
+        call.wait_for(
+            len(self.loggers),
+            0,
+            -1,
+            self.timeouts.finalize_segment_timeout,
+            operation_name=f"purgeLogs({min_txid_to_keep})",
+        )
+        for lg, exc in call.exceptions().items():
+            self._log.warning(
+                "purge failed on a JournalNode", journalnode=lg.address, error=str(exc)
+            )
+
+    def _set_committed(self, txid: int) -> None:
+        if txid > self.committed_txid:
+            self.committed_txid = txid
+            self.loggers.set_committed_txid(txid)
+
+    def _send(self, segment_txid: int, first: int, count: int, framed: bytes) -> None:
+        started = time.perf_counter()
+        last = first + count - 1
+        call = self.loggers.send_edits(segment_txid, first, count, framed)
+        self._wait(call, self.timeouts.write_txns_timeout, f"sendEdits({first}-{last})")
+        QUORUM_SYNC_SECONDS.labels(self.journal_id).observe(time.perf_counter() - started)
+        self._set_committed(last)
+        for lg in self.loggers.loggers:
+            lg.update_lag(last)
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def heartbeat_idle_loggers(self, idle_for: float | None = None) -> None:
+        """Send a heartbeat to every logger that sent nothing for ``idle_for`` seconds, so idle
+        JournalNodes learn the epoch (and fence older writers) and the committed txid."""
+        if self.epoch == 0:
+            return
+        idle_for = self.timeouts.heartbeat_interval if idle_for is None else idle_for
+        now = time.monotonic()
+        for lg in self.loggers.loggers:
+            if now - lg.last_call_time >= idle_for:
+                future = lg.heartbeat()
+                future.add_done_callback(
+                    lambda f, lg=lg: (
+                        f.exception()
+                        and self._log.warning(
+                            "heartbeat failed", journalnode=lg.address, error=str(f.exception())
+                        )
+                    )
+                )
+
+    def start_heartbeats(self) -> None:
+        if self._heartbeat_thread is not None:
+            return
+        self._heartbeat_stop.clear()
+        interval = self.timeouts.heartbeat_interval
+
+        def loop() -> None:
+            while not self._heartbeat_stop.wait(interval):
+                self.heartbeat_idle_loggers()
+
+        self._heartbeat_thread = threading.Thread(
+            target=loop, name=f"qjm-heartbeat-{self.journal_id}", daemon=True
+        )
+        self._heartbeat_thread.start()
+
+    def stop_heartbeats(self) -> None:
+        self._heartbeat_stop.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join(timeout=5)
+            self._heartbeat_thread = None
+
+    # ------------------------------------------------------------------ reading (design doc 3)
+
+    def select_input_streams(self, since_txid: int) -> list[RedundantEditLogInputStream]:
+        """Finalized segments from since_txid on, each readable from every JN that has it."""
+        call = self.loggers.get_edit_log_manifest(since_txid, False)
+        manifests = self._wait(
+            call, self.timeouts.select_input_streams_timeout, f"getEditLogManifest({since_txid})"
+        )
+        by_logger = {lg: logs for lg, (logs, _) in manifests.items()}
+        return chain_segments(by_logger, since_txid)
+
+
+class QuorumOutputStream:
+    """Writes one segment to a quorum, with a double buffer (design doc 2.11).
+
+    ``write`` appends to the current buffer; ``set_ready_to_flush`` swaps it with the (empty)
+    ready buffer; ``flush_ready`` sends the ready buffer and waits for a quorum. A caller that
+    does group commit (FSEditLog) keeps writing into the current buffer while a flush is in
+    flight; ``flush`` does both steps for callers that don't.
+    """
+
+    def __init__(self, qjm: QuorumJournalManager, segment_txid: int) -> None:
+        self.qjm = qjm
+        self.segment_txid = segment_txid
+        self._lock = threading.Lock()
+        self._current = bytearray()
+        self._current_first = segment_txid
+        self._current_count = 0
+        self._ready = b""
+        self._ready_first = 0
+        self._ready_count = 0
+        self.last_txid = segment_txid - 1  # highest txid acknowledged by a quorum
+        self._next_txid = segment_txid
+        self.aborted = False
+
+    def write(self, op: edits_pb2.EditOp) -> None:
+        self.write_framed(op.txid, records.frame(op.SerializeToString()))
+
+    def write_framed(self, txid: int, framed: bytes) -> None:
+        with self._lock:
+            if txid != self._next_txid:
+                raise QJMError(f"txid {txid} written where {self._next_txid} was next")
+            if self._current_count == 0:
+                self._current_first = txid
+            self._current += framed
+            self._current_count += 1
+            self._next_txid = txid + 1
+
+    def set_ready_to_flush(self) -> None:
+        with self._lock:
+            if self._ready_count:
+                raise QJMError("previous batch not flushed yet")
+            self._ready = bytes(self._current)
+            self._ready_first, self._ready_count = self._current_first, self._current_count
+            self._current = bytearray()
+            self._current_count = 0
+
+    def flush_ready(self) -> None:
+        if self.aborted:
+            raise QJMError(f"output stream of segment {self.segment_txid} was aborted")
+        if not self._ready_count:
+            return
+        try:
+            self.qjm._send(self.segment_txid, self._ready_first, self._ready_count, self._ready)
+        except QuorumException:
+            self.aborted = True
+            raise
+        self.last_txid = self._ready_first + self._ready_count - 1
+        self._ready, self._ready_count = b"", 0
+
+    def flush(self) -> None:
+        self.set_ready_to_flush()
+        self.flush_ready()
+
+    @property
+    def pending_txns(self) -> int:
+        return self._current_count
+
+
+def connect_from_settings(settings: Any, namespace_info: NamespaceInfo) -> QuorumJournalManager:
+    """A QuorumJournalManager for ``dfs.namenode.shared.edits.dir`` of the configuration."""
+    uri = settings.journal_uri
+    if uri is None:
+        raise QJMError(
+            "dfs.namenode.shared.edits.dir is not set (qjournal://h1:p;h2:p;h3:p/journal-id)"
+        )
+    return QuorumJournalManager.connect(
+        uri.addresses, uri.journal_id, namespace_info, settings.qjm, tls=settings.tls
+    )
+
+
+__all__ = [
+    "QuorumJournalManager",
+    "QuorumOutputStream",
+    "RecoveryError",
+    "connect_from_settings",
+]

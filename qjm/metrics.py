@@ -1,0 +1,88 @@
+"""Writer-side metrics after Hadoop's IPCLoggerChannelMetrics (design doc section 6).
+
+One set of Prometheus metrics per process, labelled by journal and JournalNode address, so
+any number of QuorumJournalManagers (tests run several) share them without clashing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import Gauge, Histogram
+
+_LATENCY_BUCKETS = (
+    0.0001,
+    0.0002,
+    0.0003,
+    0.0005,
+    0.00075,
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.5,
+    1,
+    5,
+)
+
+
+@dataclass(frozen=True)
+class LoggerMetricHandles:
+    """The label-bound metrics of one AsyncLogger."""
+
+    out_of_sync: Gauge
+    queued_bytes: Gauge
+    lag_txns: Gauge
+    lag_seconds: Gauge
+    rpc_seconds: Histogram
+    write_seconds: Histogram
+
+
+class LoggerMetrics:
+    def __init__(self) -> None:
+        labels = ["journal", "journalnode"]
+        self.out_of_sync = Gauge(
+            "qjm_logger_out_of_sync", "1 while the logger is out of sync", labels
+        )
+        self.queued_bytes = Gauge(
+            "qjm_logger_queued_edits_bytes", "Edit bytes queued for the JN", labels
+        )
+        self.lag_txns = Gauge("qjm_logger_lag_txns", "Txns the JN is behind the quorum", labels)
+        self.lag_seconds = Gauge(
+            "qjm_logger_lag_seconds", "Seconds since the lagging JN last acked", labels
+        )
+        self.rpc_seconds = Histogram(
+            "qjm_logger_journal_rpc_seconds",
+            "Journal RPC round trip",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+        )
+        self.write_seconds = Histogram(
+            "qjm_logger_write_seconds",
+            "Journal batch latency including queueing",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+        )
+
+    def for_logger(self, journal_id: str, address: str) -> LoggerMetricHandles:
+        return LoggerMetricHandles(
+            self.out_of_sync.labels(journal_id, address),
+            self.queued_bytes.labels(journal_id, address),
+            self.lag_txns.labels(journal_id, address),
+            self.lag_seconds.labels(journal_id, address),
+            self.rpc_seconds.labels(journal_id, address),
+            self.write_seconds.labels(journal_id, address),
+        )
+
+
+LOGGER_METRICS = LoggerMetrics()
+
+QUORUM_SYNC_SECONDS = Histogram(
+    "qjm_quorum_sync_seconds",
+    "Time for a batch to be acked by a quorum",
+    ["journal"],
+    buckets=_LATENCY_BUCKETS,
+)

@@ -1,0 +1,151 @@
+"""Reading finalized segments from several JournalNodes (design doc section 3).
+
+``chain_segments`` merges every JournalNode's manifest into one chain of segments starting at
+a txid; each link is a ``RedundantEditLogInputStream`` that reads the segment from one
+JournalNode and, if that one fails mid-read, goes on from another that has the same segment,
+skipping what it already returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
+
+import structlog
+
+from proto import edits_pb2, records
+from proto.values import RemoteEditLog
+from qjm.errors import QJMError
+
+log = structlog.get_logger(__name__)
+
+
+class SegmentSource(Protocol):
+    address: str
+
+    def get_segment(self, start: int, end: int | None) -> Iterator[bytes]: ...
+
+
+class EditLogReadError(QJMError):
+    """No JournalNode could serve a segment, or what one served was not that segment."""
+
+
+def iter_segment_ops(
+    chunks: Iterator[bytes], start: int, end: int, what: str
+) -> Iterator[edits_pb2.EditOp]:
+    """Parse a streamed segment (header + records) into EditOps, checking txids start..end."""
+    buf = bytearray()
+    header_seen = False
+    expect = start
+    for chunk in chunks:
+        buf += chunk
+        if not header_seen:
+            if len(buf) < records.HEADER_LEN:
+                continue
+            if bytes(buf[: records.HEADER_LEN]) != records.SEGMENT_HEADER:
+                raise EditLogReadError(f"{what}: bad segment header")
+            del buf[: records.HEADER_LEN]
+            header_seen = True
+        pos = 0
+        while len(buf) - pos >= records.FRAME_LEN:
+            length = int.from_bytes(buf[pos : pos + 4], "big")
+            if len(buf) - pos < records.FRAME_LEN + length:
+                break
+            # One whole record: let records.iter_records validate its frame and checksum.
+            record = bytes(buf[pos : pos + records.FRAME_LEN + length])
+            for _, body in records.iter_records(record):
+                op = edits_pb2.EditOp.FromString(body)
+                if op.txid != expect:
+                    raise EditLogReadError(f"{what}: txid {op.txid} where {expect} was expected")
+                expect += 1
+                yield op
+            pos += records.FRAME_LEN + length
+        del buf[:pos]
+    if not header_seen or buf:
+        raise EditLogReadError(f"{what}: truncated ({len(buf)} stray bytes at the end)")
+    if expect != end + 1:
+        raise EditLogReadError(f"{what}: ended at txid {expect - 1}, expected {end}")
+
+
+class RedundantEditLogInputStream:
+    """One finalized segment, readable from any of several JournalNodes."""
+
+    def __init__(self, sources: Sequence[SegmentSource], start_txid: int, end_txid: int) -> None:
+        if not sources:
+            raise QJMError(f"segment {start_txid}-{end_txid} has no source")
+        self.sources = list(sources)
+        self.start_txid = start_txid
+        self.end_txid = end_txid
+
+    def __repr__(self) -> str:
+        names = ",".join(s.address for s in self.sources)
+        return f"RedundantEditLogInputStream({self.start_txid}-{self.end_txid} from {names})"
+
+    def __iter__(self) -> Iterator[edits_pb2.EditOp]:
+        return self.read(self.start_txid)
+
+    def read(self, from_txid: int) -> Iterator[edits_pb2.EditOp]:
+        """Ops with txid >= from_txid, switching JournalNode on any failure."""
+        next_txid = from_txid
+        failures: list[str] = []
+        for source in self.sources:
+            what = f"segment {self.start_txid}-{self.end_txid} from {source.address}"
+            try:
+                chunks = source.get_segment(self.start_txid, None)
+                for op in iter_segment_ops(chunks, self.start_txid, self.end_txid, what):
+                    if op.txid < next_txid:
+                        continue
+                    yield op
+                    next_txid = op.txid + 1
+                return
+            except Exception as exc:  # any failure of one source: try the next one
+                failures.append(f"{source.address}: {type(exc).__name__}: {exc}")
+                log.warning(
+                    "edit log source failed, trying the next",
+                    segment=self.start_txid,
+                    source=source.address,
+                    resume_at=next_txid,
+                    error=str(exc),
+                )
+        raise EditLogReadError(
+            f"no JournalNode could serve segment {self.start_txid}-{self.end_txid} from txid "
+            f"{next_txid}: " + "; ".join(failures)
+        )
+
+
+def chain_segments(
+    manifests: Mapping[SegmentSource, Sequence[RemoteEditLog]], since_txid: int
+) -> list[RedundantEditLogInputStream]:
+    """Finalized segments covering since_txid onward without gaps, each with every source that
+    has it. Two JournalNodes reporting the same first txid with different ends is a broken
+    invariant (design doc 2.7) and an error naming both."""
+    by_start: dict[int, tuple[int, list[SegmentSource], str]] = {}
+    for source, logs in manifests.items():
+        for entry in logs:
+            if entry.is_in_progress:
+                continue
+            known = by_start.get(entry.start_txid)
+            if known is None:
+                by_start[entry.start_txid] = (entry.end_txid, [source], source.address)
+            elif known[0] != entry.end_txid:
+                raise EditLogReadError(
+                    f"finalized segments disagree: {known[2]} has {entry.start_txid}-{known[0]}, "
+                    f"{source.address} has {entry.start_txid}-{entry.end_txid}"
+                )
+            else:
+                known[1].append(source)
+    chain: list[RedundantEditLogInputStream] = []
+    txid = since_txid
+    for start in sorted(by_start):
+        end, sources, _ = by_start[start]
+        if end < txid:
+            continue
+        if start > txid and (chain or since_txid > 0):
+            raise EditLogReadError(
+                f"gap in the edit log: txids {txid}-{start - 1} are on no JournalNode"
+            )
+        chain.append(
+            RedundantEditLogInputStream(sorted(sources, key=lambda s: s.address), start, end)
+        )
+        txid = end + 1
+    return chain
