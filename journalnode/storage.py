@@ -145,6 +145,9 @@ class MemoryJournalStorage:
             state = self.scan_segment(start)
             if state is None:
                 continue
+            if state.num_txns <= 0:
+                self.move_aside(start, "empty")
+                continue
             states.append(state)
         return LoadedJournal(
             self.namespace_info,
@@ -168,16 +171,29 @@ class MemoryJournalStorage:
     def persist_committed_txid(self, txid: int) -> None:
         self.committed_txid = txid
 
+    def _entry(self, start_txid: int) -> tuple[bytearray, int | None]:
+        entry = self.segments.get(start_txid)
+        if entry is None:
+            raise JournalStateError(f"no segment starting at txid {start_txid}")
+        return entry
+
+    def _refuse_finalized(self, txid: int) -> None:
+        entry = self.segments.get(txid)
+        if entry is not None and entry[1] is not None:
+            raise JournalStateError(f"segment {txid} is finalized; it is never replaced")
+
     def start_segment(self, txid: int) -> None:
+        self._refuse_finalized(txid)
         self.segments[txid] = (bytearray(records.SEGMENT_HEADER), None)
 
     def append(self, segment_txid: int, framed: bytes) -> None:
-        data, end = self.segments[segment_txid]
-        assert end is None, "append to a finalized segment"
+        data, end = self._entry(segment_txid)
+        if end is not None:
+            raise JournalStateError(f"segment {segment_txid} is finalized; no appends")
         data.extend(framed)
 
     def finalize_segment(self, start_txid: int, end_txid: int) -> None:
-        data, _ = self.segments[start_txid]
+        data, _ = self._entry(start_txid)
         self.segments[start_txid] = (data, end_txid)
 
     def move_aside(self, start_txid: int, reason: str) -> None:
@@ -200,10 +216,11 @@ class MemoryJournalStorage:
         return SegmentState(start_txid, result.last_txid, True)
 
     def read_segment(self, start_txid: int, end_txid: int | None = None) -> Iterator[bytes]:
-        data, _ = self.segments[start_txid]
+        data, _ = self._entry(start_txid)
         yield _read_segment_bytes(bytes(data), end_txid)
 
     def install_segment(self, start_txid: int, chunks: Iterable[bytes], expected_end: int) -> None:
+        self._refuse_finalized(start_txid)
         data = b"".join(chunks)
         check_downloaded_segment(data, start_txid, expected_end, f"segment {start_txid}")
         self.segments[start_txid] = (bytearray(data), None)

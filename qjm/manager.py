@@ -17,20 +17,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import structlog
 
 from conf import TLSSettings
 from proto import edits_pb2, records
-from proto.values import NamespaceInfo
+from proto.values import NamespaceInfo, RemoteEditLog
 from qjm.channel import GrpcJournalChannel
 from qjm.epochs import next_epoch
 from qjm.errors import QJMError, QuorumException, RecoveryError
 from qjm.logger import AsyncLogger, AsyncLoggerSet
 from qjm.metrics import QUORUM_SYNC_SECONDS
-from qjm.reader import RedundantEditLogInputStream, chain_segments
+from qjm.reader import RedundantEditLogInputStream, SegmentSource, chain_segments
 from qjm.recovery import RecoveryCandidate, RecoveryPlan, plan_recovery
 
 log = structlog.get_logger(__name__)
@@ -298,15 +299,15 @@ class QuorumJournalManager:
         now = time.monotonic()
         for lg in self.loggers.loggers:
             if now - lg.last_call_time >= idle_for:
-                future = lg.heartbeat()
-                future.add_done_callback(
-                    lambda f, lg=lg: (
-                        f.exception()
-                        and self._log.warning(
-                            "heartbeat failed", journalnode=lg.address, error=str(f.exception())
-                        )
-                    )
-                )
+                lg.heartbeat().add_done_callback(self._log_heartbeat_failure(lg))
+
+    def _log_heartbeat_failure(self, lg: AsyncLogger) -> Callable[[Future[None]], None]:
+        def done(future: Future[None]) -> None:
+            exc = future.exception()
+            if exc is not None:
+                self._log.warning("heartbeat failed", journalnode=lg.address, error=str(exc))
+
+        return done
 
     def start_heartbeats(self) -> None:
         if self._heartbeat_thread is not None:
@@ -337,7 +338,9 @@ class QuorumJournalManager:
         manifests = self._wait(
             call, self.timeouts.select_input_streams_timeout, f"getEditLogManifest({since_txid})"
         )
-        by_logger = {lg: logs for lg, (logs, _) in manifests.items()}
+        by_logger: dict[SegmentSource, list[RemoteEditLog]] = {
+            lg: logs for lg, (logs, _) in manifests.items()
+        }
         return chain_segments(by_logger, since_txid)
 
 

@@ -1,0 +1,875 @@
+"""The JournalNode's storage on a real directory (DESIGN.md section 4, design doc section 4.1).
+
+``FileJournalStorage`` implements ``journalnode.storage.JournalStorage`` for one journal id::
+
+    <root>/<journal_id>/in_use.lock                    flock held while the object lives
+    <root>/<journal_id>/current/VERSION                clusterID, namespaceID, cTime, ...
+    <root>/<journal_id>/current/last-promised-epoch    "N\\n", replaced atomically
+    <root>/<journal_id>/current/last-writer-epoch      "N\\n", replaced atomically
+    <root>/<journal_id>/current/committed-txid         8 bytes big-endian, best effort
+    <root>/<journal_id>/current/paxos/<segment_txid>   PersistedRecoveryPaxosData
+    <root>/<journal_id>/current/edits_inprogress_<txid 19 digits>
+    <root>/<journal_id>/current/edits_<first 19 digits>-<last 19 digits>
+
+Segment files hold ``proto.records.SEGMENT_HEADER`` then framed records. A crash can leave a
+torn record at the end of an in-progress segment; ``load`` and ``scan_segment`` cut it off at
+the last valid record, as the design doc asks. Files that must not be used any more are
+moved aside under their name plus a suffix (``.empty``, ``.corrupt``, ``.stale``) and are
+only ever removed by ``purge``.
+
+Calls that change state are serialized by the Journal; ``read_segment`` and
+``verify_finalized`` read through their own file descriptors and may run concurrently with
+them (a segment renamed or purged under a reader keeps streaming from the open inode).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import time
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO
+
+import structlog
+
+from journalnode import fsutil
+from journalnode.errors import (
+    CorruptSegmentError,
+    InvalidRequestError,
+    JournalStateError,
+    StorageError,
+)
+from journalnode.fsutil import storage_errors, validate_journal_id
+from journalnode.storage import AcceptedRecovery, LoadedJournal
+from proto import journal_pb2, records
+from proto.values import NamespaceInfo, SegmentState
+
+__all__ = ["CHUNK_SIZE", "FileJournalStorage", "validate_journal_id"]
+
+CHUNK_SIZE = 1024 * 1024
+
+VERSION_FILE = "VERSION"
+LAST_PROMISED_EPOCH_FILE = "last-promised-epoch"
+LAST_WRITER_EPOCH_FILE = "last-writer-epoch"
+COMMITTED_TXID_FILE = "committed-txid"
+PAXOS_DIR = "paxos"
+STORAGE_TYPE = "JOURNAL_NODE"
+
+_IN_PROGRESS = re.compile(r"edits_inprogress_(\d{19})")
+_FINALIZED = re.compile(r"edits_(\d{19})-(\d{19})")
+# A moved-aside file keeps its segment name and gains ".<reason>" (and ".<n>" if taken).
+_MOVED_ASIDE = re.compile(r"edits_(?:inprogress_(\d{19})|(\d{19})-\d{19})\.[A-Za-z0-9_.-]+")
+_REASON = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_EPOCH = re.compile(rb"\d{1,20}\n?")
+_COMMITTED = struct.Struct(">Q")
+_LENGTH = struct.Struct(">I")
+
+
+def in_progress_name(start_txid: int) -> str:
+    return f"edits_inprogress_{start_txid:019d}"
+
+
+def finalized_name(start_txid: int, end_txid: int) -> str:
+    return f"edits_{start_txid:019d}-{end_txid:019d}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Progress:
+    """How far a stream of records validated: ``valid_end`` is a file offset.
+
+    ``torn`` says the error is a record cut short by the end of the file (the usual crash
+    leftover), as opposed to a checksum, framing or txid error.
+    """
+
+    count: int
+    last_txid: int
+    valid_end: int
+    error: records.RecordError | None
+    torn: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _InProgressScan:
+    state: SegmentState
+    header: str  # "ok", "short" (torn at creation) or "bad-magic"
+
+
+class FileJournalStorage:
+    """One journal's storage directory, locked for the life of the object.
+
+    Usage::
+
+        with FileJournalStorage(Path("/data/jn"), "ns1", sync_observer=hist.observe) as st:
+            loaded = st.load()
+            st.start_segment(1)
+            st.append(1, records.frame_ops(ops))
+
+    ``sync_observer`` receives the seconds each fdatasync of an append took.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        journal_id: str,
+        *,
+        sync_observer: Callable[[float], None] | None = None,
+    ) -> None:
+        self.journal_id = validate_journal_id(journal_id)
+        self.journal_dir = Path(root) / journal_id
+        self.current_dir = self.journal_dir / "current"
+        self.paxos_dir = self.current_dir / PAXOS_DIR
+        self._sync_observer = sync_observer
+        self._log = structlog.get_logger(__name__).bind(journal=journal_id)
+        fsutil.ensure_dir(self.journal_dir)
+        self._lock_fd: int | None = fsutil.lock_directory(self.journal_dir)
+        # The one in-progress segment open for appends, and segments whose append failed
+        # half-way: appending after a torn write would bury garbage mid-segment, so they
+        # refuse appends until a scan has cut the tail or a new segment replaces them.
+        self._segment_txid: int | None = None
+        self._segment_fd: int | None = None
+        self._poisoned: set[int] = set()
+        self._committed_fd: int | None = None
+        try:
+            fsutil.ensure_dir(self.paxos_dir)
+        except BaseException:
+            self.close()
+            raise
+
+    # ----------------------------------------------------------------- lifetime
+
+    def close(self) -> None:
+        """Close every fd and release ``in_use.lock``; safe to call twice."""
+        try:
+            self._close_segment()
+        finally:
+            committed_fd, self._committed_fd = self._committed_fd, None
+            lock_fd, self._lock_fd = self._lock_fd, None
+            try:
+                if committed_fd is not None:
+                    os.close(committed_fd)
+            finally:
+                if lock_fd is not None:
+                    os.close(lock_fd)  # closing the only fd of the lock releases the flock
+
+    def __enter__(self) -> FileJournalStorage:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FileJournalStorage({self.journal_dir})"
+
+    # ----------------------------------------------------------------- start-up
+
+    def load(self) -> LoadedJournal:
+        """Read everything, remove crash leftovers, repair in-progress tails.
+
+        Finalized segments are listed from their names only: a quorum agreed on them and
+        scanning a large journal would make start-up slow; ``verify_finalized`` checks one.
+        """
+        self._require_open()
+        self._close_segment()
+        self._poisoned.clear()
+        self._remove_temp_files(self.current_dir)
+        self._remove_temp_files(self.paxos_dir)
+        namespace_info = self._read_version()
+        promised = self._read_epoch(LAST_PROMISED_EPOCH_FILE)
+        writer = self._read_epoch(LAST_WRITER_EPOCH_FILE)
+        committed = self._read_committed_txid()
+        accepted = self._read_paxos()
+
+        finalized: dict[int, int] = {}
+        in_progress: list[int] = []
+        for name in self._list(self.current_dir):
+            if m := _FINALIZED.fullmatch(name):
+                start, end = int(m.group(1)), int(m.group(2))
+                if start > end:
+                    raise StorageError(
+                        f"finalized segment {self.current_dir / name} ends before it starts"
+                    )
+                if start in finalized:
+                    raise StorageError(
+                        f"two finalized segments start at txid {start} in {self.current_dir}:"
+                        f" {finalized_name(start, finalized[start])} and {name}"
+                    )
+                finalized[start] = end
+            elif m := _IN_PROGRESS.fullmatch(name):
+                in_progress.append(int(m.group(1)))
+
+        segments = [SegmentState(s, e, False) for s, e in finalized.items()]
+        for start in in_progress:
+            path = self.current_dir / in_progress_name(start)
+            if start in finalized:
+                # Finalizing is a rename, so both cannot come from this code; never let an
+                # in-progress copy shadow what a quorum agreed on.
+                self._log.warning(
+                    "in-progress segment shadows a finalized one; moving it aside",
+                    file=str(path),
+                    finalized=finalized_name(start, finalized[start]),
+                )
+                self._move_aside_path(path, "stale")
+                continue
+            scanned = self._scan_in_progress(path, start)
+            if scanned.state.num_txns == 0:
+                reason = "corrupt" if scanned.header == "bad-magic" else "empty"
+                self._log.warning(
+                    "in-progress segment holds no transaction; moving it aside",
+                    file=str(path),
+                    header=scanned.header,
+                    suffix=reason,
+                )
+                self._move_aside_path(path, reason)
+                continue
+            segments.append(scanned.state)
+        segments.sort(key=lambda s: s.start_txid)
+        return LoadedJournal(
+            namespace_info, promised, writer, committed, tuple(segments), accepted
+        )
+
+    def format(self, namespace_info: NamespaceInfo) -> None:
+        """Erase everything under current/ and write VERSION; epochs go back to 0.
+
+        VERSION goes first and comes back last: a crash half-way leaves an unformatted
+        journal, never a formatted one holding part of the old data.
+        """
+        self._require_open()
+        version = _version_bytes(namespace_info)
+        self._close_segment()
+        self._poisoned.clear()
+        if self._committed_fd is not None:
+            os.close(self._committed_fd)
+            self._committed_fd = None
+        version_path = self.current_dir / VERSION_FILE
+        with storage_errors("remove", version_path):
+            version_path.unlink(missing_ok=True)
+        fsutil.fsync_dir(self.current_dir)
+        for entry in self._scandir(self.current_dir):
+            path = Path(entry.path)
+            with storage_errors("remove", path):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+        fsutil.fsync_dir(self.current_dir)
+        fsutil.ensure_dir(self.paxos_dir)
+        fsutil.atomic_write(version_path, version)
+
+    # ----------------------------------------------------------------- small files
+
+    def persist_last_promised_epoch(self, epoch: int) -> None:
+        self._require_open()
+        fsutil.atomic_write(self.current_dir / LAST_PROMISED_EPOCH_FILE, f"{int(epoch)}\n".encode())
+
+    def persist_last_writer_epoch(self, epoch: int) -> None:
+        self._require_open()
+        fsutil.atomic_write(self.current_dir / LAST_WRITER_EPOCH_FILE, f"{int(epoch)}\n".encode())
+
+    def persist_committed_txid(self, txid: int) -> None:
+        """Best effort (design doc 4.1): one pwrite, no fsync; lag metrics only."""
+        self._require_open()
+        path = self.current_dir / COMMITTED_TXID_FILE
+        with storage_errors("write", path):
+            if self._committed_fd is None:
+                self._committed_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            os.pwrite(self._committed_fd, _COMMITTED.pack(txid), 0)
+
+    def persist_accepted_recovery(self, segment_txid: int, accepted: AcceptedRecovery) -> None:
+        self._require_open()
+        data = journal_pb2.PersistedRecoveryPaxosData(
+            segment_state=accepted.segment_state.to_pb(),
+            accepted_in_epoch=accepted.accepted_in_epoch,
+        ).SerializeToString()
+        fsutil.ensure_dir(self.paxos_dir)
+        fsutil.atomic_write(self.paxos_dir / str(segment_txid), data)
+
+    def clear_accepted_recovery(self, segment_txid: int) -> None:
+        self._require_open()
+        path = self.paxos_dir / str(segment_txid)
+        with storage_errors("remove", path):
+            if not path.exists():
+                return
+            path.unlink()
+        fsutil.fsync_dir(self.paxos_dir)
+
+    # ----------------------------------------------------------------- writing segments
+
+    def start_segment(self, txid: int) -> None:
+        """Create ``edits_inprogress_<txid>`` with only the header, replacing any file of that
+        name atomically, and keep it open for appends."""
+        self._require_open()
+        self._refuse_if_finalized(txid, "start a segment")
+        self._close_segment()
+        path = self.current_dir / in_progress_name(txid)
+        fd, tmp = fsutil.open_temp(self.current_dir, path.name)
+        try:
+            try:
+                fsutil.write_all(fd, records.SEGMENT_HEADER)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError as exc:
+            fsutil.remove_quietly(tmp)
+            raise fsutil.storage_error("create", path, exc) from exc
+        fsutil.fsync_dir(self.current_dir)
+        self._poisoned.discard(txid)
+        self._open_for_append(txid)
+
+    def append(self, segment_txid: int, framed: bytes) -> None:
+        """Append validated framed records and fdatasync: the hot path, one write + one sync."""
+        fd = self._segment_fd if segment_txid == self._segment_txid else None
+        if fd is None:
+            fd = self._open_for_append(segment_txid)
+        try:
+            fsutil.write_all(fd, framed)
+            began = time.perf_counter()
+            os.fdatasync(fd)
+            took = time.perf_counter() - began
+        except OSError as exc:
+            # After a failed write or fsync the file's tail is unknown (and after a failed
+            # fsync the page cache may lie): refuse further appends until repaired.
+            self._close_segment()
+            self._poisoned.add(segment_txid)
+            raise fsutil.storage_error(
+                "append to", self.current_dir / in_progress_name(segment_txid), exc
+            ) from exc
+        if self._sync_observer is not None:
+            self._sync_observer(took)
+
+    def finalize_segment(self, start_txid: int, end_txid: int) -> None:
+        """Rename in-progress to ``edits_<start>-<end>``; a no-op if that is already done."""
+        self._require_open()
+        src = self.current_dir / in_progress_name(start_txid)
+        dst = self.current_dir / finalized_name(start_txid, end_txid)
+        if self._segment_txid == start_txid:
+            self._close_segment()
+        with storage_errors("finalize", src):
+            src_exists = src.exists()
+            dst_exists = dst.exists()
+        if dst_exists:
+            if src_exists:
+                raise JournalStateError(f"both {src} and {dst} exist; refusing to overwrite {dst}")
+            return
+        if not src_exists:
+            other = self._find_finalized(start_txid)
+            if other is not None:
+                raise JournalStateError(
+                    f"segment {start_txid} is already finalized as {other[0].name},"
+                    f" not with end txid {end_txid}"
+                )
+            raise JournalStateError(f"no in-progress segment {src} to finalize")
+        with storage_errors("rename", src):
+            os.rename(src, dst)
+        fsutil.fsync_dir(self.current_dir)
+        self._poisoned.discard(start_txid)
+
+    def move_aside(self, start_txid: int, reason: str) -> None:
+        """Rename ``edits_inprogress_<start>`` to ``<name>.<reason>``; never deletes."""
+        self._require_open()
+        if not _REASON.fullmatch(reason):
+            raise InvalidRequestError(f"invalid move-aside reason {reason!r}")
+        path = self.current_dir / in_progress_name(start_txid)
+        if self._segment_txid == start_txid:
+            self._close_segment()
+        with storage_errors("stat", path):
+            if not path.exists():
+                raise JournalStateError(f"no in-progress segment {path} to move aside")
+        self._move_aside_path(path, reason)
+        self._poisoned.discard(start_txid)
+
+    def install_segment(self, start_txid: int, chunks: Iterable[bytes], expected_end: int) -> None:
+        """Replace ``edits_inprogress_<start>`` with downloaded bytes, after checking they hold
+        exactly start..expected_end (``check_downloaded_segment`` semantics, streamed)."""
+        self._require_open()
+        self._refuse_if_finalized(start_txid, "install a segment")
+        path = self.current_dir / in_progress_name(start_txid)
+        what = f"segment {start_txid}"
+        fd, tmp = fsutil.open_temp(self.current_dir, path.name)
+        try:
+            try:
+                # Only our own writes become StorageError: a failing download (the chunks'
+                # iterator; ConnectionError is an OSError too) propagates as itself.
+                for chunk in chunks:
+                    with storage_errors("write", tmp):
+                        fsutil.write_all(fd, chunk)
+                with storage_errors("fsync", tmp):
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            with storage_errors("read", tmp), open(tmp, "rb", buffering=0) as f:
+                if _read_exact(f, records.HEADER_LEN) != records.SEGMENT_HEADER:
+                    raise JournalStateError(
+                        f"downloaded {what} does not start with a segment header"
+                    )
+                progress = _drain(_stream_records(f, start_txid, None))
+            if progress.error is not None:
+                raise JournalStateError(f"downloaded {what} is corrupt: {progress.error}")
+            if progress.count == 0 or progress.last_txid != expected_end:
+                got = f"up to txid {progress.last_txid}" if progress.count else "no transactions"
+                raise JournalStateError(
+                    f"downloaded {what} holds {got}, expected up to {expected_end}"
+                )
+            if self._segment_txid == start_txid:
+                self._close_segment()  # its fd would keep appending to the replaced inode
+            with storage_errors("rename", tmp):
+                os.replace(tmp, path)
+        except BaseException:
+            fsutil.remove_quietly(tmp)
+            raise
+        fsutil.fsync_dir(self.current_dir)
+        self._poisoned.discard(start_txid)
+
+    def purge(self, min_txid_to_keep: int) -> list[str]:
+        """Remove finalized segments ending below ``min_txid_to_keep``, moved-aside files
+        starting below it and their paxos files; return the removed paths (relative to current/)."""
+        self._require_open()
+        removed: list[str] = []
+        for name in self._list(self.current_dir):
+            drop = False
+            if m := _FINALIZED.fullmatch(name):
+                drop = int(m.group(2)) < min_txid_to_keep
+            elif m := _MOVED_ASIDE.fullmatch(name):
+                drop = int(m.group(1) or m.group(2)) < min_txid_to_keep
+            if drop:
+                path = self.current_dir / name
+                with storage_errors("remove", path):
+                    path.unlink()
+                removed.append(name)
+        for name in self._list(self.paxos_dir):
+            if name.isdigit() and int(name) < min_txid_to_keep:
+                path = self.paxos_dir / name
+                with storage_errors("remove", path):
+                    path.unlink()
+                removed.append(f"{PAXOS_DIR}/{name}")
+        if removed:
+            fsutil.fsync_dir(self.current_dir)
+            fsutil.fsync_dir(self.paxos_dir)
+            self._log.info(
+                "purged edit log files", min_txid_to_keep=min_txid_to_keep, removed=removed
+            )
+        return removed
+
+    # ----------------------------------------------------------------- reading segments
+
+    def scan_segment(self, start_txid: int) -> SegmentState | None:
+        """On-disk state now: a finalized segment from its name; an in-progress one by
+        scanning it (cutting a torn or corrupt tail, as ``load`` does); None if absent."""
+        self._require_open()
+        found = self._find_finalized(start_txid)
+        if found is not None:
+            return SegmentState(start_txid, found[1], False)
+        path = self.current_dir / in_progress_name(start_txid)
+        with storage_errors("stat", path):
+            if not path.exists():
+                return None
+        state = self._scan_in_progress(path, start_txid).state
+        self._poisoned.discard(start_txid)  # the tail is whole again: appends may resume
+        return state
+
+    def read_segment(self, start_txid: int, end_txid: int | None = None) -> Iterator[bytes]:
+        """The segment's bytes (header and records) in chunks of about CHUNK_SIZE.
+
+        A finalized segment, and any segment read up to ``end_txid``, is validated while it
+        streams: a bad record raises CorruptSegmentError naming the file and byte offset
+        before any of its bytes are yielded. The file is opened here, not at the first
+        ``next``, so a missing segment fails at once and a concurrent finalize or purge
+        cannot pull the file from under the reader.
+        """
+        if end_txid is not None and end_txid < start_txid - 1:
+            raise InvalidRequestError(
+                f"end txid {end_txid} is before the start of segment {start_txid}"
+            )
+        for attempt in (1, 2):  # a finalize may rename the file between finding and opening it
+            finalized = self._find_finalized(start_txid)
+            if finalized is not None:
+                path, fin_end = finalized
+                if end_txid is not None and end_txid > fin_end:
+                    raise JournalStateError(
+                        f"{path} ends at txid {fin_end}, before the requested txid {end_txid}"
+                    )
+            else:
+                path, fin_end = self.current_dir / in_progress_name(start_txid), None
+            try:
+                f = open(path, "rb", buffering=0)  # noqa: SIM115 - the generator closes it
+                break
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise JournalStateError(
+                        f"no segment starting at txid {start_txid} in {self.current_dir}"
+                    ) from None
+            except OSError as exc:
+                raise fsutil.storage_error("open", path, exc) from exc
+        if fin_end is None and end_txid is None:
+            return _read_raw(f, path)
+        return _read_validated(f, path, start_txid, end_txid, fin_end)
+
+    def verify_finalized(self, start_txid: int) -> SegmentState:
+        """Read every record of a finalized segment; CorruptSegmentError (file and offset) on
+        a bad record or if the records do not run exactly from the name's first to last txid."""
+        found = self._find_finalized(start_txid)
+        if found is None:
+            raise JournalStateError(f"no finalized segment starting at txid {start_txid}")
+        for _ in self.read_segment(start_txid):
+            pass
+        return SegmentState(start_txid, found[1], False)
+
+    def describe(self) -> list[tuple[str, int]]:
+        """(path relative to the journal dir, size) of every file, for printing the layout."""
+        out: list[tuple[str, int]] = []
+        with storage_errors("list", self.journal_dir):
+            for dirpath, _, filenames in os.walk(self.journal_dir):
+                for name in filenames:
+                    full = Path(dirpath) / name
+                    rel = full.relative_to(self.journal_dir).as_posix()
+                    out.append((rel, full.lstat().st_size))
+        return sorted(out)
+
+    # ----------------------------------------------------------------- helpers
+
+    def _require_open(self) -> None:
+        """Writing without the lock could race another JournalNode on the same directory."""
+        if self._lock_fd is None:
+            raise StorageError(f"{self!r} is closed")
+
+    def _open_for_append(self, segment_txid: int) -> int:
+        self._require_open()
+        if segment_txid in self._poisoned:
+            raise StorageError(
+                f"an earlier append to {self.current_dir / in_progress_name(segment_txid)}"
+                " failed; the segment must be recovered before it takes more edits"
+            )
+        self._close_segment()
+        path = self.current_dir / in_progress_name(segment_txid)
+        try:
+            # O_APPEND: a tail cut by scan_segment must not leave the fd writing past the end.
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise JournalStateError(f"no in-progress segment {path} to append to") from None
+        except OSError as exc:
+            raise fsutil.storage_error("open", path, exc) from exc
+        self._segment_txid, self._segment_fd = segment_txid, fd
+        return fd
+
+    def _close_segment(self) -> None:
+        if self._segment_fd is not None:
+            fd, self._segment_fd, self._segment_txid = self._segment_fd, None, None
+            with storage_errors("close", self.current_dir):
+                os.close(fd)
+
+    def _refuse_if_finalized(self, start_txid: int, action: str) -> None:
+        found = self._find_finalized(start_txid)
+        if found is not None:
+            raise JournalStateError(
+                f"cannot {action} at txid {start_txid}: {found[0].name} is finalized"
+            )
+
+    def _find_finalized(self, start_txid: int) -> tuple[Path, int] | None:
+        prefix = f"edits_{start_txid:019d}-"
+        for name in self._list(self.current_dir):
+            if name.startswith(prefix) and (m := _FINALIZED.fullmatch(name)):
+                return self.current_dir / name, int(m.group(2))
+        return None
+
+    def _scan_in_progress(self, path: Path, start_txid: int) -> _InProgressScan:
+        """Validate an in-progress segment and cut a torn or corrupt tail, durably."""
+        empty = SegmentState(start_txid, start_txid - 1, True)
+        with storage_errors("scan", path), open(path, "rb", buffering=0) as f:
+            header = _read_exact(f, records.HEADER_LEN)
+            status = _header_status(header, path)
+            if status != "ok":
+                return _InProgressScan(empty, status)
+            progress = _drain(_stream_records(f, start_txid, None))
+            size = os.fstat(f.fileno()).st_size
+        if progress.error is not None:
+            self._log.warning(
+                "truncating in-progress segment at the last valid record",
+                file=str(path),
+                offset=progress.valid_end,
+                error=str(progress.error),
+                torn=progress.torn,
+                discarded_bytes=size - progress.valid_end,
+            )
+            with storage_errors("truncate", path):
+                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.ftruncate(fd, progress.valid_end)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        if progress.count == 0:
+            return _InProgressScan(empty, "ok")
+        return _InProgressScan(SegmentState(start_txid, progress.last_txid, True), "ok")
+
+    def _move_aside_path(self, path: Path, reason: str) -> None:
+        target = path.with_name(f"{path.name}.{reason}")
+        n = 0
+        while target.exists():  # an earlier move-aside of the same name is kept too
+            n += 1
+            target = path.with_name(f"{path.name}.{reason}.{n}")
+        with storage_errors("move aside", path):
+            os.rename(path, target)
+        fsutil.fsync_dir(path.parent)
+        self._log.info("moved segment aside", file=str(path), to=target.name)
+
+    def _remove_temp_files(self, directory: Path) -> None:
+        removed = False
+        for name in self._list(directory):
+            if fsutil.is_temp_name(name):
+                path = directory / name
+                self._log.info("removing temp file left by a crash", file=str(path))
+                with storage_errors("remove", path):
+                    path.unlink()
+                removed = True
+        if removed:
+            fsutil.fsync_dir(directory)
+
+    def _read_version(self) -> NamespaceInfo | None:
+        path = self.current_dir / VERSION_FILE
+        data = fsutil.read_if_exists(path)
+        return None if data is None else _parse_version(path, data)
+
+    def _read_epoch(self, name: str) -> int:
+        path = self.current_dir / name
+        data = fsutil.read_if_exists(path)
+        if data is None:
+            return 0
+        if not _EPOCH.fullmatch(data):
+            raise StorageError(f"malformed epoch file {path}: {data[:40]!r}")
+        return int(data)
+
+    def _read_committed_txid(self) -> int:
+        data = fsutil.read_if_exists(self.current_dir / COMMITTED_TXID_FILE)
+        if data is None or len(data) < _COMMITTED.size:
+            return 0
+        return int(_COMMITTED.unpack_from(data)[0])
+
+    def _read_paxos(self) -> dict[int, AcceptedRecovery]:
+        accepted: dict[int, AcceptedRecovery] = {}
+        for name in self._list(self.paxos_dir):
+            path = self.paxos_dir / name
+            if not name.isdigit():
+                self._log.warning("ignoring unexpected file in paxos dir", file=str(path))
+                continue
+            data = fsutil.read_if_exists(path)
+            if data is None:
+                continue
+            try:
+                pb = journal_pb2.PersistedRecoveryPaxosData.FromString(data)
+            except Exception as exc:  # protobuf's DecodeError is a plain Exception subclass
+                raise StorageError(f"malformed accepted recovery {path}: {exc}") from exc
+            if not pb.HasField("segment_state"):
+                raise StorageError(f"malformed accepted recovery {path}: no segment state")
+            accepted[int(name)] = AcceptedRecovery(
+                SegmentState.from_pb(pb.segment_state), pb.accepted_in_epoch
+            )
+        return accepted
+
+    def _list(self, directory: Path) -> list[str]:
+        return sorted(entry.name for entry in self._scandir(directory))
+
+    @staticmethod
+    def _scandir(directory: Path) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(directory) as it:
+                return list(it)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise fsutil.storage_error("list", directory, exc) from exc
+
+
+# --------------------------------------------------------------------- VERSION
+
+
+def _version_bytes(ns: NamespaceInfo) -> bytes:
+    if not ns.cluster_id or any(c in ns.cluster_id for c in "\r\n\x00"):
+        raise InvalidRequestError(f"invalid cluster id {ns.cluster_id!r}")
+    return (
+        "#hanamenode JournalNode storage\n"
+        f"clusterID={ns.cluster_id}\n"
+        f"namespaceID={int(ns.namespace_id)}\n"
+        f"cTime={int(ns.ctime)}\n"
+        f"layoutVersion={int(ns.layout_version)}\n"
+        f"storageType={STORAGE_TYPE}\n"
+    ).encode()
+
+
+def _parse_version(path: Path, data: bytes) -> NamespaceInfo:
+    """Java-properties-like ``key=value`` lines; '#' and '!' start comments."""
+    props: dict[str, str] = {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StorageError(f"malformed {path}: {exc}") from exc
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        key, sep, value = stripped.partition("=")
+        if not sep:
+            raise StorageError(f"malformed {path}: line {line!r} has no '='")
+        props[key.strip()] = value
+    if props.get("storageType") != STORAGE_TYPE:
+        raise StorageError(
+            f"{path} is not a JournalNode VERSION (storageType={props.get('storageType')!r})"
+        )
+    try:
+        return NamespaceInfo(
+            cluster_id=props["clusterID"],
+            namespace_id=int(props["namespaceID"]),
+            ctime=int(props["cTime"]),
+            layout_version=int(props["layoutVersion"]),
+        )
+    except (KeyError, ValueError) as exc:
+        raise StorageError(f"malformed {path}: bad or missing {exc}") from exc
+
+
+# --------------------------------------------------------------------- segment streams
+
+
+def _header_status(header: bytes, path: Path) -> str:
+    """'ok', 'short' (creation torn by a crash) or 'bad-magic'; a segment written by another
+    layout version is not ours to judge or repair."""
+    if len(header) < records.HEADER_LEN:
+        return "short"
+    if not header.startswith(records.SEGMENT_MAGIC):
+        return "bad-magic"
+    if header != records.SEGMENT_HEADER:
+        version = struct.unpack_from(">I", header, len(records.SEGMENT_MAGIC))[0]
+        raise StorageError(
+            f"{path} has segment layout version {version}; this JournalNode reads"
+            f" version {records.LAYOUT_VERSION}"
+        )
+    return "ok"
+
+
+def _read_exact(f: BinaryIO, n: int) -> bytes:
+    parts: list[bytes] = []
+    while n > 0:
+        chunk = f.read(n)
+        if not chunk:
+            break
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def _stream_records(
+    f: BinaryIO, start_txid: int, stop_after: int | None
+) -> Generator[bytes, None, _Progress]:
+    """Validate the records of ``f`` (positioned just after the header) chunk by chunk.
+
+    Yields validated bytes only, so a reader never passes on part of a bad record; stops
+    after the record with txid ``stop_after`` when given, at the first bad record, or at the
+    end of the file, and returns how far it got. Memory stays around one chunk plus one
+    record, whatever the segment's size. Validation itself is ``records.scan``; this only
+    finds where whole records end so that each scan sees complete records.
+    """
+    offset = records.HEADER_LEN  # file offset of buf[0]
+    expect = start_txid
+    count, last = 0, start_txid - 1
+    if stop_after is not None and stop_after < start_txid:
+        return _Progress(0, last, offset, None, False)
+    buf = b""
+    while True:
+        chunk = f.read(CHUNK_SIZE)
+        eof = not chunk
+        buf = buf + chunk if buf else chunk
+        if eof and not buf:
+            return _Progress(count, last, offset, None, False)
+        pos, whole, n = 0, 0, len(buf)
+        partial_at: int | None = None
+        reached_stop = False
+        while n - pos >= records.FRAME_LEN:
+            (length,) = _LENGTH.unpack_from(buf, pos)
+            if length == 0 or length > records.MAX_RECORD_LEN:
+                pos = n  # hand the bad frame to scan, which reports it with its offset
+                break
+            end = pos + records.FRAME_LEN + length
+            if end > n:
+                break
+            pos, whole = end, whole + 1
+            if stop_after is not None and expect + whole - 1 >= stop_after:
+                reached_stop = True
+                break
+        if eof and pos < n and not reached_stop:
+            partial_at, pos = pos, n  # a record cut by the end of the file: a torn tail
+        if pos == 0:
+            continue
+        result = records.scan(memoryview(buf)[:pos], expect, base=offset)
+        if result.count:
+            count += result.count
+            last = result.last_txid
+            expect = last + 1
+        if result.valid_len:
+            yield buf[: result.valid_len]
+        if result.error is not None:
+            torn = partial_at is not None and result.error.offset == offset + partial_at
+            return _Progress(count, last, offset + result.valid_len, result.error, torn)
+        buf = buf[result.valid_len :]
+        offset += result.valid_len
+        if reached_stop or eof:
+            return _Progress(count, last, offset, None, False)
+
+
+def _drain(gen: Generator[bytes, None, _Progress]) -> _Progress:
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            result: _Progress = stop.value
+            return result
+
+
+def _corrupt(path: Path, offset: int, reason: str) -> CorruptSegmentError:
+    return CorruptSegmentError(f"corrupt edit log segment {path} at byte offset {offset}: {reason}")
+
+
+def _read_raw(f: BinaryIO, path: Path) -> Iterator[bytes]:
+    with f, storage_errors("read", path):
+        while chunk := f.read(CHUNK_SIZE):
+            yield chunk
+
+
+def _read_validated(
+    f: BinaryIO, path: Path, start_txid: int, end_txid: int | None, fin_end: int | None
+) -> Iterator[bytes]:
+    """Stream header and records, validated, up to end_txid (or a finalized segment's end)."""
+    stop = end_txid if end_txid is not None else fin_end
+    with f:
+        with storage_errors("read", path):
+            header = _read_exact(f, records.HEADER_LEN)
+        if header != records.SEGMENT_HEADER:
+            raise _corrupt(path, 0, "bad segment header")
+        yield header
+        with storage_errors("read", path):
+            progress = yield from _stream_records(f, start_txid, stop)
+            size = os.fstat(f.fileno()).st_size
+        err = progress.error
+        if err is not None and not (progress.torn and fin_end is None):
+            raise _corrupt(path, err.offset, str(err).removesuffix(f" at offset {err.offset}"))
+        if stop is not None and progress.last_txid < stop:
+            if fin_end is not None:
+                raise _corrupt(
+                    path,
+                    progress.valid_end,
+                    f"file ends after txid {progress.last_txid} but the segment ends at {fin_end}",
+                )
+            raise JournalStateError(
+                f"{path} ends at txid {progress.last_txid}, before the requested txid {stop}"
+            )
+        if end_txid is None and fin_end is not None and size > progress.valid_end:
+            raise _corrupt(
+                path, progress.valid_end, f"data after the segment's last txid {fin_end}"
+            )
