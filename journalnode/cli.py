@@ -55,10 +55,10 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
             max_message_bytes=settings.rpc.max_message_bytes,
         )
         server.start()
-    except ConfigError as exc:
-        raise click.ClickException(f"bad configuration: {exc}") from None
     except PortInUseError as exc:
         raise click.ClickException(str(exc)) from None
+    except ConfigError as exc:
+        raise click.ClickException(f"bad configuration: {exc}") from None
     except JournalError as exc:
         raise click.ClickException(f"journalnode {jn_id}: {exc}") from None
     except OSError as exc:

@@ -1,0 +1,430 @@
+"""The configuration keys: every key's name, value parser, default and meaning, in one table.
+
+``KEYS`` is the single list of what a ``*-site.xml`` may contain (DESIGN.md §8). Per-id keys
+are patterns: ``<ns>`` stands for the nameservice and ``<id>`` for a NameNode or JournalNode
+id, as in ``dfs.journalnode.rpc-address.<id>``. Parsers take the text of a value and return
+a plain value or raise ``ValueError`` with a short message; ``conf.settings`` adds the file
+and the key to make the one-line ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conf.xmlconf import ConfigError
+
+__all__ = [
+    "KEYS",
+    "KEYS_BY_NAME",
+    "MIB",
+    "Key",
+    "QJournalUri",
+    "find_key",
+    "parse_address",
+    "parse_bool",
+    "parse_duration",
+    "parse_int",
+    "parse_qjournal_uri",
+    "suggest_key",
+]
+
+MIB = 1024 * 1024
+
+# ---------------------------------------------------------------------------------------------
+# Value parsers: text in, value out, ValueError with a short message (no key, no file) on error.
+# ---------------------------------------------------------------------------------------------
+
+_DURATION_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)", re.IGNORECASE)
+_INT_RE = re.compile(r"-?[0-9]+")
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
+_ID_RE = re.compile(r"[A-Za-z0-9_-]+")
+_JOURNAL_ID_RE = re.compile(r"[A-Za-z0-9_.-]+")
+_HOST_RE = re.compile(r"[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")
+_FENCE_RE = re.compile(r"[A-Za-z][\w.-]*(\(.*\))?")
+_ZK_PERMS = frozenset("rwcda")
+
+
+def parse_duration(text: str, unit: str = "ms") -> float:
+    """Seconds from a Hadoop duration: a number with an optional ns/us/ms/s/m/h/d suffix.
+
+    A bare number is in ``unit`` (``"ms"`` for keys named ``*.ms``): ``parse_duration("20s")``
+    and ``parse_duration("20000")`` are both 20.0.
+    """
+    match = _DURATION_RE.fullmatch(text.strip())
+    suffix = match.group(2).lower() if match else ""
+    if match is None or (suffix and suffix not in _DURATION_UNITS):
+        raise ValueError(f"expected a duration, got {text!r}")
+    return float(match.group(1)) * _DURATION_UNITS[suffix or unit]
+
+
+def parse_int(text: str) -> int:
+    if not _INT_RE.fullmatch(text.strip()):
+        raise ValueError(f"expected an integer, got {text!r}")
+    return int(text)
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def parse_address(text: str, *, allow_port_zero: bool = True) -> str:
+    """Validate ``host:port`` (IPv6 hosts in brackets) and return it; port 0 means "any free"."""
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not _HOST_RE.fullmatch(host) or not re.fullmatch("[0-9]{1,5}", port_text):
+        raise ValueError(f"expected host:port, got {text!r}")
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"port {port} out of range 0..65535 in {text!r}")
+    if port == 0 and not allow_port_zero:
+        raise ValueError(f"port 0 is not an address one can connect to, in {text!r}")
+    return f"{host}:{port}"
+
+
+def parse_path(text: str) -> Path:
+    """An absolute local path; Hadoop's ``file://`` URI form is accepted too."""
+    value = text.strip()
+    if value.startswith("file://"):
+        value = value[len("file://") :]
+    if not value or not value.startswith("/"):
+        raise ValueError(f"expected an absolute path, got {text!r}")
+    return Path(value)
+
+
+def parse_id(text: str) -> str:
+    value = text.strip()
+    if not _ID_RE.fullmatch(value):
+        raise ValueError(f"expected an id (letters, digits, '_' or '-'), got {text!r}")
+    return value
+
+
+def parse_id_list(text: str) -> tuple[str, ...]:
+    """A comma list of ids (``nn1,nn2``); empty items and duplicates are errors."""
+    if not text.strip():
+        return ()
+    ids = tuple(parse_id(item) for item in text.split(","))
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate id {duplicates[0]!r} in {text!r}")
+    return ids
+
+
+@dataclass(frozen=True, slots=True)
+class QJournalUri:
+    """Where the shared edit log lives: the JournalNodes' addresses and the journal id."""
+
+    addresses: tuple[str, ...]
+    journal_id: str
+
+    def __str__(self) -> str:
+        return f"qjournal://{';'.join(self.addresses)}/{self.journal_id}"
+
+
+def parse_qjournal_uri(uri: str) -> QJournalUri:
+    """Parse ``qjournal://h1:8485;h2:8485;h3:8485/journal-id``; a bad URI is a ConfigError."""
+    text = uri.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme != "qjournal":
+        raise ConfigError(f"expected qjournal://host:port;host:port/journal-id, got {uri!r}")
+    hosts, slash, journal_id = rest.partition("/")
+    if not slash or not _JOURNAL_ID_RE.fullmatch(journal_id) or journal_id in (".", ".."):
+        raise ConfigError(f"expected a journal id after the addresses, got {uri!r}")
+    try:
+        addresses = tuple(parse_address(a, allow_port_zero=False) for a in hosts.split(";"))
+    except ValueError as err:
+        raise ConfigError(f"{err} (in {uri!r})") from None
+    if len(set(addresses)) != len(addresses):
+        raise ConfigError(f"a JournalNode address is listed twice in {uri!r}")
+    return QJournalUri(addresses, journal_id)
+
+
+def parse_fencing_methods(text: str) -> tuple[str, ...]:
+    """One fencing method per line, tried in order: ``shell(/path/to/script args)``, ..."""
+    methods = tuple(line.strip() for line in text.splitlines() if line.strip())
+    if not methods:
+        raise ValueError("expected at least one fencing method, e.g. shell(/bin/true)")
+    for method in methods:
+        if not _FENCE_RE.fullmatch(method):
+            raise ValueError(f"expected a fencing method like shell(command), got {method!r}")
+    return methods
+
+
+def parse_zk_quorum(text: str) -> str:
+    """``host:port,host:port`` (kazoo's ``hosts``), normalized without spaces."""
+    if not text.strip():
+        return ""
+    return ",".join(parse_address(item, allow_port_zero=False) for item in text.split(","))
+
+
+def parse_zk_auth(text: str) -> tuple[tuple[str, str], ...]:
+    """``digest:user:password,...`` as kazoo ``auth_data``: ``(("digest", "user:password"),)``."""
+    auth = []
+    for item in (i.strip() for i in text.split(",") if i.strip()):
+        scheme, sep, credential = item.partition(":")
+        if not sep or not scheme or not credential:
+            raise ValueError("expected scheme:credential, e.g. digest:user:password")
+        auth.append((scheme, credential))
+    return tuple(auth)
+
+
+def parse_zk_acl(text: str) -> str:
+    """``scheme:id:perms,...`` (perms from ``rwcda``), e.g. ``world:anyone:rwcda``."""
+    items = [i.strip() for i in text.split(",") if i.strip()]
+    if not items:
+        raise ValueError("expected at least one scheme:id:perms entry")
+    for item in items:
+        scheme, _, rest = item.partition(":")
+        ident, _, perms = rest.rpartition(":")
+        if not scheme or not ident or not perms or not set(perms.lower()) <= _ZK_PERMS:
+            raise ValueError(f"expected scheme:id:perms with perms from 'rwcda', got {item!r}")
+    return ",".join(items)
+
+
+def parse_znode(text: str) -> str:
+    value = text.strip()
+    parts = value.split("/")
+    if not value.startswith("/") or (value != "/" and "" in parts[1:]):
+        raise ValueError(f"expected an absolute znode path like /hanamenode, got {text!r}")
+    return value
+
+
+def _single_nameservice(text: str) -> str:
+    if "," in text:
+        raise ValueError(f"expected one nameservice id (federation is not supported), got {text!r}")
+    return parse_id(text)
+
+
+def _duration(unit: str, *, positive: bool = True) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = parse_duration(text, unit)
+        if positive and value <= 0:
+            raise ValueError(f"must be greater than zero, got {text!r}")
+        return value
+
+    return parse
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = parse_int(text)
+        if value < minimum:
+            raise ValueError(f"must be at least {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _mebibytes(text: str) -> int:
+    return _count(1)(text) * MIB
+
+
+# ---------------------------------------------------------------------------------------------
+# The key table.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: ``<ns>``/``<id>`` in the name stand for the nameservice/an id."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: str | None
+    doc: str
+
+    @property
+    def is_pattern(self) -> bool:
+        return "<" in self.name
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        return tuple(re.findall(r"<(\w+)>", self.name))
+
+    @functools.cached_property
+    def _regex(self) -> re.Pattern[str]:
+        return re.compile(
+            "".join(
+                f"(?P<{p[1:-1]}>[^.]+)" if p.startswith("<") else re.escape(p)
+                for p in re.split(r"(<\w+>)", self.name)
+                if p
+            )
+        )
+
+    def match(self, name: str) -> dict[str, str] | None:
+        """The placeholder values if ``name`` is this key, else None."""
+        found = self._regex.fullmatch(name)
+        return found.groupdict() if found else None
+
+    def instantiate(self, **values: str) -> str:
+        name = self.name
+        for placeholder, value in values.items():
+            name = name.replace(f"<{placeholder}>", value)
+        return name
+
+
+def _qjm_timeout(op: str, default_ms: int, doc: str) -> Key:
+    return Key(f"dfs.qjournal.{op}.timeout.ms", _duration("ms"), str(default_ms), doc)
+
+
+KEYS: tuple[Key, ...] = (
+    # Identity and layout.
+    Key("dfs.nameservices", _single_nameservice, "hanamenode", "the nameservice id"),
+    Key("dfs.ha.namenodes.<ns>", parse_id_list, None, "NameNode ids of the nameservice (nn1,nn2)"),
+    Key(
+        "dfs.namenode.shared.edits.dir",
+        parse_qjournal_uri,
+        None,
+        "the shared edit log: qjournal://h1:8485;h2:8485;h3:8485/<journal-id>",
+    ),
+    Key("dfs.journalnode.ids", parse_id_list, "", "JournalNode ids (jn1,jn2,jn3), optional"),
+    # JournalNode.
+    Key("dfs.journalnode.rpc-address", parse_address, "0.0.0.0:8485", "JournalNode gRPC address"),
+    Key("dfs.journalnode.rpc-address.<id>", parse_address, None, "the same, for one JournalNode"),
+    Key(
+        "dfs.journalnode.http-address",
+        parse_address,
+        "0.0.0.0:8480",
+        "JournalNode HTTP address (Prometheus /metrics)",
+    ),
+    Key("dfs.journalnode.http-address.<id>", parse_address, None, "the same, for one JournalNode"),
+    Key(
+        "dfs.journalnode.edits.dir",
+        parse_path,
+        "/tmp/hanamenode/journal",
+        "JournalNode storage directory",
+    ),
+    Key("dfs.journalnode.edits.dir.<id>", parse_path, None, "the same, for one JournalNode"),
+    # NameNode.
+    Key(
+        "dfs.namenode.rpc-address.<ns>.<id>",
+        parse_address,
+        "0.0.0.0:8020",
+        "NameNode client gRPC address",
+    ),
+    Key(
+        "dfs.namenode.http-address.<ns>.<id>",
+        parse_address,
+        "0.0.0.0:9870",
+        "NameNode HTTP address (Prometheus /metrics)",
+    ),
+    Key("dfs.namenode.name.dir", parse_path, "/tmp/hanamenode/name", "NameNode local name dir"),
+    Key("dfs.namenode.name.dir.<ns>.<id>", parse_path, None, "the same, for one NameNode"),
+    # Quorum Journal Manager.
+    _qjm_timeout("start-segment", 20000, "QJM startLogSegment quorum timeout"),
+    _qjm_timeout("prepare-recovery", 120000, "QJM prepareRecovery quorum timeout"),
+    _qjm_timeout("accept-recovery", 120000, "QJM acceptRecovery quorum timeout"),
+    _qjm_timeout("finalize-segment", 120000, "QJM finalizeLogSegment quorum timeout"),
+    _qjm_timeout("select-input-streams", 20000, "QJM getEditLogManifest quorum timeout"),
+    _qjm_timeout("get-journal-state", 120000, "QJM getJournalState quorum timeout"),
+    _qjm_timeout("new-epoch", 120000, "QJM newEpoch quorum timeout"),
+    _qjm_timeout("write-txns", 20000, "QJM journal (write) quorum timeout"),
+    _qjm_timeout("format", 60000, "QJM format timeout (needs every JN)"),
+    Key(
+        "dfs.qjournal.heartbeat.interval.ms",
+        _duration("ms"),
+        "1000",
+        "heartbeat to JNs while the writer is idle",
+    ),
+    Key(
+        "dfs.qjournal.queued-edits.limit.mb",
+        _mebibytes,
+        "10",
+        "per-JN queue limit before it is marked out of sync",
+    ),
+    # ZooKeeper.
+    Key("ha.zookeeper.quorum", parse_zk_quorum, "", "ZooKeeper hosts host:port,host:port"),
+    Key(
+        "ha.zookeeper.session-timeout.ms",
+        _duration("ms"),
+        "10000",
+        "ZooKeeper session timeout",
+    ),
+    Key("ha.zookeeper.parent-znode", parse_znode, "/hanamenode", "parent znode of all our znodes"),
+    Key("ha.zookeeper.auth", parse_zk_auth, "", "ZooKeeper auth, digest:user:password,..."),
+    Key("ha.zookeeper.acl", parse_zk_acl, "world:anyone:rwcda", "ACL of the znodes we create"),
+    # HA.
+    Key(
+        "dfs.ha.automatic-failover.enabled",
+        parse_bool,
+        "false",
+        "ZooKeeper-driven automatic failover",
+    ),
+    Key(
+        "dfs.ha.fencing.methods",
+        parse_fencing_methods,
+        "shell(/bin/true)",
+        "fencing methods, one per line, tried in order",
+    ),
+    Key(
+        "dfs.ha.tail-edits.period",
+        _duration("s", positive=False),
+        "1",
+        "how often the standby tails the log (s)",
+    ),
+    Key("dfs.ha.log-roll.period", _duration("s"), "120", "how often the standby asks for a roll"),
+    Key("dfs.namenode.checkpoint.txns", _count(1), "1000000", "checkpoint after this many txns"),
+    Key("dfs.namenode.checkpoint.period", _duration("s"), "3600", "checkpoint at least this often"),
+    Key("dfs.namenode.num.checkpoints.retained", _count(1), "2", "fsimage checkpoints kept"),
+    Key(
+        "ha.failover-controller.graceful-fence.rpc-timeout.ms",
+        _duration("ms"),
+        "5000",
+        "timeout of the graceful fence RPC",
+    ),
+    # RPC.
+    Key(
+        "hanamenode.rpc.tls.enabled",
+        parse_bool,
+        None,
+        "mutual TLS on every gRPC channel (default: true iff ca-file is set)",
+    ),
+    Key("hanamenode.rpc.tls.ca-file", parse_path, None, "CA certificate (PEM) trusted by all"),
+    Key("hanamenode.rpc.tls.cert-file", parse_path, None, "this host's certificate chain (PEM)"),
+    Key("hanamenode.rpc.tls.key-file", parse_path, None, "this host's private key (PEM)"),
+    Key("hanamenode.rpc.handler.count", _count(1), "16", "gRPC server worker threads"),
+    Key("hanamenode.rpc.max-message.mb", _mebibytes, "128", "largest gRPC message"),
+)
+
+KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS if not k.is_pattern}
+"""The keys without placeholders, by name."""
+_PATTERNS = tuple(k for k in KEYS if k.is_pattern)
+
+
+def find_key(name: str) -> tuple[Key, dict[str, str]] | None:
+    """The key ``name`` is, with its placeholder values (``{"id": "jn1"}``), or None."""
+    if name in KEYS_BY_NAME:
+        return KEYS_BY_NAME[name], {}
+    for key in _PATTERNS:
+        values = key.match(name)
+        if values is not None:
+            return key, values
+    return None
+
+
+def suggest_key(name: str) -> str | None:
+    """The closest known key, per-id keys instantiated with the unknown name's last parts."""
+    parts = name.split(".")
+    candidates = list(KEYS_BY_NAME)
+    for key in _PATTERNS:
+        holders = key.placeholders
+        if len(parts) > len(holders):
+            tail = parts[len(parts) - len(holders) :]
+            candidates.append(key.instantiate(**dict(zip(holders, tail, strict=True))))
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
+    return close[0] if close else None

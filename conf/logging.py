@@ -1,0 +1,112 @@
+"""Logging set-up for every daemon and CLI: structlog, console for people, JSON for machines.
+
+Call ``setup_logging`` once at the start of a ``main`` (calling it again replaces the
+previous set-up, it never stacks handlers). Library code only does
+``log = structlog.get_logger(__name__)`` and binds context (``log.bind(journal=jid)``).
+Standard-library loggers (grpc, kazoo) go through the same renderer, so a JSON log is
+JSON on every line (DESIGN.md §8).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+import structlog
+
+from conf.xmlconf import ConfigError
+
+__all__ = ["LOG_FORMATS", "LOG_FORMAT_OPTION", "LOG_LEVELS", "LOG_LEVEL_OPTION", "setup_logging"]
+
+LOG_FORMATS = ("console", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+LOG_FORMAT_OPTION: Callable[[_F], _F] = click.option(
+    "--log-format",
+    "log_format",
+    type=click.Choice(LOG_FORMATS),
+    default="console",
+    show_default=True,
+    help="console: for people; json: one JSON object per line, for machines.",
+)
+"""``@LOG_FORMAT_OPTION`` adds ``--log-format [console|json]`` (parameter ``log_format``)."""
+
+LOG_LEVEL_OPTION: Callable[[_F], _F] = click.option(
+    "--log-level",
+    "log_level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="Least severe level logged.",
+)
+"""``@LOG_LEVEL_OPTION`` adds ``--log-level`` (parameter ``log_level``)."""
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (pytest's capture, a daemon's redirect)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+_handler: _StderrHandler | None = None
+
+
+def _shared_processors() -> list[Any]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+    ]
+
+
+def setup_logging(fmt: str = "console", level: str = "info") -> None:
+    """Route structlog and standard logging to stderr, rendered as ``fmt`` at ``level``."""
+    global _handler
+    if fmt not in LOG_FORMATS:
+        raise ConfigError(f"unknown log format {fmt!r} (expected one of {', '.join(LOG_FORMATS)})")
+    if level.lower() not in LOG_LEVELS:
+        raise ConfigError(f"unknown log level {level!r} (expected one of {', '.join(LOG_LEVELS)})")
+    renderer: Any
+    if fmt == "json":
+        renderer = structlog.processors.JSONRenderer()
+        # Tracebacks as data, without local variables: locals may hold credentials.
+        tracebacks = structlog.processors.ExceptionRenderer(
+            structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+        )
+        final = [tracebacks, renderer]
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        final = [renderer]
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *_shared_processors(),
+            structlog.stdlib.PositionalArgumentsFormatter(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    handler = _StderrHandler()
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=_shared_processors(),
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
+        )
+    )
+    root = logging.getLogger()
+    if _handler is not None:
+        root.removeHandler(_handler)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    _handler = handler

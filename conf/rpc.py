@@ -1,0 +1,213 @@
+"""The one place gRPC servers and channels are made (DESIGN.md §8: mutual TLS everywhere).
+
+Every daemon and client gets the same options from here: no SO_REUSEPORT (so a second
+server on a busy port fails instead of silently sharing it), bounded message sizes,
+keepalives both sides agree on, fast reconnects, and mutual TLS when configured::
+
+    server = make_server(settings)
+    journal_pb2_grpc.add_QJournalServiceServicer_to_server(servicer, server)
+    port = bind(server, "127.0.0.1:0", settings.tls)
+    server.start()
+
+    channel = make_channel(f"127.0.0.1:{port}", settings.tls)
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import weakref
+from collections.abc import Sequence
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from conf.keys import parse_address
+from conf.settings import RPCSettings, Settings, TLSSettings
+from conf.xmlconf import ConfigError
+
+__all__ = [
+    "BindError",
+    "PortInUseError",
+    "bind",
+    "channel_options",
+    "make_channel",
+    "make_server",
+    "server_options",
+]
+
+_DEFAULTS = RPCSettings()
+
+# The TLS a server was made with, so that bind() cannot silently open a plaintext port on a
+# server whose settings ask for mutual TLS.
+_SERVER_TLS: weakref.WeakKeyDictionary[grpc.Server, TLSSettings] = weakref.WeakKeyDictionary()
+
+
+class BindError(ConfigError):
+    """A server could not listen on its configured address."""
+
+
+class PortInUseError(BindError, OSError):
+    """The address is already in use by another process (or another server in this one)."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(f"cannot listen on {address}: address already in use")
+        self.address = address
+        self.errno = errno.EADDRINUSE
+
+
+def server_options(max_message_bytes: int = _DEFAULTS.max_message_bytes) -> list[tuple[str, Any]]:
+    """gRPC server channel arguments shared by every server of the project."""
+    return [
+        # grpc sets SO_REUSEPORT by default: two servers could then share one port and split
+        # its connections between them; a JournalNode started twice must fail to bind instead.
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        # Accept the clients' keepalive pings (below) instead of answering GOAWAY too_many_pings.
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        ("grpc.http2.max_ping_strikes", 0),
+    ]
+
+
+def channel_options(max_message_bytes: int = _DEFAULTS.max_message_bytes) -> list[tuple[str, Any]]:
+    """gRPC client channel arguments shared by every channel of the project."""
+    return [
+        ("grpc.optimization_target", "latency"),
+        ("grpc.enable_http_proxy", 0),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        # Each channel owns its connection: closing or breaking one (a fenced writer, a test's
+        # injected fault) must not affect another channel to the same JournalNode.
+        ("grpc.use_local_subchannel_pool", 1),
+        # A restarted JournalNode or NameNode is reachable again within a second or two; the
+        # default backoff grows to two minutes, longer than any failover we want to measure.
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 2_000),
+    ]
+
+
+def make_server(
+    settings: Settings | None = None,
+    *,
+    tls: TLSSettings | None = None,
+    max_workers: int | None = None,
+    max_message_bytes: int | None = None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.Server:
+    """A gRPC server with the project's options; not yet bound (see ``bind``) nor started.
+
+    Arguments given explicitly win over ``settings`` (``settings.tls``,
+    ``settings.rpc.handler_count``, ``settings.rpc.max_message_bytes``), which win over the
+    defaults (no TLS, 16 workers, 128 MiB).
+    """
+    rpc = settings.rpc if settings is not None else _DEFAULTS
+    if tls is None and settings is not None:
+        tls = settings.tls
+    workers = max_workers if max_workers is not None else rpc.handler_count
+    max_bytes = max_message_bytes if max_message_bytes is not None else rpc.max_message_bytes
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc-handler"),
+        options=[*server_options(max_bytes), *options],
+    )
+    _SERVER_TLS[server] = tls if tls is not None else TLSSettings()
+    return server
+
+
+def bind(server: grpc.Server, address: str, tls: TLSSettings | None = None) -> int:
+    """Listen on ``address`` (``host:port``, port 0 for any free one); return the bound port.
+
+    With ``tls`` enabled the port requires mutual TLS; without ``tls`` the TLS the server was
+    made with applies (pass ``TLSSettings()`` to listen in plaintext deliberately). A busy
+    port raises ``PortInUseError`` naming the address; other failures raise ``BindError``.
+    """
+    try:
+        address = parse_address(address)
+    except ValueError as err:
+        raise BindError(str(err)) from None
+    if tls is None:
+        tls = _SERVER_TLS.get(server, TLSSettings())
+    try:
+        if tls.enabled:
+            port = server.add_secure_port(address, _server_credentials(tls))
+        else:
+            port = server.add_insecure_port(address)
+    except RuntimeError:
+        # grpc raises RuntimeError("Failed to bind to address ...") without the reason.
+        port = 0
+    if port == 0:
+        raise _bind_failure(address)
+    return port
+
+
+def make_channel(
+    target: str,
+    tls: TLSSettings | None = None,
+    *,
+    max_message_bytes: int = _DEFAULTS.max_message_bytes,
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.Channel:
+    """A channel to ``target`` (``host:port``), with mutual TLS when ``tls.enabled``.
+
+    The server's certificate must name the host of ``target`` (a DNS name or IP address).
+    """
+    all_options = [*channel_options(max_message_bytes), *options]
+    if tls is not None and tls.enabled:
+        return grpc.secure_channel(target, _channel_credentials(tls), options=all_options)
+    return grpc.insecure_channel(target, options=all_options)
+
+
+def _read(path: Path | None) -> bytes:
+    assert path is not None, "TLSSettings checks its files when enabled"
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"cannot read TLS file: {err.strerror}", source=str(path)) from None
+
+
+def _server_credentials(tls: TLSSettings) -> grpc.ServerCredentials:
+    return grpc.ssl_server_credentials(
+        [(_read(tls.key_file), _read(tls.cert_file))],
+        root_certificates=_read(tls.ca_file),
+        require_client_auth=True,
+    )
+
+
+def _channel_credentials(tls: TLSSettings) -> grpc.ChannelCredentials:
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(tls.ca_file),
+        private_key=_read(tls.key_file),
+        certificate_chain=_read(tls.cert_file),
+    )
+
+
+def _bind_failure(address: str) -> BindError:
+    """Find out why grpc could not bind (it does not say) by trying the same bind ourselves."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(
+            host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as err:
+        return BindError(f"cannot listen on {address}: {err.strerror}")
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as err:
+                if err.errno == errno.EADDRINUSE:
+                    return PortInUseError(address)
+                return BindError(f"cannot listen on {address}: {err.strerror}")
+    return BindError(f"cannot listen on {address} (grpc gave no reason)")

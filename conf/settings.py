@@ -1,0 +1,385 @@
+"""Typed, frozen settings read once from a Hadoop-style XML file (DESIGN.md §2 ``conf/``, §8).
+
+Loading a file checks every property against the key table (``conf.keys.KEYS``),
+substitutes ``${other.key}`` references, parses every value, and fails on the first problem
+with a one-line ``ConfigError`` naming the file and the key::
+
+    s = load_settings("ha-site.xml")          # or None: $HANAMENODE_CONF
+    jn = s.journalnode("jn1")                 # JournalNodeSettings(rpc_address=..., ...)
+    timeout = s.qjm.write_txns_timeout        # float seconds
+
+Nothing else in the project reads XML or the environment for configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from conf.keys import KEYS_BY_NAME, MIB, Key, QJournalUri, find_key, suggest_key
+from conf.xmlconf import ConfigError, ConfigValue, Property, read_xml, to_config_string
+
+__all__ = [
+    "CONF_ENV",
+    "HASettings",
+    "JournalNodeSettings",
+    "NameNodeSettings",
+    "QJMSettings",
+    "RPCSettings",
+    "Settings",
+    "TLSSettings",
+    "ZKSettings",
+    "load_settings",
+]
+
+CONF_ENV = "HANAMENODE_CONF"
+"""Environment variable naming the configuration file when no ``--conf`` is given."""
+
+_SUBST_RE = re.compile(r"\$\{([^${}]*)\}")
+
+# ---------------------------------------------------------------------------------------------
+# The typed settings.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JournalNodeSettings:
+    id: str
+    rpc_address: str = "0.0.0.0:8485"
+    http_address: str = "0.0.0.0:8480"
+    edits_dir: Path = Path("/tmp/hanamenode/journal")
+
+
+@dataclass(frozen=True, slots=True)
+class NameNodeSettings:
+    id: str
+    rpc_address: str = "0.0.0.0:8020"
+    http_address: str = "0.0.0.0:9870"
+    name_dir: Path = Path("/tmp/hanamenode/name")
+
+
+@dataclass(frozen=True, slots=True)
+class QJMSettings:
+    """Quorum Journal Manager timeouts (float seconds) and the per-JN queue limit."""
+
+    start_segment_timeout: float = 20.0
+    prepare_recovery_timeout: float = 120.0
+    accept_recovery_timeout: float = 120.0
+    finalize_segment_timeout: float = 120.0
+    select_input_streams_timeout: float = 20.0
+    get_journal_state_timeout: float = 120.0
+    new_epoch_timeout: float = 120.0
+    write_txns_timeout: float = 20.0
+    format_timeout: float = 60.0
+    heartbeat_interval: float = 1.0
+    queued_edits_limit_bytes: int = 10 * MIB
+
+
+@dataclass(frozen=True, slots=True)
+class ZKSettings:
+    """ZooKeeper connection for the elector; ``quorum`` is kazoo's ``hosts`` string."""
+
+    quorum: str = ""
+    session_timeout: float = 10.0
+    parent_znode: str = "/hanamenode"
+    auth: tuple[tuple[str, str], ...] = ()
+    acl: str = "world:anyone:rwcda"
+
+
+@dataclass(frozen=True, slots=True)
+class HASettings:
+    automatic_failover_enabled: bool = False
+    fencing_methods: tuple[str, ...] = ("shell(/bin/true)",)
+    tail_edits_period: float = 1.0
+    log_roll_period: float = 120.0
+    checkpoint_txns: int = 1_000_000
+    checkpoint_period: float = 3600.0
+    checkpoints_retained: int = 2
+    graceful_fence_timeout: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class TLSSettings:
+    """Mutual TLS for gRPC: one CA trusted by every process, and this process's key pair."""
+
+    enabled: bool = False
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.enabled:
+            for name in ("ca_file", "cert_file", "key_file"):
+                if getattr(self, name) is None:
+                    raise ConfigError(f"TLS is enabled but {name} is not set")
+
+
+@dataclass(frozen=True, slots=True)
+class RPCSettings:
+    handler_count: int = 16
+    max_message_bytes: int = 128 * MIB
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a process needs, read once. Build with ``load_settings`` or ``from_mapping``."""
+
+    source: Path
+    raw: Mapping[str, str] = field(repr=False)
+    """The properties of the file, ``${...}`` substituted, as text."""
+    nameservice: str
+    journal_uri: QJournalUri | None
+    journalnode_ids: tuple[str, ...]
+    namenode_ids: tuple[str, ...]
+    qjm: QJMSettings
+    zk: ZKSettings
+    ha: HASettings
+    tls: TLSSettings
+    rpc: RPCSettings
+    values: Mapping[str, Any] = field(repr=False, compare=False)
+    """Every key set in the file, parsed (per-id keys included); prefer the typed fields."""
+
+    @classmethod
+    def from_mapping(
+        cls, mapping: Mapping[str, ConfigValue], source: str | os.PathLike[str] = "<memory>"
+    ) -> Settings:
+        """Settings from a dict of key -> value (values are stringified: ``True`` -> "true")."""
+        props = [Property(k, to_config_string(v).strip()) for k, v in mapping.items()]
+        return _build(props, os.fspath(source), Path(source))
+
+    def _error(self, message: str, key: str | None = None) -> ConfigError:
+        return ConfigError(message, source=str(self.source), key=key)
+
+    def _lookup(self, *names: str) -> Any:
+        """The parsed value of the first of ``names`` that is set, else the last one's default."""
+        for name in names:
+            if name in self.values:
+                return self.values[name]
+        found = find_key(names[-1])
+        assert found is not None and found[0].default is not None, names
+        return found[0].parse(found[0].default)
+
+    def journalnode(self, jn_id: str) -> JournalNodeSettings:
+        """One JournalNode's addresses and directory (per-id keys, then the generic ones)."""
+        if self.journalnode_ids and jn_id not in self.journalnode_ids:
+            listed = ", ".join(self.journalnode_ids)
+            raise self._error(
+                f"unknown JournalNode id {jn_id!r} (dfs.journalnode.ids: {listed})",
+                "dfs.journalnode.ids",
+            )
+        base = ("dfs.journalnode.rpc-address", "dfs.journalnode.http-address")
+        return JournalNodeSettings(
+            id=jn_id,
+            rpc_address=self._lookup(f"{base[0]}.{jn_id}", base[0]),
+            http_address=self._lookup(f"{base[1]}.{jn_id}", base[1]),
+            edits_dir=self._lookup(
+                f"dfs.journalnode.edits.dir.{jn_id}", "dfs.journalnode.edits.dir"
+            ),
+        )
+
+    def namenode(self, nn_id: str) -> NameNodeSettings:
+        """One NameNode of the nameservice: its RPC and HTTP addresses and its name dir."""
+        ids_key = f"dfs.ha.namenodes.{self.nameservice}"
+        if nn_id not in self.namenode_ids:
+            listed = ", ".join(self.namenode_ids) or "not set"
+            raise self._error(f"unknown NameNode id {nn_id!r} ({ids_key}: {listed})", ids_key)
+        suffix = f"{self.nameservice}.{nn_id}"
+        return NameNodeSettings(
+            id=nn_id,
+            rpc_address=self._lookup(f"dfs.namenode.rpc-address.{suffix}"),
+            http_address=self._lookup(f"dfs.namenode.http-address.{suffix}"),
+            name_dir=self._lookup(f"dfs.namenode.name.dir.{suffix}", "dfs.namenode.name.dir"),
+        )
+
+
+def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
+    """Read ``path`` (or the file named by ``$HANAMENODE_CONF``) into ``Settings``."""
+    if path is None:
+        path = os.environ.get(CONF_ENV) or None
+        if path is None:
+            raise ConfigError(f"no configuration: pass --conf or set {CONF_ENV}")
+    source = os.fspath(path)
+    return _build(read_xml(source), source, Path(source).absolute())
+
+
+# ---------------------------------------------------------------------------------------------
+# Building: match keys, substitute, parse, cross-check.
+# ---------------------------------------------------------------------------------------------
+
+
+def _substitute(props: Iterable[Property], source: str) -> dict[str, str]:
+    """Resolve ``${key}`` in every value from the other properties (or a fixed key's default)."""
+    given = {p.name: p.value for p in props}
+    resolved: dict[str, str] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> str:
+        if name in resolved:
+            return resolved[name]
+        if name in chain:
+            cycle = " -> ".join((*chain[chain.index(name) :], name))
+            raise ConfigError(f"substitution cycle: {cycle}", source=source, key=chain[0])
+
+        def replace(ref: re.Match[str]) -> str:
+            other = ref.group(1).strip()
+            if other in given:
+                return resolve(other, (*chain, name))
+            key = KEYS_BY_NAME.get(other)
+            if key is not None and key.default is not None:
+                return key.default
+            raise ConfigError(
+                f"${{{other}}} is not defined", source=source, key=chain[0] if chain else name
+            )
+
+        value = _SUBST_RE.sub(replace, given[name])
+        if "${" in value:
+            raise ConfigError(
+                f"unterminated or empty ${{...}} in {value!r}", source=source, key=name
+            )
+        resolved[name] = value
+        return value
+
+    return {name: resolve(name, ()) for name in given}
+
+
+def _build(props: list[Property], source: str, source_path: Path) -> Settings:
+    matched: list[tuple[Property, Key, dict[str, str]]] = []
+    for prop in props:
+        found = find_key(prop.name)
+        if found is None:
+            suggestion = suggest_key(prop.name)
+            hint = f" (did you mean {suggestion!r}?)" if suggestion else ""
+            raise ConfigError(f"unknown key{hint}", source=source, key=prop.name)
+        matched.append((prop, *found))
+    raw = _substitute(props, source)
+
+    def parse(key: Key, name: str, text: str) -> Any:
+        try:
+            return key.parse(text)
+        except ValueError as err:
+            message = err.message if isinstance(err, ConfigError) else str(err)
+            raise ConfigError(message, source=source, key=name) from None
+
+    values: dict[str, Any] = {}
+    for prop, key, _ in matched:
+        values[prop.name] = parse(key, prop.name, raw[prop.name])
+
+    def get(name: str) -> Any:
+        if name in values:
+            return values[name]
+        key = KEYS_BY_NAME[name]
+        return None if key.default is None else parse(key, name, key.default)
+
+    nameservice: str = get("dfs.nameservices")
+    ids_key = f"dfs.ha.namenodes.{nameservice}"
+    namenode_ids: tuple[str, ...] = values.get(ids_key, ())
+    journalnode_ids: tuple[str, ...] = get("dfs.journalnode.ids")
+
+    for prop, key, holders in matched:
+        ns, ident = holders.get("ns"), holders.get("id")
+        if ns is not None and ns != nameservice:
+            raise ConfigError(
+                f"nameservice {ns!r} is not dfs.nameservices ({nameservice!r})",
+                source=source,
+                key=prop.name,
+            )
+        if ident is None:
+            continue
+        if key.name.startswith("dfs.namenode.") and ident not in namenode_ids:
+            listed = ", ".join(namenode_ids) or "not set"
+            raise ConfigError(
+                f"NameNode id {ident!r} is not in {ids_key} ({listed})",
+                source=source,
+                key=prop.name,
+            )
+        is_jn_key = key.name.startswith("dfs.journalnode.")
+        if is_jn_key and journalnode_ids and ident not in journalnode_ids:
+            raise ConfigError(
+                f"JournalNode id {ident!r} is not in dfs.journalnode.ids "
+                f"({', '.join(journalnode_ids)})",
+                source=source,
+                key=prop.name,
+            )
+
+    qjm = QJMSettings(
+        start_segment_timeout=get("dfs.qjournal.start-segment.timeout.ms"),
+        prepare_recovery_timeout=get("dfs.qjournal.prepare-recovery.timeout.ms"),
+        accept_recovery_timeout=get("dfs.qjournal.accept-recovery.timeout.ms"),
+        finalize_segment_timeout=get("dfs.qjournal.finalize-segment.timeout.ms"),
+        select_input_streams_timeout=get("dfs.qjournal.select-input-streams.timeout.ms"),
+        get_journal_state_timeout=get("dfs.qjournal.get-journal-state.timeout.ms"),
+        new_epoch_timeout=get("dfs.qjournal.new-epoch.timeout.ms"),
+        write_txns_timeout=get("dfs.qjournal.write-txns.timeout.ms"),
+        format_timeout=get("dfs.qjournal.format.timeout.ms"),
+        heartbeat_interval=get("dfs.qjournal.heartbeat.interval.ms"),
+        queued_edits_limit_bytes=get("dfs.qjournal.queued-edits.limit.mb"),
+    )
+    zk = ZKSettings(
+        quorum=get("ha.zookeeper.quorum"),
+        session_timeout=get("ha.zookeeper.session-timeout.ms"),
+        parent_znode=get("ha.zookeeper.parent-znode"),
+        auth=get("ha.zookeeper.auth"),
+        acl=get("ha.zookeeper.acl"),
+    )
+    ha = HASettings(
+        automatic_failover_enabled=get("dfs.ha.automatic-failover.enabled"),
+        fencing_methods=get("dfs.ha.fencing.methods"),
+        tail_edits_period=get("dfs.ha.tail-edits.period"),
+        log_roll_period=get("dfs.ha.log-roll.period"),
+        checkpoint_txns=get("dfs.namenode.checkpoint.txns"),
+        checkpoint_period=get("dfs.namenode.checkpoint.period"),
+        checkpoints_retained=get("dfs.namenode.num.checkpoints.retained"),
+        graceful_fence_timeout=get("ha.failover-controller.graceful-fence.rpc-timeout.ms"),
+    )
+    if ha.automatic_failover_enabled and not zk.quorum:
+        raise ConfigError(
+            "required when dfs.ha.automatic-failover.enabled is true",
+            source=source,
+            key="ha.zookeeper.quorum",
+        )
+    return Settings(
+        source=source_path,
+        raw=MappingProxyType(raw),
+        nameservice=nameservice,
+        journal_uri=get("dfs.namenode.shared.edits.dir"),
+        journalnode_ids=journalnode_ids,
+        namenode_ids=namenode_ids,
+        qjm=qjm,
+        zk=zk,
+        ha=ha,
+        tls=_tls(get, source),
+        rpc=RPCSettings(
+            handler_count=get("hanamenode.rpc.handler.count"),
+            max_message_bytes=get("hanamenode.rpc.max-message.mb"),
+        ),
+        values=MappingProxyType(values),
+    )
+
+
+def _tls(get: Callable[[str], Any], source: str) -> TLSSettings:
+    prefix = "hanamenode.rpc.tls."
+    files: dict[str, Path | None] = {
+        name: get(f"{prefix}{name}") for name in ("ca-file", "cert-file", "key-file")
+    }
+    explicit: bool | None = get(f"{prefix}enabled")
+    enabled = explicit if explicit is not None else files["ca-file"] is not None
+    if not enabled:
+        stray = [name for name, path in files.items() if path is not None]
+        if stray and explicit is None:
+            raise ConfigError(
+                f"set, but TLS is off: set {prefix}ca-file too (or {prefix}enabled to false)",
+                source=source,
+                key=prefix + stray[0],
+            )
+        return TLSSettings()
+    why = f"{prefix}enabled is true" if explicit else f"{prefix}ca-file is set"
+    for name, path in files.items():
+        if path is None:
+            raise ConfigError(f"required when {why}", source=source, key=prefix + name)
+        if not path.is_file():
+            raise ConfigError(f"no such file {str(path)!r}", source=source, key=prefix + name)
+    return TLSSettings(True, files["ca-file"], files["cert-file"], files["key-file"])
