@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11proto/edits.proto\x12\x10hanamenode.edits\"[\n\x07MkdirOp\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x10\n\x08mtime_ms\x18\x02 \x01(\x04\x12\x12\n\npermission\x18\x03 \x01(\r\x12\r\n\x05owner\x18\x04 \x01(\t\x12\r\n\x05group\x18\x05 \x01(\t\"\x94\x01\n\x08\x43reateOp\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x10\n\x08mtime_ms\x18\x02 \x01(\x04\x12\x12\n\npermission\x18\x03 \x01(\r\x12\r\n\x05owner\x18\x04 \x01(\t\x12\r\n\x05group\x18\x05 \x01(\t\x12\x11\n\toverwrite\x18\x06 \x01(\x08\x12\x0e\n\x06length\x18\x07 \x01(\x04\x12\x13\n\x0breplication\x18\x08 \x01(\r\"=\n\x08\x44\x65leteOp\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x11\n\trecursive\x18\x02 \x01(\x08\x12\x10\n\x08mtime_ms\x18\x03 \x01(\x04\"6\n\x08RenameOp\x12\x0b\n\x03src\x18\x01 \x01(\t\x12\x0b\n\x03\x64st\x18\x02 \x01(\t\x12\x10\n\x08mtime_ms\x18\x03 \x01(\x04\"\x13\n\x11StartLogSegmentOp\"\x11\n\x0f\x45ndLogSegmentOp\"\x17\n\x04NoOp\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"\x9e\x03\n\x06\x45\x64itOp\x12\x0c\n\x04txid\x18\x01 \x01(\x04\x12\x11\n\tclient_id\x18\x02 \x01(\x0c\x12\x0f\n\x07\x63\x61ll_id\x18\x03 \x01(\x04\x12*\n\x05mkdir\x18\n \x01(\x0b\x32\x19.hanamenode.edits.MkdirOpH\x00\x12,\n\x06\x63reate\x18\x0b \x01(\x0b\x32\x1a.hanamenode.edits.CreateOpH\x00\x12,\n\x06\x64\x65lete\x18\x0c \x01(\x0b\x32\x1a.hanamenode.edits.DeleteOpH\x00\x12,\n\x06rename\x18\r \x01(\x0b\x32\x1a.hanamenode.edits.RenameOpH\x00\x12@\n\x11start_log_segment\x18\x0e \x01(\x0b\x32#.hanamenode.edits.StartLogSegmentOpH\x00\x12<\n\x0f\x65nd_log_segment\x18\x0f \x01(\x0b\x32!.hanamenode.edits.EndLogSegmentOpH\x00\x12&\n\x04noop\x18\x10 \x01(\x0b\x32\x16.hanamenode.edits.NoOpH\x00\x42\x04\n\x02opb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11proto/edits.proto\x12\x10hanamenode.edits\"r\n\x07MkdirOp\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x10\n\x08mtime_ms\x18\x02 \x01(\x04\x12\x12\n\npermission\x18\x03 \x01(\r\x12\r\n\x05owner\x18\x04 \x01(\t\x12\r\n\x05group\x18\x05 \x01(\t\x12\x15\n\rcreate_parent\x18\x06 \x01(\x08\"\x94\x01\n\x08\x43reateOp\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x10\n\x08mtime_ms\x18\x02 \x01(\x04\x12\x12\n\npermission\x18\x03 \x01(\r\x12\r\n\x05owner\x18\x04 \x01(\t\x12\r\n\x05group\x18\x05 \x01(\t\x12\x11\n\toverwrite\x18\x06 \x01(\x08\x12\x0e\n\x06length\x18\x07 \x01(\x04\x12\x13\n\x0breplication\x18\x08 \x01(\r\"=\n\x08\x44\x65leteOp\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x11\n\trecursive\x18\x02 \x01(\x08\x12\x10\n\x08mtime_ms\x18\x03 \x01(\x04\"6\n\x08RenameOp\x12\x0b\n\x03src\x18\x01 \x01(\t\x12\x0b\n\x03\x64st\x18\x02 \x01(\t\x12\x10\n\x08mtime_ms\x18\x03 \x01(\x04\"\x13\n\x11StartLogSegmentOp\"\x11\n\x0f\x45ndLogSegmentOp\"\x17\n\x04NoOp\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"\x9e\x03\n\x06\x45\x64itOp\x12\x0c\n\x04txid\x18\x01 \x01(\x04\x12\x11\n\tclient_id\x18\x02 \x01(\x0c\x12\x0f\n\x07\x63\x61ll_id\x18\x03 \x01(\x04\x12*\n\x05mkdir\x18\n \x01(\x0b\x32\x19.hanamenode.edits.MkdirOpH\x00\x12,\n\x06\x63reate\x18\x0b \x01(\x0b\x32\x1a.hanamenode.edits.CreateOpH\x00\x12,\n\x06\x64\x65lete\x18\x0c \x01(\x0b\x32\x1a.hanamenode.edits.DeleteOpH\x00\x12,\n\x06rename\x18\r \x01(\x0b\x32\x1a.hanamenode.edits.RenameOpH\x00\x12@\n\x11start_log_segment\x18\x0e \x01(\x0b\x32#.hanamenode.edits.StartLogSegmentOpH\x00\x12<\n\x0f\x65nd_log_segment\x18\x0f \x01(\x0b\x32!.hanamenode.edits.EndLogSegmentOpH\x00\x12&\n\x04noop\x18\x10 \x01(\x0b\x32\x16.hanamenode.edits.NoOpH\x00\x42\x04\n\x02opb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,19 +32,19 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.edits_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MKDIROP']._serialized_start=39
-  _globals['_MKDIROP']._serialized_end=130
-  _globals['_CREATEOP']._serialized_start=133
-  _globals['_CREATEOP']._serialized_end=281
-  _globals['_DELETEOP']._serialized_start=283
-  _globals['_DELETEOP']._serialized_end=344
-  _globals['_RENAMEOP']._serialized_start=346
-  _globals['_RENAMEOP']._serialized_end=400
-  _globals['_STARTLOGSEGMENTOP']._serialized_start=402
-  _globals['_STARTLOGSEGMENTOP']._serialized_end=421
-  _globals['_ENDLOGSEGMENTOP']._serialized_start=423
-  _globals['_ENDLOGSEGMENTOP']._serialized_end=440
-  _globals['_NOOP']._serialized_start=442
-  _globals['_NOOP']._serialized_end=465
-  _globals['_EDITOP']._serialized_start=468
-  _globals['_EDITOP']._serialized_end=882
+  _globals['_MKDIROP']._serialized_end=153
+  _globals['_CREATEOP']._serialized_start=156
+  _globals['_CREATEOP']._serialized_end=304
+  _globals['_DELETEOP']._serialized_start=306
+  _globals['_DELETEOP']._serialized_end=367
+  _globals['_RENAMEOP']._serialized_start=369
+  _globals['_RENAMEOP']._serialized_end=423
+  _globals['_STARTLOGSEGMENTOP']._serialized_start=425
+  _globals['_STARTLOGSEGMENTOP']._serialized_end=444
+  _globals['_ENDLOGSEGMENTOP']._serialized_start=446
+  _globals['_ENDLOGSEGMENTOP']._serialized_end=463
+  _globals['_NOOP']._serialized_start=465
+  _globals['_NOOP']._serialized_end=488
+  _globals['_EDITOP']._serialized_start=491
+  _globals['_EDITOP']._serialized_end=905
 # @@protoc_insertion_point(module_scope)

@@ -6,18 +6,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MkdirOp(_message.Message):
-    __slots__ = ("path", "mtime_ms", "permission", "owner", "group")
+    __slots__ = ("path", "mtime_ms", "permission", "owner", "group", "create_parent")
     PATH_FIELD_NUMBER: _ClassVar[int]
     MTIME_MS_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
+    CREATE_PARENT_FIELD_NUMBER: _ClassVar[int]
     path: str
     mtime_ms: int
     permission: int
     owner: str
     group: str
-    def __init__(self, path: _Optional[str] = ..., mtime_ms: _Optional[int] = ..., permission: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+    create_parent: bool
+    def __init__(self, path: _Optional[str] = ..., mtime_ms: _Optional[int] = ..., permission: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., create_parent: _Optional[bool] = ...) -> None: ...
 
 class CreateOp(_message.Message):
     __slots__ = ("path", "mtime_ms", "permission", "owner", "group", "overwrite", "length", "replication")

@@ -1,0 +1,167 @@
+"""The NameNode's error hierarchy and its one mapping to and from gRPC status codes.
+
+Every refusal a client can see is a ``NamenodeError`` subclass with its own status code. The
+servicer turns it into a status with ``to_status``; the client (``hafs``, the failover proxy)
+turns the status back into the same class with ``from_rpc_error``, so code written against
+the in-process ``Namespace`` catches the same exceptions as code talking to a remote NameNode.
+
+The class travels in the trailing metadata key ``hn-error-class`` (as the JournalNode's
+errors do): status codes alone are too coarse (three different refusals are
+FAILED_PRECONDITION), and the failover proxy must tell ``StandbyError`` (try the other
+NameNode) from any other UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+ERROR_CLASS_KEY = "hn-error-class"
+
+
+class NamenodeError(Exception):
+    """Base of every error the NameNode reports to a caller."""
+
+    code = grpc.StatusCode.INTERNAL
+
+
+class InvalidArgumentError(NamenodeError):
+    """An argument is out of range: permission bits, replication, length, owner name."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class InvalidPathError(InvalidArgumentError):
+    """A path is not absolute and normalized, or breaks a length/depth limit (``paths``)."""
+
+
+class PathNotFoundError(NamenodeError):
+    """The path, or the parent a new inode needs, does not exist (HDFS FileNotFoundException)."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class PathExistsError(NamenodeError):
+    """The path to be created already exists (HDFS FileAlreadyExistsException)."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class ParentNotDirectoryError(NamenodeError):
+    """An ancestor of the path to be created is a file (HDFS ParentNotDirectoryException)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class PathIsDirectoryError(NamenodeError):
+    """A file operation named a directory, e.g. create over an existing directory."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class DirectoryNotEmptyError(NamenodeError):
+    """Non-recursive delete of a non-empty directory (HDFS PathIsNotEmptyDirectoryException)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class InvalidOperationError(NamenodeError):
+    """The operation can never succeed on this path, whatever the namespace holds: deleting
+    the root directory, renaming the root, moving a directory into its own subtree."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class InvalidRenameError(InvalidOperationError):
+    """A rename that is refused by its shape: the root, the same path, or into its own subtree."""
+
+
+class StandbyError(NamenodeError):
+    """This NameNode is not active; the client should try another one.
+
+    The message follows HDFS's StandbyException ("Operation category WRITE is not supported in
+    state standby"), which is what operators grep logs for.
+    """
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+    @classmethod
+    def for_category(cls, category: str, state: str) -> StandbyError:
+        return cls(f"Operation category {category} is not supported in state {state}")
+
+
+class EditLogError(NamenodeError):
+    """The edit could not be made durable (quorum of JournalNodes lost, writer fenced). The
+    NameNode stops writing; whether the mutation survived is decided by the next active."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class EditLogReplayError(NamenodeError):
+    """An already-logged op did not apply: the log and the namespace disagree. Never a user
+    error: it means corruption or a bug, and the message names the txid and the op."""
+
+    code = grpc.StatusCode.INTERNAL
+
+    def __init__(self, message: str, txid: int = 0) -> None:
+        super().__init__(message)
+        self.txid = txid
+
+
+class FSImageError(NamenodeError):
+    """An fsimage could not be read or is not a valid image (missing table, bad tree)."""
+
+    code = grpc.StatusCode.INTERNAL
+
+
+class CorruptImageError(FSImageError):
+    """An fsimage does not match its ``.md5`` file, or the md5 file is missing or malformed."""
+
+    code = grpc.StatusCode.DATA_LOSS
+
+
+class NamenodeUnavailableError(NamenodeError):
+    """The NameNode could not be reached or did not answer in time: not a verdict of the
+    namespace, so the failover proxy may retry this call elsewhere."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+_BY_NAME: dict[str, type[NamenodeError]] = {
+    cls.__name__: cls
+    for cls in (
+        NamenodeError,
+        InvalidArgumentError,
+        InvalidPathError,
+        PathNotFoundError,
+        PathExistsError,
+        ParentNotDirectoryError,
+        PathIsDirectoryError,
+        DirectoryNotEmptyError,
+        InvalidOperationError,
+        InvalidRenameError,
+        StandbyError,
+        EditLogError,
+        EditLogReplayError,
+        FSImageError,
+        CorruptImageError,
+        NamenodeUnavailableError,
+    )
+}
+
+
+def to_status(exc: NamenodeError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
+    """Status code, details and trailing metadata that carry ``exc`` over gRPC."""
+    return exc.code, str(exc), ((ERROR_CLASS_KEY, type(exc).__name__),)
+
+
+def from_rpc_error(err: grpc.RpcError) -> NamenodeError:
+    """The NamenodeError a servicer raised, rebuilt from its status; other failures
+    (unreachable node, deadline) come back as ``NamenodeUnavailableError``."""
+    call = err if isinstance(err, grpc.Call) else None
+    details = call.details() if call is not None else str(err)
+    if call is not None:
+        for key, value in call.trailing_metadata() or ():
+            if key == ERROR_CLASS_KEY and value in _BY_NAME:
+                return _BY_NAME[str(value)](details or "")
+    code = call.code() if call is not None else None
+    return NamenodeUnavailableError(f"{code.name if code else 'RPC failed'}: {details}")

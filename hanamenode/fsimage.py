@@ -1,0 +1,417 @@
+"""FSImage: the namespace as a SQLite checkpoint, written through SQLAlchemy Core
+(DESIGN.md section 4, "NameNode").
+
+A checkpoint ``fsimage_<txid 19 digits>.db`` holds the namespace after transaction ``txid``;
+loading it and applying the edits from ``txid + 1`` rebuilds the namespace exactly. Beside it,
+``fsimage_<txid>.db.md5`` holds its md5 in md5sum's format (``<hex>  <file name>``), checked
+before the image is read, so a flipped byte is a ``CorruptImageError`` naming the file rather
+than a wrong namespace.
+
+Writing is crash-safe in the order HDFS uses (``FSImage.saveFSImage``): the database goes to
+``fsimage_<txid>.db.tmp`` and is fsynced; the md5 file is written atomically; the temp file is
+renamed to its final name; the directory is fsynced. A crash leaves either no image for
+``txid`` (at most a temp or an md5 file, which ``purge_old_images`` removes later) or a
+complete one with its md5.
+
+Tables: ``image_info`` (one row: txid, namespace_id, cluster_id, layout_version, created_ms,
+inode_count) and ``inodes`` (id, parent_id, name, is_dir, mtime_ms, permission, owner,
+group, length, replication). Ids are local to one image: the tree is written in pre-order, so
+every parent's id is below its children's and the loader builds the tree in one pass.
+
+The retry cache is not part of the image, as in HDFS: its entries expire within minutes, and a
+NameNode rebuilds the ones that matter by replaying the edits after the image.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import sqlite3
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from hanamenode.errors import CorruptImageError, FSImageError
+from hanamenode.namespace import INode, INodeDirectory, INodeFile, Namespace
+from hanamenode.retry_cache import RetryCache
+from proto.values import NamespaceInfo
+
+IMAGE_LAYOUT_VERSION = 1
+_IMAGE_NAME = re.compile(r"fsimage_(\d{19})\.db")
+# Every file a save may leave behind: the image, its md5, and either one's temp file.
+_IMAGE_FILE = re.compile(r"fsimage_(\d{19})\.db(?:\.md5)?(?:\.tmp)?")
+_MD5_LINE = re.compile(r"([0-9a-f]{32}) [ *](.+)\n?")
+_BATCH = 20_000
+
+metadata = sa.MetaData()
+
+image_info = sa.Table(
+    "image_info",
+    metadata,
+    sa.Column("txid", sa.BigInteger, nullable=False),
+    sa.Column("namespace_id", sa.BigInteger, nullable=False),
+    sa.Column("cluster_id", sa.String, nullable=False),
+    sa.Column("layout_version", sa.Integer, nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("inode_count", sa.BigInteger, nullable=False),
+)
+
+inodes = sa.Table(
+    "inodes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("parent_id", sa.Integer, nullable=True),  # NULL for the root only
+    sa.Column("name", sa.String, nullable=False),
+    sa.Column("is_dir", sa.Boolean, nullable=False),
+    sa.Column("mtime_ms", sa.BigInteger, nullable=False),
+    sa.Column("permission", sa.Integer, nullable=False),
+    sa.Column("owner", sa.String, nullable=False),
+    sa.Column("group", sa.String, nullable=False),
+    sa.Column("length", sa.BigInteger, nullable=False),
+    sa.Column("replication", sa.Integer, nullable=False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ImageInfo:
+    """The ``image_info`` row: which transaction the image ends at and whose namespace it is."""
+
+    txid: int
+    namespace_id: int
+    cluster_id: str
+    layout_version: int
+    created_ms: int
+    inode_count: int
+
+
+def image_name(txid: int) -> str:
+    return f"fsimage_{txid:019d}.db"
+
+
+def md5_path(image: Path) -> Path:
+    return image.with_name(image.name + ".md5")
+
+
+def list_images(name_dir: Path) -> list[tuple[int, Path]]:
+    """Complete images (final name, not temp) in ``name_dir`` as ``(txid, path)``, oldest first."""
+    found = []
+    for entry in os.scandir(name_dir):
+        match = _IMAGE_NAME.fullmatch(entry.name)
+        if match:
+            found.append((int(match.group(1)), Path(entry.path)))
+    return sorted(found)
+
+
+def latest_image(name_dir: Path) -> Path | None:
+    """The image with the highest txid, or None. Whether it is intact is ``load_image``'s
+    question: a caller that wants to fall back to an older image uses ``list_images``."""
+    images = list_images(name_dir)
+    return images[-1][1] if images else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving.
+# ---------------------------------------------------------------------------------------------
+
+
+def save_image(
+    namespace: Namespace,
+    name_dir: Path,
+    txid: int,
+    ns_info: NamespaceInfo,
+    *,
+    now_ms: int | None = None,
+) -> Path:
+    """Write the namespace as ``name_dir/fsimage_<txid>.db`` with its md5; return the path.
+
+    ``txid`` is the last transaction the namespace reflects; it may exceed
+    ``namespace.last_applied_txid`` (segment markers need not pass through ``apply``) but not
+    fall below it, or loading the image and replaying from ``txid + 1`` would apply ops twice.
+    The namespace lock is held only while the rows are collected, not while they are written.
+    """
+    final = name_dir / image_name(txid)
+    if final.exists():
+        raise FSImageError(f"an image for txid {txid} already exists: {final}")
+    with namespace.lock:
+        if txid < namespace.last_applied_txid:
+            raise FSImageError(
+                f"cannot save an image at txid {txid}: the namespace has applied up to "
+                f"txid {namespace.last_applied_txid}"
+            )
+        rows = list(_inode_rows(namespace))
+    info = ImageInfo(
+        txid=txid,
+        namespace_id=ns_info.namespace_id,
+        cluster_id=ns_info.cluster_id,
+        layout_version=IMAGE_LAYOUT_VERSION,
+        created_ms=time.time_ns() // 1_000_000 if now_ms is None else now_ms,
+        inode_count=len(rows),
+    )
+    tmp = final.with_name(final.name + ".tmp")
+    tmp.unlink(missing_ok=True)  # left by a save that crashed
+    try:
+        _write_database(tmp, info, rows)
+        _fsync_file(tmp)
+        digest = _md5_of(tmp)
+        _atomic_write(md5_path(final), f"{digest}  {final.name}\n".encode())
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(name_dir)
+    return final
+
+
+def _inode_rows(namespace: Namespace) -> Iterator[dict[str, Any]]:
+    """Pre-order rows with ids from 1, so a parent is always written before its children."""
+    ids: dict[int, int] = {}  # id(INodeDirectory) -> image id
+    parent_of: dict[int, int | None] = {id(namespace.root): None}
+    next_id = 1
+    for _path, node in namespace.walk():
+        node_id = next_id
+        next_id += 1
+        parent_id = parent_of.pop(id(node))
+        if isinstance(node, INodeDirectory):
+            ids[id(node)] = node_id
+            for child in node.children.values():
+                parent_of[id(child)] = node_id
+            length, replication = 0, 0
+        else:
+            assert isinstance(node, INodeFile)
+            length, replication = node.length, node.replication
+        yield {
+            "id": node_id,
+            "parent_id": parent_id,
+            "name": node.name,
+            "is_dir": isinstance(node, INodeDirectory),
+            "mtime_ms": node.mtime_ms,
+            "permission": node.permission,
+            "owner": node.owner,
+            "group": node.group,
+            "length": length,
+            "replication": replication,
+        }
+
+
+def _engine(path: Path, *, read_only: bool) -> Engine:
+    """An engine on one SQLite file. Writing skips SQLite's journal and syncs: the file is a
+    temp that becomes the image only after it is complete and fsynced as a whole."""
+    uri = "file:" + urllib.parse.quote(str(path.absolute())) + ("?mode=ro" if read_only else "")
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True)
+        if not read_only:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+        return conn
+
+    return sa.create_engine("sqlite://", creator=connect, poolclass=sa.pool.NullPool)
+
+
+def _write_database(path: Path, info: ImageInfo, rows: list[dict[str, Any]]) -> None:
+    engine = _engine(path, read_only=False)
+    try:
+        with engine.begin() as conn:
+            metadata.create_all(conn)
+            conn.execute(image_info.insert(), dataclasses.asdict(info))
+            for start in range(0, len(rows), _BATCH):
+                conn.execute(inodes.insert(), rows[start : start + _BATCH])
+    finally:
+        engine.dispose()
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading.
+# ---------------------------------------------------------------------------------------------
+
+
+def verify_md5(image: Path) -> str:
+    """Check ``image`` against its ``.md5`` file; return the md5 or raise CorruptImageError."""
+    md5_file = md5_path(image)
+    try:
+        text = md5_file.read_text("utf-8")
+    except FileNotFoundError:
+        raise CorruptImageError(f"image {image} has no md5 file ({md5_file.name})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptImageError(f"cannot read md5 file {md5_file}: {exc}") from exc
+    match = _MD5_LINE.fullmatch(text)
+    if match is None:
+        raise CorruptImageError(f"md5 file {md5_file} is malformed: {text[:100]!r}")
+    expected, named = match.groups()
+    if named != image.name:
+        raise CorruptImageError(f"md5 file {md5_file} is for {named!r}, not {image.name!r}")
+    try:
+        actual = _md5_of(image)
+    except OSError as exc:
+        raise FSImageError(f"cannot read image {image}: {exc}") from exc
+    if actual != expected:
+        raise CorruptImageError(
+            f"image {image} is corrupt: its md5 is {actual}, but {md5_file.name} records {expected}"
+        )
+    return actual
+
+
+def load_image(
+    path: Path, *, retry_cache: RetryCache | None = None
+) -> tuple[Namespace, int, ImageInfo]:
+    """Read an image written by ``save_image``: ``(namespace, txid, info)``.
+
+    The md5 is checked first; then the tree is checked as it is built (one root, every parent
+    a directory written before its children, valid unique names), so a damaged or foreign
+    database is an FSImageError naming the file, never a half-built namespace. The namespace's
+    ``last_applied_txid`` is the image's txid: replay continues at ``txid + 1``.
+    """
+    verify_md5(path)
+    engine = _engine(path, read_only=True)
+    try:
+        with engine.connect() as conn:
+            info = _read_info(path, conn)
+            root = _read_tree(path, conn, info)
+    except sa.exc.SQLAlchemyError as exc:
+        raise FSImageError(f"cannot read image {path}: {exc.__class__.__name__}: {exc}") from exc
+    finally:
+        engine.dispose()
+    named = _IMAGE_NAME.fullmatch(path.name)
+    if named and int(named.group(1)) != info.txid:
+        raise FSImageError(f"image {path} holds txid {info.txid}, not the one in its name")
+    return Namespace.from_root(root, info.txid, retry_cache=retry_cache), info.txid, info
+
+
+def _read_info(path: Path, conn: sa.Connection) -> ImageInfo:
+    rows = conn.execute(sa.select(image_info)).all()
+    if len(rows) != 1:
+        raise FSImageError(f"image {path} has {len(rows)} image_info rows, expected 1")
+    info = ImageInfo(**rows[0]._asdict())
+    if info.layout_version != IMAGE_LAYOUT_VERSION:
+        raise FSImageError(
+            f"image {path} has layout version {info.layout_version}; this NameNode reads "
+            f"version {IMAGE_LAYOUT_VERSION}"
+        )
+    return info
+
+
+def _read_tree(path: Path, conn: sa.Connection, info: ImageInfo) -> INodeDirectory:
+    def bad(row_id: int, why: str) -> FSImageError:
+        return FSImageError(f"image {path} is invalid: inode {row_id} {why}")
+
+    root: INodeDirectory | None = None
+    dirs: dict[int, INodeDirectory] = {}
+    count = 0
+    result = conn.execute(sa.select(inodes).order_by(inodes.c.id))
+    # Rows unpacked in batches: named access on a Row per column costs more than the rest of
+    # the load together.
+    for batch in result.partitions(_BATCH):
+        for row_id, parent_id, name, is_dir, mtime_ms, permission, owner, group, length, repl in (
+            batch
+        ):
+            count += 1
+            node: INode
+            if is_dir:
+                node = INodeDirectory(name, mtime_ms, permission, owner, group)
+            else:
+                node = INodeFile(name, mtime_ms, permission, owner, group, length, repl)
+            if parent_id is None:
+                if root is not None:
+                    raise bad(row_id, "is a second root")
+                if not isinstance(node, INodeDirectory) or name != "":
+                    raise bad(row_id, "is the root but not an unnamed directory")
+                root = node
+            else:
+                parent = dirs.get(parent_id)
+                if parent is None:
+                    raise bad(row_id, f"has parent {parent_id}, not a directory before it")
+                if not name or "/" in name or name in (".", ".."):
+                    raise bad(row_id, f"has an invalid name {name!r}")
+                if name in parent.children:
+                    raise bad(row_id, f"repeats the name {name!r} in its directory")
+                parent.children[name] = node
+            # Registered only now, so no row can be its own parent (a cycle, not a tree).
+            if isinstance(node, INodeDirectory):
+                dirs[row_id] = node
+    if root is None:
+        raise FSImageError(f"image {path} is invalid: no root directory")
+    if count != info.inode_count:
+        raise FSImageError(
+            f"image {path} is invalid: {count} inodes, image_info says {info.inode_count}"
+        )
+    return root
+
+
+# ---------------------------------------------------------------------------------------------
+# Retention.
+# ---------------------------------------------------------------------------------------------
+
+
+def purge_old_images(name_dir: Path, keep: int) -> list[Path]:
+    """Keep the ``keep`` newest images; remove every image file (image, md5, temp) with a
+    lower txid than the oldest one kept, and return what was removed.
+
+    Temp and md5 files of a crashed save are removed once a newer image exists; a save in
+    progress writes a txid above every kept image, so it is never touched.
+    """
+    if keep < 1:
+        raise ValueError(f"must keep at least one image, not {keep}")
+    images = list_images(name_dir)
+    if len(images) <= keep:
+        return []
+    oldest_kept = images[-keep][0]
+    removed = []
+    for entry in sorted(os.scandir(name_dir), key=lambda e: e.name):
+        match = _IMAGE_FILE.fullmatch(entry.name)
+        if match and int(match.group(1)) < oldest_kept:
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+    if removed:
+        _fsync_dir(name_dir)
+    return removed
+
+
+# ---------------------------------------------------------------------------------------------
+# Durable files.
+# ---------------------------------------------------------------------------------------------
+
+
+def _md5_of(path: Path) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Temp file, fsync, rename over ``path``: a crash leaves the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

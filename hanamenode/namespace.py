@@ -1,0 +1,759 @@
+"""The in-memory namespace: a tree of INodeDirectory and INodeFile (DESIGN.md section 5).
+
+Every mutation is split in two so that one code path serves the active and every replay:
+
+- ``prepare_mkdir``/``prepare_create``/``prepare_delete``/``prepare_rename`` *decide*: they
+  validate the arguments against the current tree, raise the user's error (``errors``) if the
+  call is refused, and return the ``EditOp`` to log, without changing anything;
+- ``apply(op)`` *applies* an op that is already in the log: the active after giving it a txid,
+  the standby's tailer, and the image + edits loader. It re-runs the same decision on the op
+  and mutates only when the decision passed, so a failed apply changes nothing and is an
+  ``EditLogReplayError`` naming the txid and the op.
+
+The active holds ``namespace.lock`` across both steps, so nothing can change the tree between
+the decision and the mutation and ``apply(prepare_x(...))`` cannot fail::
+
+    with ns.lock:
+        op = ns.prepare_mkdir("/a/b", parents=True, client_id=cid, call_id=7)
+        if op is not None:                  # None: mkdir -p of an existing directory
+            op.txid = edit_log.log_edit(op) # assigns the next txid, buffers the op
+            ns.apply(op)                    # records (cid, 7) in the retry cache
+    edit_log.log_sync()                     # answer the client only once durable
+
+Everything that replay must reproduce comes from the op, never from the replaying node: mtimes
+(including the parent directory's), the permission of parents made by ``mkdir -p``, and the
+final destination of a rename into an existing directory. The plain ``mkdir``/``create``/
+``delete``/``rename`` methods do both steps at once for a namespace without an edit log
+(tests, tools).
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from google.protobuf import text_format
+
+from hanamenode import paths
+from hanamenode.errors import (
+    DirectoryNotEmptyError,
+    EditLogReplayError,
+    InvalidArgumentError,
+    InvalidOperationError,
+    InvalidRenameError,
+    NamenodeError,
+    ParentNotDirectoryError,
+    PathExistsError,
+    PathIsDirectoryError,
+    PathNotFoundError,
+)
+from hanamenode.retry_cache import RetryCache
+from proto import edits_pb2
+
+DIR_PERMISSION = 0o755
+FILE_PERMISSION = 0o644
+DEFAULT_OWNER = "hdfs"
+DEFAULT_GROUP = "supergroup"
+DEFAULT_REPLICATION = 3
+MAX_REPLICATION = 512  # HDFS dfs.replication.max
+MAX_PERMISSION = 0o7777
+# The fsimage stores numbers in SQLite INTEGER columns, which are signed 64-bit.
+MAX_INT64 = 2**63 - 1
+MAX_NAME_BYTES = 255
+# mkdir -p gives the parents it creates the requested permission plus u+wx, so that the
+# creator can always make the child below it (HDFS FSDirMkdirOp.addImplicitUwx).
+IMPLICIT_PARENT_BITS = 0o300
+
+_NAMESPACE_OPS = frozenset({"mkdir", "create", "delete", "rename"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Values and tree nodes.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False, slots=True)
+class INode:
+    """Attributes every inode has. Nodes are mutable and compared by identity; compare
+    namespaces with ``snapshot()``."""
+
+    name: str
+    mtime_ms: int
+    permission: int
+    owner: str
+    group: str
+
+
+@dataclass(eq=False, slots=True)
+class INodeDirectory(INode):
+    children: dict[str, INode] = field(default_factory=dict)
+
+
+@dataclass(eq=False, slots=True)
+class INodeFile(INode):
+    # Metadata only: there are no blocks, the length is what the client declared.
+    length: int = 0
+    replication: int = DEFAULT_REPLICATION
+
+
+@dataclass(frozen=True, slots=True)
+class StatInfo:
+    """What ``stat`` and ``list`` report about one inode (HDFS HdfsFileStatus)."""
+
+    path: str
+    is_dir: bool
+    length: int
+    mtime_ms: int
+    permission: int
+    owner: str
+    group: str
+    replication: int
+    children_num: int
+
+    @classmethod
+    def of(cls, path: str, node: INode) -> StatInfo:
+        if isinstance(node, INodeDirectory):
+            return cls(
+                path, True, 0, node.mtime_ms, node.permission, node.owner, node.group, 0,
+                len(node.children),
+            )
+        assert isinstance(node, INodeFile)
+        return cls(
+            path, False, node.length, node.mtime_ms, node.permission, node.owner, node.group,
+            node.replication, 0,
+        )
+
+
+# The decisions: where a mutation lands, computed from the tree without changing it.
+
+
+@dataclass(frozen=True, slots=True)
+class _MkdirPlan:
+    parent: INodeDirectory  # the deepest existing directory on the path
+    missing: tuple[str, ...]  # names to create below it, outermost first; () if it exists
+
+
+@dataclass(frozen=True, slots=True)
+class _CreatePlan:
+    parent: INodeDirectory
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class _DeletePlan:
+    parent: INodeDirectory
+    node: INode
+
+
+@dataclass(frozen=True, slots=True)
+class _RenamePlan:
+    src_parent: INodeDirectory
+    node: INode
+    dst_parent: INodeDirectory
+    dst: str
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _shown(path: str) -> str:
+    """A valid path as it appears in a message: bare when readable, quoted when not."""
+    return path if path.isprintable() and len(path) <= 120 else paths.describe(path)
+
+
+def describe_op(op: edits_pb2.EditOp) -> str:
+    """One line naming an op and all its fields, for logs and replay errors."""
+    return text_format.MessageToString(op, as_one_line=True)
+
+
+class Namespace:
+    """The namespace tree with its counters and its lock (HDFS FSDirectory).
+
+    >>> ns = Namespace()
+    >>> ns.mkdir("/user/alice", parents=True, mtime_ms=1)
+    True
+    >>> [s.path for s in ns.list("/user")]
+    ['/user/alice']
+
+    ``retry_cache``, when given, receives a success entry for every applied op that carries
+    a client id. ``clock`` (wall-clock milliseconds) supplies mtimes not passed explicitly.
+    """
+
+    def __init__(
+        self,
+        *,
+        root_mtime_ms: int = 0,
+        root_permission: int = DIR_PERMISSION,
+        root_owner: str = DEFAULT_OWNER,
+        root_group: str = DEFAULT_GROUP,
+        retry_cache: RetryCache | None = None,
+        clock: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        self.root = INodeDirectory("", root_mtime_ms, root_permission, root_owner, root_group)
+        self.retry_cache = retry_cache
+        self.lock = threading.RLock()
+        """The namesystem lock: hold it across ``prepare_*`` and ``apply``."""
+        self.last_applied_txid = 0
+        self._clock = clock
+        self._dir_count = 1
+        self._file_count = 0
+
+    @classmethod
+    def from_root(
+        cls,
+        root: INodeDirectory,
+        last_applied_txid: int,
+        *,
+        retry_cache: RetryCache | None = None,
+        clock: Callable[[], int] = _wall_clock_ms,
+    ) -> Namespace:
+        """A namespace over an already-built tree (the fsimage loader); counts its inodes."""
+        ns = cls(retry_cache=retry_cache, clock=clock)
+        ns.root = root
+        ns.last_applied_txid = last_applied_txid
+        ns._dir_count, ns._file_count = _count(root)
+        return ns
+
+    # -- counters ------------------------------------------------------------------------------
+
+    @property
+    def dir_count(self) -> int:
+        """Directories, the root included."""
+        return self._dir_count
+
+    @property
+    def file_count(self) -> int:
+        return self._file_count
+
+    @property
+    def inode_count(self) -> int:
+        return self._dir_count + self._file_count
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def stat(self, path: str) -> StatInfo:
+        """The attributes of ``path``; PathNotFoundError if it does not exist."""
+        path = paths.validate_path(path)
+        with self.lock:
+            return StatInfo.of(path, self._get(path))
+
+    def list(self, path: str) -> builtins.list[StatInfo]:
+        """The children of a directory sorted by name (UTF-8 byte order, as HDFS lists), or
+        ``[stat(path)]`` for a file."""
+        path = paths.validate_path(path)
+        with self.lock:
+            node = self._get(path)
+            if not isinstance(node, INodeDirectory):
+                return [StatInfo.of(path, node)]
+            return [
+                StatInfo.of(paths.join(path, name), node.children[name])
+                for name in sorted(node.children)
+            ]
+
+    def exists(self, path: str) -> bool:
+        path = paths.validate_path(path)
+        with self.lock:
+            return self._find(path) is not None
+
+    # -- the decisions: validate, raise the user's error, return the op to log -----------------
+
+    def prepare_mkdir(
+        self,
+        path: str,
+        *,
+        parents: bool = False,
+        mtime_ms: int | None = None,
+        permission: int = DIR_PERMISSION,
+        owner: str = DEFAULT_OWNER,
+        group: str = DEFAULT_GROUP,
+        client_id: bytes = b"",
+        call_id: int = 0,
+    ) -> edits_pb2.EditOp | None:
+        """The op that creates directory ``path`` (and its missing parents with ``parents``),
+        or None when ``parents`` is set and the directory already exists: nothing to log."""
+        mtime_ms = self._now() if mtime_ms is None else mtime_ms
+        path = paths.validate_path(path)
+        _check_attributes(mtime_ms, permission, owner, group)
+        with self.lock:
+            if not self._plan_mkdir(path, parents).missing:
+                return None
+        mkdir = edits_pb2.MkdirOp(
+            path=path,
+            mtime_ms=mtime_ms,
+            permission=permission,
+            owner=owner,
+            group=group,
+            create_parent=parents,
+        )
+        return edits_pb2.EditOp(client_id=client_id, call_id=call_id, mkdir=mkdir)
+
+    def prepare_create(
+        self,
+        path: str,
+        *,
+        overwrite: bool = False,
+        mtime_ms: int | None = None,
+        permission: int = FILE_PERMISSION,
+        owner: str = DEFAULT_OWNER,
+        group: str = DEFAULT_GROUP,
+        length: int = 0,
+        replication: int = DEFAULT_REPLICATION,
+        client_id: bytes = b"",
+        call_id: int = 0,
+    ) -> edits_pb2.EditOp:
+        """The op that creates file ``path`` (replacing an existing file with ``overwrite``)."""
+        mtime_ms = self._now() if mtime_ms is None else mtime_ms
+        path = paths.validate_path(path)
+        _check_attributes(mtime_ms, permission, owner, group)
+        _check_file_attributes(length, replication)
+        with self.lock:
+            self._plan_create(path, overwrite)
+        create = edits_pb2.CreateOp(
+            path=path,
+            mtime_ms=mtime_ms,
+            permission=permission,
+            owner=owner,
+            group=group,
+            overwrite=overwrite,
+            length=length,
+            replication=replication,
+        )
+        return edits_pb2.EditOp(client_id=client_id, call_id=call_id, create=create)
+
+    def prepare_delete(
+        self,
+        path: str,
+        *,
+        recursive: bool = False,
+        mtime_ms: int | None = None,
+        client_id: bytes = b"",
+        call_id: int = 0,
+    ) -> edits_pb2.EditOp:
+        """The op that deletes ``path``; ``mtime_ms`` becomes its parent's mtime."""
+        mtime_ms = self._now() if mtime_ms is None else mtime_ms
+        path = paths.validate_path(path)
+        _check_mtime(mtime_ms)
+        with self.lock:
+            self._plan_delete(path, recursive)
+        delete = edits_pb2.DeleteOp(path=path, recursive=recursive, mtime_ms=mtime_ms)
+        return edits_pb2.EditOp(client_id=client_id, call_id=call_id, delete=delete)
+
+    def prepare_rename(
+        self,
+        src: str,
+        dst: str,
+        *,
+        mtime_ms: int | None = None,
+        client_id: bytes = b"",
+        call_id: int = 0,
+    ) -> edits_pb2.EditOp:
+        """The op that moves ``src`` to ``dst``, or into ``dst`` as ``dst/basename(src)`` when
+        ``dst`` is an existing directory. The op carries the resolved destination."""
+        mtime_ms = self._now() if mtime_ms is None else mtime_ms
+        src = paths.validate_path(src)
+        dst = paths.validate_path(dst)
+        _check_mtime(mtime_ms)
+        with self.lock:
+            plan = self._plan_rename(src, dst, into_directory=True)
+        rename = edits_pb2.RenameOp(src=src, dst=plan.dst, mtime_ms=mtime_ms)
+        return edits_pb2.EditOp(client_id=client_id, call_id=call_id, rename=rename)
+
+    # -- applying logged ops ------------------------------------------------------------------
+
+    def apply(self, op: edits_pb2.EditOp) -> object:
+        """Apply an op that is in the log and return the result its client was given:
+        True for mkdir and delete, the new file's StatInfo for create, the final destination
+        path for rename, None for ops that do not touch the namespace (segment markers, NoOp).
+
+        ``op.txid`` must be above ``last_applied_txid``: applying an op twice (an image loaded
+        and then the edits it already contains) is refused rather than silently diverging.
+        """
+        with self.lock:
+            if op.txid <= self.last_applied_txid:
+                raise EditLogReplayError(
+                    f"cannot apply txid {op.txid}: not after the last applied txid "
+                    f"{self.last_applied_txid} ({describe_op(op)})",
+                    op.txid,
+                )
+            kind = op.WhichOneof("op")
+            if kind is None:
+                raise EditLogReplayError(
+                    f"cannot apply txid {op.txid}: the op is empty ({describe_op(op)})", op.txid
+                )
+            try:
+                result = self._apply(kind, op)
+            except NamenodeError as exc:
+                raise EditLogReplayError(
+                    f"cannot apply txid {op.txid} ({describe_op(op)}): {exc}", op.txid
+                ) from exc
+            self.last_applied_txid = op.txid
+            if kind in _NAMESPACE_OPS and self.retry_cache is not None:
+                self.retry_cache.record_success(op.client_id, op.call_id, result, txid=op.txid)
+            return result
+
+    def _apply(self, kind: str, op: edits_pb2.EditOp) -> object:
+        if kind == "mkdir":
+            return self._apply_mkdir(op.mkdir)
+        if kind == "create":
+            return self._apply_create(op.create)
+        if kind == "delete":
+            return self._apply_delete(op.delete)
+        if kind == "rename":
+            return self._apply_rename(op.rename)
+        return None  # start_log_segment, end_log_segment, noop
+
+    def _apply_mkdir(self, op: edits_pb2.MkdirOp) -> bool:
+        path = paths.validate_path(op.path)
+        _check_attributes(op.mtime_ms, op.permission, op.owner, op.group)
+        plan = self._plan_mkdir(path, op.create_parent)
+        if not plan.missing:
+            raise PathExistsError(f"cannot create directory {_shown(path)}: directory exists")
+        # Decided: from here on nothing can fail.
+        _touch(plan.parent, op.mtime_ms)
+        directory = plan.parent
+        last = len(plan.missing) - 1
+        for index, name in enumerate(plan.missing):
+            permission = op.permission if index == last else op.permission | IMPLICIT_PARENT_BITS
+            child = INodeDirectory(name, op.mtime_ms, permission, op.owner, op.group)
+            directory.children[name] = child
+            directory = child
+        self._dir_count += len(plan.missing)
+        return True
+
+    def _apply_create(self, op: edits_pb2.CreateOp) -> StatInfo:
+        path = paths.validate_path(op.path)
+        _check_attributes(op.mtime_ms, op.permission, op.owner, op.group)
+        _check_file_attributes(op.length, op.replication)
+        plan = self._plan_create(path, op.overwrite)
+        # Decided: from here on nothing can fail.
+        node = INodeFile(
+            plan.name, op.mtime_ms, op.permission, op.owner, op.group, op.length, op.replication
+        )
+        if plan.name not in plan.parent.children:
+            self._file_count += 1
+        plan.parent.children[plan.name] = node
+        _touch(plan.parent, op.mtime_ms)
+        return StatInfo.of(path, node)
+
+    def _apply_delete(self, op: edits_pb2.DeleteOp) -> bool:
+        path = paths.validate_path(op.path)
+        _check_mtime(op.mtime_ms)
+        plan = self._plan_delete(path, op.recursive)
+        # Decided: from here on nothing can fail.
+        del plan.parent.children[plan.node.name]
+        _touch(plan.parent, op.mtime_ms)
+        dirs, files = _count(plan.node)
+        self._dir_count -= dirs
+        self._file_count -= files
+        return True
+
+    def _apply_rename(self, op: edits_pb2.RenameOp) -> str:
+        src = paths.validate_path(op.src)
+        dst = paths.validate_path(op.dst)
+        _check_mtime(op.mtime_ms)
+        plan = self._plan_rename(src, dst, into_directory=False)
+        # Decided: from here on nothing can fail.
+        del plan.src_parent.children[plan.node.name]
+        plan.node.name = paths.basename(plan.dst)
+        plan.dst_parent.children[plan.node.name] = plan.node
+        _touch(plan.src_parent, op.mtime_ms)
+        _touch(plan.dst_parent, op.mtime_ms)
+        return plan.dst
+
+    # -- decide and apply at once (no edit log) -------------------------------------------------
+
+    def mkdir(
+        self,
+        path: str,
+        *,
+        parents: bool = False,
+        mtime_ms: int | None = None,
+        permission: int = DIR_PERMISSION,
+        owner: str = DEFAULT_OWNER,
+        group: str = DEFAULT_GROUP,
+    ) -> bool:
+        """Create a directory (``mkdir``, or ``mkdir -p`` with ``parents``); True on success."""
+        with self.lock:
+            op = self.prepare_mkdir(
+                path, parents=parents, mtime_ms=mtime_ms, permission=permission, owner=owner,
+                group=group,
+            )
+            return True if op is None else bool(self._execute(op))
+
+    def create(
+        self,
+        path: str,
+        *,
+        overwrite: bool = False,
+        mtime_ms: int | None = None,
+        permission: int = FILE_PERMISSION,
+        owner: str = DEFAULT_OWNER,
+        group: str = DEFAULT_GROUP,
+        length: int = 0,
+        replication: int = DEFAULT_REPLICATION,
+    ) -> StatInfo:
+        """Create a file (``touch``; replace an existing file with ``overwrite``)."""
+        with self.lock:
+            op = self.prepare_create(
+                path, overwrite=overwrite, mtime_ms=mtime_ms, permission=permission, owner=owner,
+                group=group, length=length, replication=replication,
+            )
+            result = self._execute(op)
+        assert isinstance(result, StatInfo)
+        return result
+
+    def delete(self, path: str, *, recursive: bool = False, mtime_ms: int | None = None) -> bool:
+        """Delete a file or directory; True (a missing path is PathNotFoundError)."""
+        with self.lock:
+            op = self.prepare_delete(path, recursive=recursive, mtime_ms=mtime_ms)
+            return bool(self._execute(op))
+
+    def rename(self, src: str, dst: str, *, mtime_ms: int | None = None) -> str:
+        """Move ``src`` to ``dst`` (or into ``dst`` if it is a directory); the final path."""
+        with self.lock:
+            op = self.prepare_rename(src, dst, mtime_ms=mtime_ms)
+            return str(self._execute(op))
+
+    def _execute(self, op: edits_pb2.EditOp) -> object:
+        # Without an edit log the op still takes the next txid, so that a test can replay the
+        # same ops into another namespace and expect the same tree.
+        op.txid = self.last_applied_txid + 1
+        return self.apply(op)
+
+    # -- comparison ----------------------------------------------------------------------------
+
+    def snapshot(self) -> tuple[StatInfo, ...]:
+        """Every inode, root first, in pre-order with children sorted by name: two namespaces
+        hold the same tree exactly when their snapshots are equal."""
+        with self.lock:
+            return tuple(StatInfo.of(path, node) for path, node in self.walk())
+
+    def digest(self) -> str:
+        """sha256 of ``snapshot()``: a short fingerprint to compare namespaces across processes."""
+        h = hashlib.sha256()
+        for s in self.snapshot():
+            fields = (
+                s.path, int(s.is_dir), s.length, s.mtime_ms, s.permission, s.owner, s.group,
+                s.replication, s.children_num,
+            )
+            h.update("\x00".join(map(str, fields)).encode("utf-8", "surrogatepass") + b"\n")
+        return h.hexdigest()
+
+    def walk(self) -> Iterator[tuple[str, INode]]:
+        """``(path, inode)`` for every inode in pre-order, children by name. Iterative: a
+        path may be 1000 components deep, deeper than Python's recursion limit allows.
+        The caller holds ``lock`` while iterating."""
+        stack: builtins.list[tuple[str, INode]] = [(paths.ROOT, self.root)]
+        while stack:
+            path, node = stack.pop()
+            yield path, node
+            if isinstance(node, INodeDirectory):
+                for name in sorted(node.children, reverse=True):
+                    stack.append((paths.join(path, name), node.children[name]))
+
+    # -- decisions (no mutation) ----------------------------------------------------------------
+
+    def _now(self) -> int:
+        return self._clock()
+
+    def _prefix(self, names: builtins.list[str]) -> builtins.list[INode]:
+        """The inodes along ``names`` from the root, as far as they exist: stops before the
+        first missing name, or at a file that still has names after it."""
+        nodes: builtins.list[INode] = [self.root]
+        node: INode = self.root
+        for name in names:
+            if not isinstance(node, INodeDirectory):
+                break
+            child = node.children.get(name)
+            if child is None:
+                break
+            nodes.append(child)
+            node = child
+        return nodes
+
+    def _find(self, path: str) -> INode | None:
+        names = paths.components(path)
+        nodes = self._prefix(names)
+        return nodes[-1] if len(nodes) == len(names) + 1 else None
+
+    def _get(self, path: str) -> INode:
+        names = paths.components(path)
+        nodes = self._prefix(names)
+        if len(nodes) == len(names) + 1:
+            return nodes[-1]
+        found = len(nodes) - 1
+        if isinstance(nodes[-1], INodeFile):
+            prefix = "/" + "/".join(names[:found])
+            raise PathNotFoundError(
+                f"no such file or directory: {_shown(path)} ({_shown(prefix)} is a file)"
+            )
+        raise PathNotFoundError(f"no such file or directory: {_shown(path)}")
+
+    def _missing_parent(
+        self, action: str, path: str, names: builtins.list[str], nodes: builtins.list[INode]
+    ) -> NamenodeError:
+        """The error for a path whose parent does not resolve to a directory."""
+        found = len(nodes) - 1
+        prefix = "/" + "/".join(names[:found])
+        if isinstance(nodes[-1], INodeFile):
+            return ParentNotDirectoryError(
+                f"cannot {action} {_shown(path)}: {_shown(prefix)} is a file, not a directory"
+            )
+        missing = paths.join(prefix, names[found])
+        return PathNotFoundError(
+            f"cannot {action} {_shown(path)}: parent directory {_shown(missing)} does not exist"
+        )
+
+    def _plan_mkdir(self, path: str, parents: bool) -> _MkdirPlan:
+        names = paths.components(path)
+        nodes = self._prefix(names)
+        last = nodes[-1]
+        if len(nodes) == len(names) + 1:
+            if not isinstance(last, INodeDirectory):
+                raise PathExistsError(
+                    f"cannot create directory {_shown(path)}: a file exists with that name"
+                )
+            if not parents:
+                raise PathExistsError(f"cannot create directory {_shown(path)}: directory exists")
+            return _MkdirPlan(last, ())
+        if not isinstance(last, INodeDirectory) or (len(nodes) < len(names) and not parents):
+            error = self._missing_parent("create directory", path, names, nodes)
+            if isinstance(error, PathNotFoundError):
+                error = PathNotFoundError(f"{error} (use parents=True to create it)")
+            raise error
+        return _MkdirPlan(last, tuple(names[len(nodes) - 1 :]))
+
+    def _plan_create(self, path: str, overwrite: bool) -> _CreatePlan:
+        names = paths.components(path)
+        nodes = self._prefix(names)
+        last = nodes[-1]
+        if len(nodes) == len(names) + 1:
+            if isinstance(last, INodeDirectory):
+                raise PathIsDirectoryError(
+                    f"cannot create file {_shown(path)}: it is a directory"
+                )
+            if not overwrite:
+                raise PathExistsError(
+                    f"cannot create file {_shown(path)}: file exists (use overwrite=True)"
+                )
+            parent = nodes[-2]
+            assert isinstance(parent, INodeDirectory)
+            return _CreatePlan(parent, names[-1])
+        if len(nodes) == len(names) and isinstance(last, INodeDirectory):
+            return _CreatePlan(last, names[-1])
+        raise self._missing_parent("create file", path, names, nodes)
+
+    def _plan_delete(self, path: str, recursive: bool) -> _DeletePlan:
+        if path == paths.ROOT:
+            raise InvalidOperationError("cannot delete the root directory /")
+        names = paths.components(path)
+        nodes = self._prefix(names)
+        if len(nodes) != len(names) + 1:
+            raise PathNotFoundError(f"cannot delete {_shown(path)}: no such file or directory")
+        node, parent = nodes[-1], nodes[-2]
+        assert isinstance(parent, INodeDirectory)
+        if isinstance(node, INodeDirectory) and node.children and not recursive:
+            raise DirectoryNotEmptyError(
+                f"cannot delete {_shown(path)}: directory is not empty "
+                f"({len(node.children)} entries; use recursive=True)"
+            )
+        return _DeletePlan(parent, node)
+
+    def _plan_rename(self, src: str, dst: str, *, into_directory: bool) -> _RenamePlan:
+        """HDFS rename semantics. With ``into_directory`` (the client's call) an existing
+        directory ``dst`` means ``dst/basename(src)``; replay gets the resolved path."""
+        what = f"cannot rename {_shown(src)} to {_shown(dst)}"
+        if src == paths.ROOT:
+            raise InvalidRenameError(f"{what}: the root directory cannot be renamed")
+        if src == dst:
+            raise InvalidRenameError(f"{what}: source and destination are the same")
+        src_names = paths.components(src)
+        src_nodes = self._prefix(src_names)
+        if len(src_nodes) != len(src_names) + 1:
+            raise PathNotFoundError(f"{what}: source {_shown(src)} does not exist")
+        node, src_parent = src_nodes[-1], src_nodes[-2]
+        assert isinstance(src_parent, INodeDirectory)
+        target = dst
+        if into_directory and isinstance(self._find(dst), INodeDirectory):
+            target = paths.join(dst, paths.basename(src))
+            what = f"cannot rename {_shown(src)} to {_shown(target)}"
+            if target == src:
+                raise InvalidRenameError(f"{what}: source and destination are the same")
+        if paths.is_ancestor(src, target):
+            raise InvalidRenameError(f"{what}: the destination is inside the source")
+        dst_names = paths.components(target)
+        dst_nodes = self._prefix(dst_names)
+        if len(dst_nodes) == len(dst_names) + 1:
+            raise PathExistsError(f"{what}: destination {_shown(target)} exists")
+        last = dst_nodes[-1]
+        if len(dst_nodes) != len(dst_names) or not isinstance(last, INodeDirectory):
+            raise self._missing_parent(f"rename {_shown(src)} to", target, dst_names, dst_nodes)
+        return _RenamePlan(src_parent, node, last, target)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers over plain values.
+# ---------------------------------------------------------------------------------------------
+
+
+def _touch(directory: INodeDirectory, mtime_ms: int) -> None:
+    # A directory's mtime only moves forward: after a failover the new active's clock may be
+    # behind the old one's, and a listing should not appear to go back in time.
+    if mtime_ms > directory.mtime_ms:
+        directory.mtime_ms = mtime_ms
+
+
+def _count(node: INode) -> tuple[int, int]:
+    """(directories, files) in the subtree of ``node``, itself included."""
+    dirs = files = 0
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, INodeDirectory):
+            dirs += 1
+            stack.extend(current.children.values())
+        else:
+            files += 1
+    return dirs, files
+
+
+def _check_int(name: str, value: int, low: int, high: int, shown: str | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        bound = shown or f"{low}..{high}"
+        raise InvalidArgumentError(f"invalid {name} {value!r}: must be an integer in {bound}")
+
+
+def _check_mtime(mtime_ms: int) -> None:
+    _check_int("mtime_ms", mtime_ms, 0, MAX_INT64)
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"invalid {kind} {name!r}: must be a non-empty string")
+    if "\x00" in name:
+        raise InvalidArgumentError(f"invalid {kind} {name!r}: contains a NUL character")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"invalid {kind} {name!r}: not valid UTF-8") from None
+    if size > MAX_NAME_BYTES:
+        raise InvalidArgumentError(
+            f"invalid {kind} {paths.describe(name)}: longer than {MAX_NAME_BYTES} bytes"
+        )
+
+
+def _check_attributes(mtime_ms: int, permission: int, owner: str, group: str) -> None:
+    _check_mtime(mtime_ms)
+    _check_int("permission", permission, 0, MAX_PERMISSION, "0o0..0o7777")
+    _check_name("owner", owner)
+    _check_name("group", group)
+
+
+def _check_file_attributes(length: int, replication: int) -> None:
+    _check_int("length", length, 0, MAX_INT64)
+    _check_int("replication", replication, 1, MAX_REPLICATION)

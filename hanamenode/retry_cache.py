@@ -1,0 +1,162 @@
+"""The retry cache: the first answer to a mutation, kept for its retries (HDFS-4942).
+
+A client that loses its connection during a call does not know whether the call ran; it
+retries with the same ``(client_id, call_id)``. Re-executing would turn a successful
+``mkdir /a`` into ``PathExistsError`` or a successful ``delete`` into ``PathNotFoundError``,
+so the NameNode answers a retry from this cache instead. DESIGN.md section 5: the pair is
+written into the edit op, and replaying an op (standby tailer, image + edits load) records the
+same success here, so a retry that reaches the *new* active after a failover still gets the
+first answer.
+
+How the NameNode uses it, under the namesystem lock so that a retry and its original never
+both execute::
+
+    entry = cache.lookup(client_id, call_id)
+    if entry is not None:
+        ...                                 # wait until entry.txid is durable (logSync):
+        return entry.answer()               # the original may still be syncing
+    op = namespace.prepare_mkdir(...)       # a user error here: cache.record_failure(...)
+    ...                                     # txid assigned, namespace.apply(op) records success
+
+Failures are recorded only locally: a refused call logged nothing, so another NameNode has no
+entry and re-executes a retry, which is safe because the refused call changed nothing (HDFS
+does the same).
+
+The cache is not part of the fsimage — HDFS does not persist it either. Entries live for
+``expiry`` seconds (10 minutes, HDFS's ``dfs.namenode.retrycache.expirytime.millis``), far
+longer than any client retries. A standby that has been tailing holds an entry for every
+logged call; a NameNode that restarts from an image holds entries only for the edits after
+it, so a retry of a call logged just before that checkpoint re-executes (the same gap as
+HDFS).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hanamenode.errors import NamenodeError
+
+DEFAULT_CAPACITY = 100_000
+DEFAULT_EXPIRY = 600.0
+
+
+class CacheState(enum.Enum):
+    SUCCESS = "success"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
+    """The first answer to one call. ``txid`` is the transaction that made a success (0 for a
+    failure): a retry must not be answered before that txid is durable."""
+
+    client_id: bytes
+    call_id: int
+    state: CacheState
+    result: object
+    error: NamenodeError | None
+    txid: int
+    expires_at: float
+
+    def answer(self) -> object:
+        """The original result, or raise the original error."""
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class RetryCache:
+    """A bounded, expiring map ``(client_id, call_id) -> CacheEntry`` (least recently used
+    entries go first when full). Thread-safe on its own; ``clock`` is in seconds and
+    monotonic, injectable for tests.
+
+    >>> cache = RetryCache(capacity=2)
+    >>> cache.record_success(b"c1", 7, True, txid=42)
+    >>> cache.lookup(b"c1", 7).answer()
+    True
+    """
+
+    def __init__(
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        expiry: float = DEFAULT_EXPIRY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"retry cache capacity must be at least 1, not {capacity}")
+        if expiry <= 0:
+            raise ValueError(f"retry cache expiry must be positive, not {expiry}")
+        self.capacity = capacity
+        self.expiry = expiry
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[bytes, int], CacheEntry] = OrderedDict()
+
+    @staticmethod
+    def is_retryable(client_id: bytes, call_id: int) -> bool:
+        """Calls without a client id (tools, tests, replay of old ops) are never cached."""
+        return bool(client_id)
+
+    def record_success(self, client_id: bytes, call_id: int, result: object, *, txid: int) -> None:
+        """Remember that the call succeeded with ``result`` in transaction ``txid``."""
+        self._put(client_id, call_id, CacheState.SUCCESS, result, None, txid)
+
+    def record_failure(self, client_id: bytes, call_id: int, error: NamenodeError) -> None:
+        """Remember that the call was refused with ``error`` (nothing was logged)."""
+        self._put(client_id, call_id, CacheState.FAILED, None, error, 0)
+
+    def lookup(self, client_id: bytes, call_id: int) -> CacheEntry | None:
+        """The first answer to this call, if it is still remembered."""
+        if not self.is_retryable(client_id, call_id):
+            return None
+        key = (client_id, call_id)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if entry.expires_at <= self._clock():
+                del self._entries[key]
+                return None
+            self._entries.move_to_end(key)
+            return entry
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def _put(
+        self,
+        client_id: bytes,
+        call_id: int,
+        state: CacheState,
+        result: object,
+        error: NamenodeError | None,
+        txid: int,
+    ) -> None:
+        if not self.is_retryable(client_id, call_id):
+            return
+        key = (client_id, call_id)
+        with self._lock:
+            now = self._clock()
+            entry = CacheEntry(key[0], call_id, state, result, error, txid, now + self.expiry)
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            self._evict(now)
+
+    def _evict(self, now: float) -> None:
+        # Expired entries sit at the front unless a lookup moved them back; drop those first,
+        # then the least recently used until the cache fits.
+        while self._entries:
+            key, oldest = next(iter(self._entries.items()))
+            if oldest.expires_at > now and len(self._entries) <= self.capacity:
+                break
+            del self._entries[key]
