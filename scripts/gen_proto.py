@@ -38,7 +38,8 @@ def generate(out_root: Path) -> list[Path]:
         )
         if rc != 0:
             raise SystemExit(f"protoc failed on {rel} (exit {rc})")
-    return sorted(p for p in (out_root / "proto").iterdir() if p.suffix in (".py", ".pyi"))
+    generated = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
+    return sorted(p for p in (out_root / "proto").iterdir() if p.name.endswith(generated))
 
 
 def main() -> int:

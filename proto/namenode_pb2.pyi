@@ -1,0 +1,239 @@
+from proto import journal_pb2 as _journal_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class HAState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    HA_STATE_UNKNOWN: _ClassVar[HAState]
+    INITIALIZING: _ClassVar[HAState]
+    STANDBY: _ClassVar[HAState]
+    ACTIVE: _ClassVar[HAState]
+    STOPPING: _ClassVar[HAState]
+
+class RequestSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REQUEST_BY_USER: _ClassVar[RequestSource]
+    REQUEST_BY_USER_FORCED: _ClassVar[RequestSource]
+    REQUEST_BY_ZKFC: _ClassVar[RequestSource]
+HA_STATE_UNKNOWN: HAState
+INITIALIZING: HAState
+STANDBY: HAState
+ACTIVE: HAState
+STOPPING: HAState
+REQUEST_BY_USER: RequestSource
+REQUEST_BY_USER_FORCED: RequestSource
+REQUEST_BY_ZKFC: RequestSource
+
+class RpcHeader(_message.Message):
+    __slots__ = ("client_id", "call_id", "allow_stale_read")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_STALE_READ_FIELD_NUMBER: _ClassVar[int]
+    client_id: bytes
+    call_id: int
+    allow_stale_read: bool
+    def __init__(self, client_id: _Optional[bytes] = ..., call_id: _Optional[int] = ..., allow_stale_read: _Optional[bool] = ...) -> None: ...
+
+class FileStatus(_message.Message):
+    __slots__ = ("path", "is_dir", "length", "mtime_ms", "permission", "owner", "group", "replication", "children_num")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    IS_DIR_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    MTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_NUM_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    is_dir: bool
+    length: int
+    mtime_ms: int
+    permission: int
+    owner: str
+    group: str
+    replication: int
+    children_num: int
+    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., permission: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., replication: _Optional[int] = ..., children_num: _Optional[int] = ...) -> None: ...
+
+class MkdirsRequest(_message.Message):
+    __slots__ = ("header", "path", "create_parent", "permission")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CREATE_PARENT_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    header: RpcHeader
+    path: str
+    create_parent: bool
+    permission: int
+    def __init__(self, header: _Optional[_Union[RpcHeader, _Mapping]] = ..., path: _Optional[str] = ..., create_parent: _Optional[bool] = ..., permission: _Optional[int] = ...) -> None: ...
+
+class MkdirsResponse(_message.Message):
+    __slots__ = ("created", "txid")
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    created: bool
+    txid: int
+    def __init__(self, created: _Optional[bool] = ..., txid: _Optional[int] = ...) -> None: ...
+
+class CreateRequest(_message.Message):
+    __slots__ = ("header", "path", "overwrite", "permission", "length", "replication")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OVERWRITE_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    header: RpcHeader
+    path: str
+    overwrite: bool
+    permission: int
+    length: int
+    replication: int
+    def __init__(self, header: _Optional[_Union[RpcHeader, _Mapping]] = ..., path: _Optional[str] = ..., overwrite: _Optional[bool] = ..., permission: _Optional[int] = ..., length: _Optional[int] = ..., replication: _Optional[int] = ...) -> None: ...
+
+class CreateResponse(_message.Message):
+    __slots__ = ("status", "txid")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    status: FileStatus
+    txid: int
+    def __init__(self, status: _Optional[_Union[FileStatus, _Mapping]] = ..., txid: _Optional[int] = ...) -> None: ...
+
+class DeleteRequest(_message.Message):
+    __slots__ = ("header", "path", "recursive")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    RECURSIVE_FIELD_NUMBER: _ClassVar[int]
+    header: RpcHeader
+    path: str
+    recursive: bool
+    def __init__(self, header: _Optional[_Union[RpcHeader, _Mapping]] = ..., path: _Optional[str] = ..., recursive: _Optional[bool] = ...) -> None: ...
+
+class DeleteResponse(_message.Message):
+    __slots__ = ("deleted", "txid")
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    deleted: bool
+    txid: int
+    def __init__(self, deleted: _Optional[bool] = ..., txid: _Optional[int] = ...) -> None: ...
+
+class RenameRequest(_message.Message):
+    __slots__ = ("header", "src", "dst")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    SRC_FIELD_NUMBER: _ClassVar[int]
+    DST_FIELD_NUMBER: _ClassVar[int]
+    header: RpcHeader
+    src: str
+    dst: str
+    def __init__(self, header: _Optional[_Union[RpcHeader, _Mapping]] = ..., src: _Optional[str] = ..., dst: _Optional[str] = ...) -> None: ...
+
+class RenameResponse(_message.Message):
+    __slots__ = ("final_path", "txid")
+    FINAL_PATH_FIELD_NUMBER: _ClassVar[int]
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    final_path: str
+    txid: int
+    def __init__(self, final_path: _Optional[str] = ..., txid: _Optional[int] = ...) -> None: ...
+
+class GetListingRequest(_message.Message):
+    __slots__ = ("header", "path")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    header: RpcHeader
+    path: str
+    def __init__(self, header: _Optional[_Union[RpcHeader, _Mapping]] = ..., path: _Optional[str] = ...) -> None: ...
+
+class GetListingResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[FileStatus]
+    def __init__(self, entries: _Optional[_Iterable[_Union[FileStatus, _Mapping]]] = ...) -> None: ...
+
+class GetFileInfoRequest(_message.Message):
+    __slots__ = ("header", "path")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    header: RpcHeader
+    path: str
+    def __init__(self, header: _Optional[_Union[RpcHeader, _Mapping]] = ..., path: _Optional[str] = ...) -> None: ...
+
+class GetFileInfoResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: FileStatus
+    def __init__(self, status: _Optional[_Union[FileStatus, _Mapping]] = ...) -> None: ...
+
+class HAEmpty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ServiceStatus(_message.Message):
+    __slots__ = ("state", "ready_to_become_active", "not_ready_reason", "last_applied_txid", "epoch", "namenode_id")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    READY_TO_BECOME_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    NOT_READY_REASON_FIELD_NUMBER: _ClassVar[int]
+    LAST_APPLIED_TXID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NAMENODE_ID_FIELD_NUMBER: _ClassVar[int]
+    state: HAState
+    ready_to_become_active: bool
+    not_ready_reason: str
+    last_applied_txid: int
+    epoch: int
+    namenode_id: str
+    def __init__(self, state: _Optional[_Union[HAState, str]] = ..., ready_to_become_active: _Optional[bool] = ..., not_ready_reason: _Optional[str] = ..., last_applied_txid: _Optional[int] = ..., epoch: _Optional[int] = ..., namenode_id: _Optional[str] = ...) -> None: ...
+
+class TransitionRequest(_message.Message):
+    __slots__ = ("source",)
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    source: RequestSource
+    def __init__(self, source: _Optional[_Union[RequestSource, str]] = ...) -> None: ...
+
+class RollEditLogResponse(_message.Message):
+    __slots__ = ("segment_txid",)
+    SEGMENT_TXID_FIELD_NUMBER: _ClassVar[int]
+    segment_txid: int
+    def __init__(self, segment_txid: _Optional[int] = ...) -> None: ...
+
+class CheckpointInfo(_message.Message):
+    __slots__ = ("txid", "md5", "size")
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    MD5_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    txid: int
+    md5: str
+    size: int
+    def __init__(self, txid: _Optional[int] = ..., md5: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class GetImageRequest(_message.Message):
+    __slots__ = ("txid",)
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    txid: int
+    def __init__(self, txid: _Optional[int] = ...) -> None: ...
+
+class ImageChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class PurgeRequest(_message.Message):
+    __slots__ = ("min_txid_to_keep",)
+    MIN_TXID_TO_KEEP_FIELD_NUMBER: _ClassVar[int]
+    min_txid_to_keep: int
+    def __init__(self, min_txid_to_keep: _Optional[int] = ...) -> None: ...
+
+class NamespaceInfoResponse(_message.Message):
+    __slots__ = ("namespace_info", "journal_uri")
+    NAMESPACE_INFO_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_URI_FIELD_NUMBER: _ClassVar[int]
+    namespace_info: _journal_pb2.NamespaceInfo
+    journal_uri: str
+    def __init__(self, namespace_info: _Optional[_Union[_journal_pb2.NamespaceInfo, _Mapping]] = ..., journal_uri: _Optional[str] = ...) -> None: ...
