@@ -11,6 +11,7 @@ servicer only converts messages and errors; the rules live in ``journalnode.jour
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -26,7 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from conf import TLSSettings
-from conf.rpc import bind, make_channel, make_server
+from conf.rpc import BindError, PortInUseError, bind, make_channel, make_server
 from journalnode.errors import JournalError, StorageLockedError, from_rpc_error, to_status
 from journalnode.file_storage import FileJournalStorage, validate_journal_id
 from journalnode.journal import Journal
@@ -330,11 +331,7 @@ class JournalNodeServer:
             )
             self.port = bind(self._server, self._rpc_address, self._tls)
             if self._metrics_address is not None:
-                host, port = self._metrics_address.rsplit(":", 1)
-                self._metrics_server, _ = start_http_server(
-                    int(port), addr=host, registry=self.registry
-                )
-                self.metrics_port = self._metrics_server.server_port
+                self._start_metrics_server(self._metrics_address)
             self._server.start()
         except BaseException:
             self.stop()
@@ -346,6 +343,19 @@ class JournalNodeServer:
             root=str(self.root),
         )
         return self
+
+    def _start_metrics_server(self, address: str) -> None:
+        """Serve /metrics on ``address``; a busy port is a PortInUseError naming it, as for RPC."""
+        host, port = address.rsplit(":", 1)
+        try:
+            self._metrics_server, _ = start_http_server(
+                int(port), addr=host.strip("[]"), registry=self.registry
+            )
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUseError(address) from None
+            raise BindError(f"cannot listen on {address}: {exc.strerror or exc}") from None
+        self.metrics_port = self._metrics_server.server_port
 
     def _lock_root(self) -> None:
         path = self.root / "in_use.lock"
@@ -435,7 +445,12 @@ class JournalNodeServer:
                 for chunk in stub.GetSegment(request, timeout=120):
                     yield chunk.data
             except grpc.RpcError as err:
-                raise from_rpc_error(err) from err
+                # Say it was the recovery source that failed, not this JournalNode.
+                cause = from_rpc_error(err)
+                raise type(cause)(
+                    f"downloading segment {start}-{end} of journal {journal_id!r} from "
+                    f"{from_url} failed: {cause}"
+                ) from err
             log.info(
                 "downloaded segment",
                 source=from_url,

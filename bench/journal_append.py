@@ -1,0 +1,273 @@
+"""Journal RPC append benchmark: one real JournalNode process, real fdatasync.
+
+Run from the checkout: ``.venv/bin/python -m bench.journal_append [--dir D] [--calls 2000]``.
+
+It starts one ``python -m journalnode run`` process (``tests.process.jnproc``), opens a
+segment through ``GrpcJournalChannel`` and measures
+
+(a) the latency of a synchronous Journal RPC carrying one ~100-byte record (the JournalNode
+    validates it, appends it and fdatasyncs before answering): p50 and p99 over ``--calls``;
+(b) throughput in edits/s with 1, 10, 100 and 1000 edits per Journal RPC, one writer,
+    each size for ``--seconds`` of RPC time (batches are framed before the clock starts);
+(c) the floor: ``os.write`` + ``os.fdatasync`` of a record of the same size, appended to a
+    file in the JournalNode's storage directory (same filesystem), p50 and p99;
+(d) the RPC floor: an IsFormatted round trip (same channel and server, no disk), p50.
+
+(a), (c) and (d) run interleaved in blocks so that drift of the disk's latency hits all alike.
+It prints a table with the targets beside the measured values (1-edit p50 within 3x the raw
+fdatasync p50; 100,000 edits/s at 1000 edits per batch), then one JSON line. Targets are
+reported, never asserted (DESIGN.md section 2 ``bench/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.common import percentile, print_json, print_table
+from proto import edits_pb2, records
+from proto.values import NamespaceInfo, RequestInfo
+from qjm.channel import GrpcJournalChannel
+from tests.process.jnproc import JournalNodeProcess, start_journalnode
+
+JID = "bench"
+NS = NamespaceInfo("CID-bench", 1)
+RPC_TIMEOUT = 30.0
+BATCH_SIZES = (1, 10, 100, 1000)
+TARGET_P50_RATIO = 3.0
+TARGET_EDITS_PER_S_AT_1000 = 100_000
+BLOCKS = 8
+
+
+class Writer:
+    """The one writer: epoch 1, one open segment, contiguous txids, fixed-size records."""
+
+    def __init__(self, channel: GrpcJournalChannel, record_bytes: int) -> None:
+        self.channel = channel
+        self.serial = 0
+        self.segment_txid = 1
+        self.next_txid = 1
+        # The NoOp payload is sized so that a framed record is about record_bytes long.
+        overhead = len(records.frame(_op(10**6, b"").SerializeToString()))
+        self._payload = b"x" * max(0, record_bytes - overhead - 1)
+        self.record_len = len(self.frame(1, 1))
+
+    def req(self) -> RequestInfo:
+        self.serial += 1
+        return RequestInfo(JID, NS.cluster_id, 1, self.serial)
+
+    def open(self) -> None:
+        self.channel.format(JID, NS, True, RPC_TIMEOUT)
+        self.channel.new_epoch(JID, NS, 1, RPC_TIMEOUT)
+        self.channel.start_log_segment(self.req(), self.segment_txid, RPC_TIMEOUT)
+
+    def frame(self, first: int, count: int) -> bytes:
+        op = _op(first, self._payload)
+        out = []
+        for txid in range(first, first + count):
+            op.txid = txid
+            out.append(records.frame(op.SerializeToString()))
+        return b"".join(out)
+
+    def batches(self, count: int) -> Iterator[tuple[int, bytes]]:
+        """Framed batches of ``count`` edits continuing the segment, forever."""
+        first = self.next_txid
+        while True:
+            yield first, self.frame(first, count)
+            first += count
+
+    def send(self, first: int, count: int, framed: bytes) -> float:
+        """One Journal RPC; returns its latency in seconds."""
+        req = self.req()
+        began = time.perf_counter()
+        self.channel.journal(req, self.segment_txid, first, count, framed, RPC_TIMEOUT)
+        took = time.perf_counter() - began
+        self.next_txid = first + count
+        return took
+
+
+def _op(txid: int, payload: bytes) -> edits_pb2.EditOp:
+    return edits_pb2.EditOp(txid=txid, noop=edits_pb2.NoOp(payload=payload))
+
+
+def journal_latencies(writer: Writer, calls: int) -> list[float]:
+    batches = writer.batches(1)
+    return [writer.send(first, 1, framed) for first, framed in _take(batches, calls)]
+
+
+def raw_latencies(path: Path, record_len: int, calls: int) -> list[float]:
+    """Append ``record_len`` bytes and fdatasync, ``calls`` times, as the JournalNode does."""
+    record = b"r" * record_len
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        out = []
+        for _ in range(calls):
+            began = time.perf_counter()
+            os.write(fd, record)
+            os.fdatasync(fd)
+            out.append(time.perf_counter() - began)
+        return out
+    finally:
+        os.close(fd)
+
+
+def rpc_latencies(channel: GrpcJournalChannel, calls: int) -> list[float]:
+    """IsFormatted round trips: the same gRPC path without validation, write or sync."""
+    out = []
+    for _ in range(calls):
+        began = time.perf_counter()
+        channel.is_formatted(JID, RPC_TIMEOUT)
+        out.append(time.perf_counter() - began)
+    return out
+
+
+def throughput(writer: Writer, batch_size: int, seconds: float, min_batches: int = 5) -> float:
+    """Edits/s over at least ``seconds`` of Journal RPC time at ``batch_size`` per call.
+
+    A few batches are framed ahead of the clock, so framing cost is excluded.
+    """
+    rpc_time, edits, batches = 0.0, 0, 0
+    while rpc_time < seconds or batches < min_batches:
+        ready = list(_take(writer.batches(batch_size), 20))
+        for first, framed in ready:
+            rpc_time += writer.send(first, batch_size, framed)
+            edits += batch_size
+            batches += 1
+            if rpc_time >= seconds and batches >= min_batches:
+                break
+    return edits / rpc_time
+
+
+def _take(it: Iterator[tuple[int, bytes]], n: int) -> Iterator[tuple[int, bytes]]:
+    for _ in range(n):
+        yield next(it)
+
+
+def scrape_sync(jn: JournalNodeProcess) -> tuple[float, float]:
+    """(count, sum of seconds) of the JournalNode's own fdatasync histogram for the journal."""
+    with urllib.request.urlopen(jn.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    count = total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("journal") != JID:
+                continue
+            if sample.name == "journalnode_sync_seconds_count":
+                count = sample.value
+            elif sample.name == "journalnode_sync_seconds_sum":
+                total = sample.value
+    return count, total
+
+
+def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[str, float]:
+    with start_journalnode(workdir, "jn1", probe_journal=JID) as jn:
+        channel = GrpcJournalChannel(jn.address)
+        try:
+            writer = Writer(channel, record_bytes)
+            writer.open()
+            raw_path = jn.edits_dir / "raw-fdatasync-floor"
+            # Warm up the connection, the JournalNode's code paths and the raw file.
+            journal_latencies(writer, 100)
+            raw_latencies(raw_path, writer.record_len, 100)
+
+            journal: list[float] = []
+            raw: list[float] = []
+            rpc: list[float] = []
+            per_block = max(1, calls // BLOCKS)
+            for _ in range(BLOCKS):
+                raw += raw_latencies(raw_path, writer.record_len, per_block)
+                journal += journal_latencies(writer, per_block)
+                rpc += rpc_latencies(channel, per_block)
+            sync_count, sync_sum = scrape_sync(jn)
+
+            rates = {size: throughput(writer, size, seconds) for size in BATCH_SIZES}
+        finally:
+            channel.close()
+        jn.terminate()
+
+    journal.sort()
+    raw.sort()
+    rpc.sort()
+    result: dict[str, float] = {
+        "journal_p50_us": percentile(journal, 0.50) * 1e6,
+        "journal_p99_us": percentile(journal, 0.99) * 1e6,
+        "raw_fdatasync_p50_us": percentile(raw, 0.50) * 1e6,
+        "raw_fdatasync_p99_us": percentile(raw, 0.99) * 1e6,
+        "raw_fdatasync_mean_us": sum(raw) / len(raw) * 1e6,
+        "rpc_floor_p50_us": percentile(rpc, 0.50) * 1e6,
+        "jn_mean_fdatasync_us": (sync_sum / sync_count * 1e6) if sync_count else float("nan"),
+        "calls": len(journal),
+        "record_bytes": writer.record_len,
+    }
+    result["p50_ratio"] = result["journal_p50_us"] / result["raw_fdatasync_p50_us"]
+    for size, rate in rates.items():
+        result[f"edits_per_s_at_{size}"] = rate
+    result["target_p50_ratio_max"] = TARGET_P50_RATIO
+    result["target_edits_per_s_at_1000_min"] = TARGET_EDITS_PER_S_AT_1000
+    return result
+
+
+def report(result: dict[str, float]) -> None:
+    def us(key: str) -> str:
+        return f"{result[key]:,.0f} us"
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    ratio_ok = result["p50_ratio"] <= TARGET_P50_RATIO
+    rate_ok = result["edits_per_s_at_1000"] >= TARGET_EDITS_PER_S_AT_1000
+    rows: list[list[str]] = [
+        ["1-edit Journal RPC p50", us("journal_p50_us"), ""],
+        ["1-edit Journal RPC p99", us("journal_p99_us"), ""],
+        ["raw write+fdatasync p50", us("raw_fdatasync_p50_us"), ""],
+        ["raw write+fdatasync p99", us("raw_fdatasync_p99_us"), ""],
+        ["raw write+fdatasync mean", us("raw_fdatasync_mean_us"), ""],
+        ["JournalNode's own fdatasync, mean", us("jn_mean_fdatasync_us"), ""],
+        ["RPC floor: IsFormatted p50 (no disk)", us("rpc_floor_p50_us"), ""],
+        [
+            "p50 ratio journal/raw",
+            f"{result['p50_ratio']:.2f}x",
+            f"<= {TARGET_P50_RATIO:.0f}x ({met(ratio_ok)})",
+        ],
+    ]
+    for size in BATCH_SIZES:
+        target = ""
+        if size == 1000:
+            target = f">= {TARGET_EDITS_PER_S_AT_1000:,} ({met(rate_ok)})"
+        rate = f"{result[f'edits_per_s_at_{size}']:,.0f}"
+        rows.append([f"edits/s at {size} per batch", rate, target])
+    title = (
+        f"Journal append, one JournalNode process ({int(result['calls'])} calls, "
+        f"{int(result['record_bytes'])}-byte records)"
+    )
+    print_table(title, ["measure", "value", "target"], rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
+    parser.add_argument("--calls", type=int, default=2000, help="1-edit calls (and raw syncs)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="RPC time per batch size")
+    parser.add_argument("--record-bytes", type=int, default=100, help="framed record size")
+    args = parser.parse_args(argv)
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix="bench-journal-"))
+    try:
+        result = run(workdir, args.calls, args.seconds, args.record_bytes)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report(result)
+    print_json({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,580 @@
+"""``python -m journalnode.demo``: three JournalNode processes and a Quorum Journal Manager.
+
+What ``make demo`` runs until the NameNode exists (README.md). In a temporary directory (or
+``--dir``) it writes one Hadoop-style configuration for three JournalNodes on free loopback
+ports, starts them as real processes (``python -m journalnode run --conf C --id jnN``), and
+then, through ``QuorumJournalManager`` (DESIGN.md section 3):
+
+1. formats the journal on every JournalNode and fences with a new epoch
+   (``recover_unfinalized_segments``);
+2. writes a segment of mkdir edits and finalizes it;
+3. starts a second segment, ``kill -9``s one JournalNode half-way and keeps writing on the
+   two left (a quorum), restarts it, and rolls the segment so that it rejoins;
+4. reads every finalized edit back through ``select_input_streams``;
+5. prints metrics scraped from each JournalNode's ``/metrics``, stops the JournalNodes with
+   SIGTERM, and prints each one's on-disk layout and the md5 of every finalized segment
+   (each verified record by record), which must match across JournalNodes.
+
+Exit status 0 on success; 1 with a one-line reason otherwise. The processes it started are
+always stopped (SIGTERM, then SIGKILL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from conf import Settings, load_settings, write_xml
+from conf.logging import setup_logging
+from journalnode.errors import JournalUnavailableError
+from journalnode.file_storage import FileJournalStorage
+from proto import edits_pb2
+from proto.values import NamespaceInfo
+from qjm.channel import GrpcJournalChannel
+from qjm.logger import AsyncLogger
+from qjm.manager import QuorumJournalManager, QuorumOutputStream, connect_from_settings
+
+JOURNAL_ID = "demo"
+JN_IDS = ("jn1", "jn2", "jn3")
+NAMESPACE = NamespaceInfo("CID-demo", 2024)
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+BATCH = 50
+JOURNALNODE_COMMAND = (sys.executable, "-m", "journalnode", "run")
+PORT_IN_USE = "address already in use"  # conf.rpc.PortInUseError, as the CLI prints it
+METRICS = (
+    ("journalnode_txns_written_total", "txns written"),
+    ("journalnode_batches_written_total", "batches"),
+    ("journalnode_last_written_txid", "last txid"),
+    ("journalnode_committed_txid", "committed txid"),
+    ("journalnode_last_promised_epoch", "promised epoch"),
+    ("journalnode_last_writer_epoch", "writer epoch"),
+)
+
+
+class DemoError(Exception):
+    """A step of the demo did not do what it should; the message says which and why."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: rich when installed, plain aligned text otherwise.
+# ---------------------------------------------------------------------------------------------
+
+
+class Printer:
+    """Steps, notes and tables for a person reading a terminal."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        try:
+            console_mod: Any = importlib.import_module("rich.console")
+            self._table_mod: Any = importlib.import_module("rich.table")
+            self._console: Any = console_mod.Console(highlight=False)
+        except ImportError:
+            self._console = None
+
+    def _print(self, text: str, style: str = "") -> None:
+        if self._console is not None:
+            self._console.print(text, style=style or None, markup=False)
+        else:
+            print(text, flush=True)
+
+    def step(self, text: str) -> None:
+        self._print(f"[{time.monotonic() - self._started:5.1f}s] {text}", "bold")
+
+    def note(self, text: str) -> None:
+        self._print(f"         {text}")
+
+    def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        cells = [[str(c) for c in row] for row in rows]
+        if self._console is not None:
+            table = self._table_mod.Table(title=title, title_justify="left")
+            for header in headers:
+                table.add_column(header)
+            for row in cells:
+                table.add_row(*row)
+            self._console.print(table)
+            return
+        widths = [len(h) for h in headers]
+        for row in cells:
+            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+        print(f"\n{title}")
+        print("  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+        print("  " + "  ".join("-" * w for w in widths))
+        for row in cells:
+            print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+        print(flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# JournalNode processes
+# ---------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class JournalNodeDaemon:
+    """One ``python -m journalnode run`` child process, its output in ``log_path``."""
+
+    jn_id: str
+    conf: Path
+    address: str
+    metrics_url: str
+    edits_dir: Path
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env.pop("HANAMENODE_CONF", None)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p
+        )
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                [*JOURNALNODE_COMMAND, "--conf", str(self.conf), "--id", self.jn_id],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+
+    def wait_serving(self, timeout: float = START_TIMEOUT) -> None:
+        """Until an IsFormatted RPC is answered; DemoError if the process exits or times out."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc is None or self.proc.poll() is not None:
+                raise DemoError(
+                    f"{self.jn_id} exited before serving: {self.last_log_line()} "
+                    f"(log: {self.log_path})"
+                )
+            channel = GrpcJournalChannel(self.address)
+            try:
+                channel.is_formatted(JOURNAL_ID, timeout=0.5)
+                return
+            except JournalUnavailableError:
+                pass
+            finally:
+                channel.close()
+            if time.monotonic() > deadline:
+                raise DemoError(f"{self.jn_id} did not serve on {self.address} within {timeout}s")
+            time.sleep(0.05)
+
+    def last_log_line(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except FileNotFoundError:
+            return "no output"
+        return lines[-1] if lines else "no output"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, nothing flushed or closed by the JournalNode itself."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(STOP_TIMEOUT)
+
+    def send_sigterm(self) -> None:
+        """Ask it to stop, without waiting (``terminate`` waits)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def terminate(self) -> int | None:
+        """SIGTERM, then SIGKILL if it does not exit in time; the exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(STOP_TIMEOUT)
+        return self.proc.returncode
+
+
+def write_config(workdir: Path) -> Path:
+    """One configuration for the three JournalNodes and the writer (qjournal:// URI)."""
+    props: dict[str, str] = {"dfs.journalnode.ids": ",".join(JN_IDS)}
+    addresses = []
+    for jn_id in JN_IDS:
+        rpc = f"127.0.0.1:{free_port()}"
+        addresses.append(rpc)
+        props[f"dfs.journalnode.rpc-address.{jn_id}"] = rpc
+        props[f"dfs.journalnode.http-address.{jn_id}"] = f"127.0.0.1:{free_port()}"
+        props[f"dfs.journalnode.edits.dir.{jn_id}"] = str(workdir / jn_id)
+    props["dfs.namenode.shared.edits.dir"] = f"qjournal://{';'.join(addresses)}/{JOURNAL_ID}"
+    # A demo should fail in seconds, not in Hadoop's minutes.
+    for op in ("write-txns", "start-segment", "finalize-segment", "new-epoch"):
+        props[f"dfs.qjournal.{op}.timeout.ms"] = "10s"
+    for op in ("prepare-recovery", "accept-recovery", "get-journal-state", "format"):
+        props[f"dfs.qjournal.{op}.timeout.ms"] = "10s"
+    return write_xml(props, workdir / "demo-site.xml")
+
+
+def daemons_from(settings: Settings, workdir: Path) -> dict[str, JournalNodeDaemon]:
+    daemons = {}
+    for jn_id in JN_IDS:
+        jn = settings.journalnode(jn_id)
+        daemons[jn_id] = JournalNodeDaemon(
+            jn_id=jn_id,
+            conf=settings.source,
+            address=jn.rpc_address,
+            metrics_url=f"http://{jn.http_address}/metrics",
+            edits_dir=jn.edits_dir,
+            log_path=workdir / f"{jn_id}.log",
+        )
+    return daemons
+
+
+# ---------------------------------------------------------------------------------------------
+# The writer's side
+# ---------------------------------------------------------------------------------------------
+
+
+class EditWriter:
+    """Writes realistic edits through one QuorumOutputStream at a time, counting txids."""
+
+    def __init__(self, qjm: QuorumJournalManager) -> None:
+        self.qjm = qjm
+        self.next_txid = 1
+        self.dirs = 0
+        self.out: QuorumOutputStream | None = None
+
+    def start_segment(self) -> int:
+        self.out = self.qjm.start_log_segment(self.next_txid)
+        self._write(edits_pb2.EditOp(start_log_segment=edits_pb2.StartLogSegmentOp()))
+        return self.out.segment_txid
+
+    def mkdirs(self, count: int) -> None:
+        """``count`` mkdir edits, flushed to a quorum every BATCH edits."""
+        now_ms = int(time.time() * 1000)
+        for i in range(count):
+            self.dirs += 1
+            op = edits_pb2.MkdirOp(
+                path=f"/demo/dir-{self.dirs}",
+                mtime_ms=now_ms,
+                permission=0o755,
+                owner="demo",
+                group="supergroup",
+            )
+            self._write(edits_pb2.EditOp(mkdir=op, client_id=b"demo", call_id=self.dirs))
+            if (i + 1) % BATCH == 0:
+                self._stream().flush()
+        self._stream().flush()
+
+    def finalize(self) -> tuple[int, int]:
+        """End the segment with OP_END_LOG_SEGMENT and finalize it on a quorum."""
+        out = self._stream()
+        self._write(edits_pb2.EditOp(end_log_segment=edits_pb2.EndLogSegmentOp()))
+        out.flush()
+        self.qjm.finalize_log_segment(out.segment_txid, out.last_txid)
+        self.out = None
+        return out.segment_txid, out.last_txid
+
+    def _stream(self) -> QuorumOutputStream:
+        if self.out is None:
+            raise DemoError("no segment is open")
+        return self.out
+
+    def _write(self, op: edits_pb2.EditOp) -> None:
+        op.txid = self.next_txid
+        self._stream().write(op)
+        self.next_txid += 1
+
+
+def name(segment: tuple[int, int]) -> str:
+    return f"edits_{segment[0]}-{segment[1]}"
+
+
+def logger_for(qjm: QuorumJournalManager, address: str) -> AsyncLogger:
+    for lg in qjm.loggers.loggers:
+        if lg.address == address:
+            return lg
+    raise DemoError(f"the QJM has no logger for {address}")
+
+
+def wait_reconnected(lg: AsyncLogger, timeout: float = 10.0) -> None:
+    """Until the writer's own channel reaches the restarted JournalNode (a heartbeat succeeds):
+    its reconnect backoff may still be running when the JournalNode is back."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            lg.heartbeat().result(timeout)
+            return
+        except JournalUnavailableError as exc:
+            if time.monotonic() > deadline:
+                raise DemoError(f"the writer could not reach {lg.address} again: {exc}") from exc
+            time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inspection
+# ---------------------------------------------------------------------------------------------
+
+
+def scrape(url: str) -> dict[str, float]:
+    """The journal's samples from one /metrics page: {metric name: value}."""
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("journal") == JOURNAL_ID and "le" not in sample.labels:
+                values[sample.name] = sample.value
+    return values
+
+
+@dataclass(frozen=True)
+class JournalOnDisk:
+    """What one stopped JournalNode holds: files with sizes, md5 of verified finalized segments."""
+
+    files: list[tuple[str, int]]
+    finalized_md5: dict[tuple[int, int], str]
+
+
+def inspect_storage(edits_dir: Path) -> JournalOnDisk:
+    """Open the (stopped) JournalNode's storage, list it, and verify and hash each finalized
+    segment record by record (``verify_finalized`` raises CorruptSegmentError on a bad one)."""
+    with FileJournalStorage(edits_dir, JOURNAL_ID) as storage:
+        files = [(f"{JOURNAL_ID}/{rel}", size) for rel, size in storage.describe()]
+        digests = {}
+        for state in storage.load().segments:
+            if state.is_in_progress:
+                continue
+            storage.verify_finalized(state.start_txid)
+            digest = hashlib.md5()
+            for chunk in storage.read_segment(state.start_txid):
+                digest.update(chunk)
+            digests[(state.start_txid, state.end_txid)] = digest.hexdigest()
+    root_files = [(p.name, p.stat().st_size) for p in sorted(edits_dir.iterdir()) if p.is_file()]
+    return JournalOnDisk(root_files + files, digests)
+
+
+# ---------------------------------------------------------------------------------------------
+# The demo
+# ---------------------------------------------------------------------------------------------
+
+
+def start_cluster(workdir: Path, out: Printer) -> tuple[Settings, dict[str, JournalNodeDaemon]]:
+    """Write the configuration and start the three JournalNodes; with fresh ports if one was
+    taken by another process between choosing and binding it."""
+    attempts = 3
+    for attempt in range(1, attempts + 1):
+        conf = write_config(workdir)
+        settings = load_settings(conf)
+        daemons = daemons_from(settings, workdir)
+        try:
+            for jn in daemons.values():
+                jn.start()
+            for jn in daemons.values():
+                jn.wait_serving()
+        except BaseException as exc:
+            for jn in daemons.values():
+                jn.terminate()
+            if not isinstance(exc, DemoError) or PORT_IN_USE not in str(exc):
+                raise
+            if attempt == attempts:
+                raise
+            out.note(f"a port was taken meanwhile ({exc}); trying fresh ports")
+            continue
+        out.step(f"configuration {conf}")
+        out.note(f"dfs.namenode.shared.edits.dir = {settings.raw['dfs.namenode.shared.edits.dir']}")
+        for jn in daemons.values():
+            assert jn.proc is not None
+            out.step(f"{jn.jn_id} serving on {jn.address} (pid {jn.proc.pid}), {jn.metrics_url}")
+        return settings, daemons
+    raise AssertionError("unreachable")
+
+
+def run_demo(workdir: Path, out: Printer, segment_edits: int) -> None:
+    settings, daemons = start_cluster(workdir, out)
+    try:
+        with connect_from_settings(settings, NAMESPACE) as qjm:
+            demo_writes(qjm, daemons, out, segment_edits)
+        show_metrics(daemons, out)
+        out.step("stopping the JournalNodes with SIGTERM")
+        for jn in daemons.values():
+            jn.send_sigterm()
+        for jn in daemons.values():
+            status = jn.terminate()
+            if status != 0:
+                raise DemoError(f"{jn.jn_id} exited with status {status} after SIGTERM")
+        show_storage(daemons, out)
+    finally:
+        for jn in daemons.values():
+            jn.terminate()
+
+
+def demo_writes(
+    qjm: QuorumJournalManager, daemons: dict[str, JournalNodeDaemon], out: Printer, n: int
+) -> None:
+    qjm.format()
+    out.step(f"formatted journal {JOURNAL_ID!r} on all 3 JournalNodes ({NAMESPACE.cluster_id})")
+    recovered = qjm.recover_unfinalized_segments()
+    what = "nothing to recover" if recovered is None else f"log recovered up to txid {recovered}"
+    out.step(f"recover_unfinalized_segments(): writer epoch {qjm.epoch}, {what}")
+
+    w = EditWriter(qjm)
+    first = w.start_segment()
+    w.mkdirs(n)
+    seg1 = w.finalize()
+    out.step(f"segment {first}: wrote {n} mkdirs (/demo/dir-1 ...), finalized {name(seg1)}")
+
+    victim = daemons["jn3"]
+    lg = logger_for(qjm, victim.address)
+    first = w.start_segment()
+    w.mkdirs(n // 2)
+    out.step(f"segment {first}: wrote {n // 2} mkdirs on all 3")
+    assert victim.proc is not None
+    pid = victim.proc.pid
+    victim.kill()
+    out.step(f"kill -9 jn3 (pid {pid})")
+    w.mkdirs(n // 2)
+    if not lg.out_of_sync:
+        raise DemoError("jn3 is down but its logger is not out of sync")
+    out.step(f"wrote {n // 2} more mkdirs with 2 of 3 JournalNodes: a quorum acknowledged each")
+    out.note(f"jn3's logger is out of sync, last acknowledged txid {lg.highest_acked_txid}")
+
+    victim.start()
+    victim.wait_serving()
+    wait_reconnected(lg)
+    out.step(f"restarted jn3 (pid {victim.proc.pid}); it stays out of sync until the next segment")
+    seg2 = w.finalize()
+    first = w.start_segment()
+    out.step(f"rolled: finalized {name(seg2)} on the quorum, started segment {first}")
+    out.note(f"jn3 keeps its partial copy of segment {seg2[0]} in progress: never finalized there")
+    w.mkdirs(n // 2)
+    seg3 = w.finalize()
+    if lg.out_of_sync or lg.highest_acked_txid != seg3[1]:
+        raise DemoError(f"jn3 did not rejoin: acknowledged up to {lg.highest_acked_txid}")
+    out.step(f"segment {first}: jn3 rejoined and acknowledged every batch; finalized {name(seg3)}")
+
+    streams = qjm.select_input_streams(1)
+    ops = [op for stream in streams for op in stream]
+    mkdirs = [op.mkdir.path for op in ops if op.WhichOneof("op") == "mkdir"]
+    if [op.txid for op in ops] != list(range(1, seg3[1] + 1)):
+        raise DemoError(f"read back txids {ops[0].txid}..{ops[-1].txid}, expected 1..{seg3[1]}")
+    if mkdirs != [f"/demo/dir-{i}" for i in range(1, w.dirs + 1)]:
+        raise DemoError("the mkdir edits read back differ from those written")
+    out.step(
+        f"read back txids 1-{seg3[1]} ({len(mkdirs)} mkdirs) from {len(streams)} finalized "
+        "segments with select_input_streams()"
+    )
+
+
+def show_metrics(daemons: dict[str, JournalNodeDaemon], out: Printer) -> None:
+    rows = []
+    for jn in daemons.values():
+        values = scrape(jn.metrics_url)
+        count = values.get("journalnode_sync_seconds_count", 0.0)
+        total = values.get("journalnode_sync_seconds_sum", 0.0)
+        mean = f"{total / count * 1e6:,.0f} us" if count else "-"
+        rows.append([jn.jn_id, *(f"{values.get(m, 0):.0f}" for m, _ in METRICS), mean])
+    out.table(
+        f"/metrics of each JournalNode, journal {JOURNAL_ID!r} (jn3's counters restarted with it)",
+        ["jn", *(label for _, label in METRICS), "mean fdatasync"],
+        rows,
+    )
+
+
+def show_storage(daemons: dict[str, JournalNodeDaemon], out: Printer) -> None:
+    disks = {jn_id: inspect_storage(jn.edits_dir) for jn_id, jn in daemons.items()}
+    for jn_id, disk in disks.items():
+        out.table(
+            f"{jn_id}: {daemons[jn_id].edits_dir}",
+            ["file", "bytes"],
+            [[name, f"{size:,}"] for name, size in disk.files],
+        )
+    segments = sorted({seg for disk in disks.values() for seg in disk.finalized_md5})
+    rows = []
+    mismatched = []
+    for seg in segments:
+        digests = {jn_id: disk.finalized_md5.get(seg) for jn_id, disk in disks.items()}
+        present = {d for d in digests.values() if d is not None}
+        if len(present) != 1:
+            mismatched.append(seg)
+        verdict = "identical" if len(present) == 1 else "DIFFERENT"
+        cells = [d[:12] if d else "(not finalized here)" for d in digests.values()]
+        rows.append([name(seg), *cells, verdict])
+    out.table(
+        "md5 of each finalized segment (each verified record by record)",
+        ["segment", *disks, ""],
+        rows,
+    )
+    if mismatched:
+        raise DemoError(f"finalized segments differ between JournalNodes: {mismatched}")
+    holders = [sum(seg in d.finalized_md5 for d in disks.values()) for seg in segments]
+    if min(holders, default=0) < 2:
+        raise DemoError("a finalized segment is on fewer than a quorum of JournalNodes")
+    out.step("every finalized segment is identical on every JournalNode that holds it")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m journalnode.demo", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--dir", type=Path, help="work directory (new or empty; kept afterwards)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--edits", type=int, default=300, help="mkdir edits in the first segment")
+    parser.add_argument("--verbose", action="store_true", help="show the writer's log")
+    args = parser.parse_args(argv)
+    if args.edits < 2:
+        parser.error("--edits must be at least 2")
+    setup_logging("console", "info" if args.verbose else "critical")
+    if args.dir is not None:
+        workdir = args.dir.absolute()
+        if workdir.exists() and any(workdir.iterdir()):
+            print(f"demo: {workdir} is not empty; give a new or empty --dir", file=sys.stderr)
+            return 1
+        workdir.mkdir(parents=True, exist_ok=True)
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="hanamenode-demo-"))
+    out = Printer()
+    out.step(f"hanamenode JournalNode demo in {workdir}")
+    ok = False
+    try:
+        run_demo(workdir, out, args.edits)
+        ok = True
+    except Exception as exc:  # DemoError, a QuorumException, a JournalError: one line
+        print(f"demo failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    finally:
+        keep = args.dir is not None or args.keep or not ok
+        if keep:
+            out.note(f"files and JournalNode logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if ok:
+        out.step("demo finished")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
