@@ -119,6 +119,33 @@ class CorruptImageError(FSImageError):
     code = grpc.StatusCode.DATA_LOSS
 
 
+class NameDirError(NamenodeError):
+    """The local name directory is not formatted, is in use by another NameNode, or holds a
+    VERSION file that cannot be read."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class ServiceFailedError(NamenodeError):
+    """An HA state transition could not be made (HDFS ServiceFailedException): the message
+    names the step that failed; the NameNode stays (or returns to) standby."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class HealthCheckFailedError(NamenodeError):
+    """MonitorHealth: the NameNode cannot serve in its state (HDFS HealthCheckFailedException)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class AccessControlError(NamenodeError):
+    """The caller may not do this, e.g. a manual transition while automatic failover is on
+    (HDFS AccessControlException: "Manual HA control for this NameNode is disallowed")."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
 class NamenodeUnavailableError(NamenodeError):
     """The NameNode could not be reached or did not answer in time: not a verdict of the
     namespace, so the failover proxy may retry this call elsewhere."""
@@ -144,6 +171,10 @@ _BY_NAME: dict[str, type[NamenodeError]] = {
         EditLogReplayError,
         FSImageError,
         CorruptImageError,
+        NameDirError,
+        ServiceFailedError,
+        HealthCheckFailedError,
+        AccessControlError,
         NamenodeUnavailableError,
     )
 }

@@ -31,7 +31,7 @@ import re
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,10 +122,18 @@ def latest_image(name_dir: Path) -> Path | None:
 # ---------------------------------------------------------------------------------------------
 
 
+def image_txid(image: Path) -> int:
+    """The txid in an image's file name (``fsimage_<txid>.db``)."""
+    match = _IMAGE_NAME.fullmatch(image.name)
+    if match is None:
+        raise FSImageError(f"{image} is not named like an image (fsimage_<19 digits>.db)")
+    return int(match.group(1))
+
+
 def save_image(
     namespace: Namespace,
     name_dir: Path,
-    txid: int,
+    txid: int | None,
     ns_info: NamespaceInfo,
     *,
     now_ms: int | None = None,
@@ -135,18 +143,25 @@ def save_image(
     ``txid`` is the last transaction the namespace reflects; it may exceed
     ``namespace.last_applied_txid`` (segment markers need not pass through ``apply``) but not
     fall below it, or loading the image and replaying from ``txid + 1`` would apply ops twice.
+    ``None`` means the namespace's ``last_applied_txid``, read under the lock together with
+    the rows (the standby checkpointer: the tailer may apply more meanwhile).
     The namespace lock is held only while the rows are collected, not while they are written.
     """
-    final = name_dir / image_name(txid)
-    if final.exists():
-        raise FSImageError(f"an image for txid {txid} already exists: {final}")
+    if txid is not None and (name_dir / image_name(txid)).exists():
+        existing = name_dir / image_name(txid)
+        raise FSImageError(f"an image for txid {txid} already exists: {existing}")
     with namespace.lock:
-        if txid < namespace.last_applied_txid:
+        if txid is None:
+            txid = namespace.last_applied_txid
+        elif txid < namespace.last_applied_txid:
             raise FSImageError(
                 f"cannot save an image at txid {txid}: the namespace has applied up to "
                 f"txid {namespace.last_applied_txid}"
             )
         rows = list(_inode_rows(namespace))
+    final = name_dir / image_name(txid)
+    if final.exists():
+        raise FSImageError(f"an image for txid {txid} already exists: {final}")
     info = ImageInfo(
         txid=txid,
         namespace_id=ns_info.namespace_id,
@@ -343,6 +358,45 @@ def _read_tree(path: Path, conn: sa.Connection, info: ImageInfo) -> INodeDirecto
             f"image {path} is invalid: {count} inodes, image_info says {info.inode_count}"
         )
     return root
+
+
+# ---------------------------------------------------------------------------------------------
+# Transfer between NameNodes.
+# ---------------------------------------------------------------------------------------------
+
+
+def install_image(name_dir: Path, txid: int, chunks: Iterable[bytes], md5: str) -> Path:
+    """Write an image received from another NameNode (bootstrap-standby, a checkpoint
+    upload) as ``name_dir/fsimage_<txid>.db`` with its md5, the way ``save_image`` writes one:
+    temp file, fsync, check the md5 the sender announced, md5 file, rename, fsync the
+    directory. A transfer that does not match ``md5`` is a CorruptImageError and leaves
+    nothing behind. An image already installed for ``txid`` is kept as it is.
+    """
+    final = name_dir / image_name(txid)
+    if final.exists():
+        return final
+    tmp = final.with_name(final.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    digest = hashlib.md5()
+    try:
+        with open(tmp, "wb") as f:
+            for chunk in chunks:
+                digest.update(chunk)
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        if digest.hexdigest() != md5:
+            raise CorruptImageError(
+                f"image transfer for txid {txid} is corrupt: received md5 {digest.hexdigest()}, "
+                f"the sender announced {md5}"
+            )
+        _atomic_write(md5_path(final), f"{md5}  {final.name}\n".encode())
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(name_dir)
+    return final
 
 
 # ---------------------------------------------------------------------------------------------

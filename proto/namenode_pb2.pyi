@@ -224,6 +224,14 @@ class ImageChunk(_message.Message):
     data: bytes
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
+class ImageUpload(_message.Message):
+    __slots__ = ("info", "data")
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    info: CheckpointInfo
+    data: bytes
+    def __init__(self, info: _Optional[_Union[CheckpointInfo, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
 class PurgeRequest(_message.Message):
     __slots__ = ("min_txid_to_keep",)
     MIN_TXID_TO_KEEP_FIELD_NUMBER: _ClassVar[int]

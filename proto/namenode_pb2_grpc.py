@@ -538,6 +538,11 @@ class NamenodeProtocolStub:
                 request_serializer=proto_dot_namenode__pb2.GetImageRequest.SerializeToString,
                 response_deserializer=proto_dot_namenode__pb2.ImageChunk.FromString,
                 _registered_method=True)
+        self.PutImage = channel.stream_unary(
+                '/hanamenode.namenode.NamenodeProtocol/PutImage',
+                request_serializer=proto_dot_namenode__pb2.ImageUpload.SerializeToString,
+                response_deserializer=proto_dot_namenode__pb2.CheckpointInfo.FromString,
+                _registered_method=True)
         self.PurgeLogs = channel.unary_unary(
                 '/hanamenode.namenode.NamenodeProtocol/PurgeLogs',
                 request_serializer=proto_dot_namenode__pb2.PurgeRequest.SerializeToString,
@@ -566,6 +571,12 @@ class NamenodeProtocolServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetImage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutImage(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -600,6 +611,11 @@ def add_NamenodeProtocolServicer_to_server(servicer, server):
                     servicer.GetImage,
                     request_deserializer=proto_dot_namenode__pb2.GetImageRequest.FromString,
                     response_serializer=proto_dot_namenode__pb2.ImageChunk.SerializeToString,
+            ),
+            'PutImage': grpc.stream_unary_rpc_method_handler(
+                    servicer.PutImage,
+                    request_deserializer=proto_dot_namenode__pb2.ImageUpload.FromString,
+                    response_serializer=proto_dot_namenode__pb2.CheckpointInfo.SerializeToString,
             ),
             'PurgeLogs': grpc.unary_unary_rpc_method_handler(
                     servicer.PurgeLogs,
@@ -693,6 +709,33 @@ class NamenodeProtocol:
             '/hanamenode.namenode.NamenodeProtocol/GetImage',
             proto_dot_namenode__pb2.GetImageRequest.SerializeToString,
             proto_dot_namenode__pb2.ImageChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutImage(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/hanamenode.namenode.NamenodeProtocol/PutImage',
+            proto_dot_namenode__pb2.ImageUpload.SerializeToString,
+            proto_dot_namenode__pb2.CheckpointInfo.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,190 @@
+"""Creating a NameNode's storage: ``format`` (a new namespace) and ``bootstrap-standby`` (a
+copy of another NameNode's), as the ``hanamenode`` CLI and the tests call them.
+
+- ``format_namenode``: a new cluster id and namespace id; formats every JournalNode of the
+  shared edits URI (all must answer) and the name dir: VERSION plus an empty image at txid 0.
+  Existing data — a formatted JournalNode, a name dir holding VERSION or images — is erased
+  only when ``force`` is set or ``confirm(what)`` says yes (HDFS ``namenode -format``).
+- ``bootstrap_standby``: the namespace identity and the newest image from another configured
+  NameNode (the active when one is found), the image's md5 checked, and a check that the
+  JournalNodes hold every edit after the image (HDFS ``namenode -bootstrapStandby``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import grpc
+import structlog
+
+from conf import Settings
+from hanamenode import fsimage
+from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
+from hanamenode.namespace import Namespace
+from hanamenode.peers import NameNodePeers, Peer
+from hanamenode.storage import NameDirectory, new_namespace_info
+from proto import namenode_pb2
+from proto.values import NamespaceInfo, RemoteEditLog
+from qjm.manager import QuorumJournalManager, connect_from_settings
+
+log = structlog.get_logger(__name__)
+
+Confirm = Callable[[str], bool]
+"""Asked ``what`` data exists; True to erase it."""
+
+IMAGE_DOWNLOAD_TIMEOUT = 600.0
+
+
+class FormatAbortedError(Exception):
+    """Existing data was found and neither forced nor confirmed away."""
+
+
+class EditsUnavailableError(Exception):
+    """The JournalNodes do not hold every edit after an image."""
+
+
+def _never(what: str) -> bool:
+    return False
+
+
+def format_namenode(
+    settings: Settings,
+    nn_id: str,
+    *,
+    force: bool = False,
+    confirm: Confirm = _never,
+    cluster_id: str | None = None,
+) -> NamespaceInfo:
+    """Format the JournalNodes and ``nn_id``'s name dir; return the new NamespaceInfo."""
+    name_dir = NameDirectory(settings.namenode(nn_id).name_dir)
+    ns_info = new_namespace_info()
+    if cluster_id:
+        ns_info = NamespaceInfo(
+            cluster_id, ns_info.namespace_id, ns_info.ctime, ns_info.layout_version
+        )
+    with name_dir.locked(), connect_from_settings(settings, ns_info) as qjm:
+        holders = [f"JournalNode {a}" for a, held in sorted(qjm.is_formatted().items()) if held]
+        if name_dir.has_data():
+            holders.append(f"name directory {name_dir.path}")
+        if holders and not force:
+            what = "existing data in " + ", ".join(holders)
+            if not confirm(what):
+                raise FormatAbortedError(f"{what}; not erased (use --force)")
+        # A JournalNode refuses to erase data unless forced; consent was given above.
+        qjm.format(force=bool(holders))
+        name_dir.clear()
+        name_dir.write_version(ns_info)
+        root = Namespace(root_mtime_ms=time.time_ns() // 1_000_000)
+        fsimage.save_image(root, name_dir.path, 0, ns_info)
+    log.info(
+        "formatted",
+        nn=nn_id,
+        cluster=ns_info.cluster_id,
+        namespace=ns_info.namespace_id,
+        journal=str(settings.journal_uri),
+    )
+    return ns_info
+
+
+def check_edits_available(qjm: QuorumJournalManager, since_txid: int) -> None:
+    """EditsUnavailableError unless the JournalNodes' segments (finalized or in progress, as
+    a quorum reports them) chain without a gap from ``since_txid`` on."""
+    call = qjm.loggers.get_edit_log_manifest(since_txid, True)
+    manifests = qjm.loggers.wait_for_write_quorum(
+        call, qjm.timeouts.select_input_streams_timeout, f"getEditLogManifest({since_txid})"
+    )
+    segments: list[RemoteEditLog] = sorted(
+        (entry for logs, _ in manifests.values() for entry in logs),
+        key=lambda e: (e.start_txid, e.end_txid),
+    )
+    next_txid = since_txid
+    for entry in segments:
+        if entry.end_txid < next_txid:
+            continue
+        if entry.start_txid > next_txid:
+            raise EditsUnavailableError(
+                f"the JournalNodes do not hold txids {next_txid}-{entry.start_txid - 1}, which "
+                "the image does not cover (purged?): this NameNode could never catch up"
+            )
+        next_txid = entry.end_txid + 1
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapResult:
+    source: Peer
+    ns_info: NamespaceInfo
+    image_txid: int
+
+
+def _choose_source(
+    peers: NameNodePeers,
+) -> tuple[Peer, NamespaceInfo, namenode_pb2.CheckpointInfo]:
+    try:
+        active = peers.find_active()
+        ordered = [active] + [p for p in peers.peers if p != active]
+    except NamenodeError:
+        ordered = list(peers.peers)
+    answers = []
+    for peer in ordered:
+        stub = peers.namenode(peer)
+        try:
+            info = stub.GetNamespaceInfo(namenode_pb2.HAEmpty(), timeout=peers.timeout)
+            checkpoint = stub.GetMostRecentCheckpoint(namenode_pb2.HAEmpty(), timeout=peers.timeout)
+        except grpc.RpcError as err:
+            answers.append(f"{peer}: {from_rpc_error(err)}")
+            continue
+        return peer, NamespaceInfo.from_pb(info.namespace_info), checkpoint
+    raise NamenodeUnavailableError(
+        "no other NameNode answered: " + ("; ".join(answers) or "none configured")
+    )
+
+
+def _download(peers: NameNodePeers, peer: Peer, txid: int) -> Iterator[bytes]:
+    request = namenode_pb2.GetImageRequest(txid=txid)
+    try:
+        for chunk in peers.namenode(peer).GetImage(request, timeout=IMAGE_DOWNLOAD_TIMEOUT):
+            yield chunk.data
+    except grpc.RpcError as err:
+        error = from_rpc_error(err)
+        raise type(error)(f"downloading image {txid} from {peer}: {error}") from None
+
+
+def bootstrap_standby(
+    settings: Settings,
+    nn_id: str,
+    *,
+    force: bool = False,
+    confirm: Confirm = _never,
+    peers: NameNodePeers | None = None,
+) -> BootstrapResult:
+    """Fill ``nn_id``'s name dir from another NameNode; see the module docstring."""
+    name_dir = NameDirectory(settings.namenode(nn_id).name_dir)
+    own_peers = peers is None
+    peers = peers if peers is not None else NameNodePeers.from_settings(settings, nn_id)
+    try:
+        if not peers.peers:
+            raise NamenodeUnavailableError(
+                f"no other NameNode in dfs.ha.namenodes.{settings.nameservice} to copy from"
+            )
+        source, ns_info, checkpoint = _choose_source(peers)
+        with name_dir.locked():
+            if name_dir.has_data() and not force:
+                what = f"name directory {name_dir.path} already holds data"
+                if not confirm(what):
+                    raise FormatAbortedError(f"{what}; not overwritten (use --force)")
+            with connect_from_settings(settings, ns_info) as qjm:
+                check_edits_available(qjm, checkpoint.txid + 1)
+            name_dir.clear()
+            fsimage.install_image(
+                name_dir.path, checkpoint.txid, _download(peers, source, checkpoint.txid),
+                checkpoint.md5,
+            )
+            name_dir.write_version(ns_info)
+            name_dir.load_newest_image()  # the copy must load, not only match its md5
+    finally:
+        if own_peers:
+            peers.close()
+    log.info("bootstrapped standby", nn=nn_id, source=str(source), image_txid=checkpoint.txid)
+    return BootstrapResult(source, ns_info, checkpoint.txid)

@@ -1,0 +1,246 @@
+"""StandbyCheckpointer: the standby writes fsimage checkpoints and lets the active purge the
+edits they cover (DESIGN.md section 5; HDFS ``StandbyCheckpointer``).
+
+Every ``checkpoint_txns`` transactions or ``checkpoint_period`` seconds (whichever first, and
+only when something new was applied) the standby saves its namespace as an image at its last
+applied txid — the namespace lock is held only to collect the rows — keeps the newest
+``checkpoints_retained`` images, uploads the new image to the active (``PutImage``, HDFS's
+image servlet PUT), and asks the active to purge the edits that no NameNode needs:
+
+    min_txid_to_keep = min(newest image txid of every NameNode) + 1     (ha.min_txid_to_keep)
+
+A purge never removes an edit that the newest image of any NameNode does not cover, and
+nothing is purged while some NameNode cannot say what its newest image is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import structlog
+
+from hanamenode import fsimage, ha
+from hanamenode.errors import NamenodeError, from_rpc_error
+from hanamenode.metrics import NameNodeMetrics
+from hanamenode.namespace import Namespace
+from hanamenode.peers import NameNodePeers
+from hanamenode.storage import NameDirectory
+from proto import namenode_pb2
+from proto.values import NamespaceInfo
+from qjm.errors import describe_exception
+
+log = structlog.get_logger(__name__)
+
+IMAGE_CHUNK_BYTES = 1 << 20
+# How often the thread looks whether a checkpoint is due, at most.
+_CHECK_INTERVAL = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointResult:
+    """One checkpoint: the image saved, and the purge bound sent to the active (None when
+    nothing could be purged)."""
+
+    txid: int
+    image: Path
+    uploaded_to: str | None
+    purged_before: int | None
+
+
+def image_chunks(path: Path, chunk_bytes: int = IMAGE_CHUNK_BYTES) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_bytes):
+            yield chunk
+
+
+def checkpoint_info(name_dir: NameDirectory) -> ha.CheckpointInfo | None:
+    """The newest image of ``name_dir`` (md5 checked), or None without images."""
+    newest = name_dir.newest_image()
+    if newest is None:
+        return None
+    txid, path = newest
+    md5 = fsimage.verify_md5(path)
+    return ha.CheckpointInfo(txid, md5, path.stat().st_size)
+
+
+class StandbyCheckpointer:
+    """The checkpointing thread of a standby (``standby-checkpointer-<nn>``).
+
+    ``namespace`` returns the current namespace (the namesystem may replace it on a reload).
+    """
+
+    def __init__(
+        self,
+        namespace: Callable[[], Namespace],
+        name_dir: NameDirectory,
+        ns_info: NamespaceInfo,
+        *,
+        checkpoint_txns: int,
+        checkpoint_period: float,
+        checkpoints_retained: int,
+        peers: NameNodePeers | None = None,
+        metrics: NameNodeMetrics | None = None,
+        nn_id: str = "",
+    ) -> None:
+        self._namespace = namespace
+        self.name_dir = name_dir
+        self.ns_info = ns_info
+        self.checkpoint_txns = checkpoint_txns
+        self.checkpoint_period = checkpoint_period
+        self.checkpoints_retained = checkpoints_retained
+        self.peers = peers
+        self.metrics = metrics
+        self.nn_id = nn_id
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # One checkpoint at a time, whether from the thread or a test calling do_checkpoint.
+        self._checkpoint_lock = threading.Lock()
+        self.last_checkpoint_time = time.monotonic()
+        self.last_result: CheckpointResult | None = None
+        self.last_error: str | None = None
+        self._log = log.bind(nn=nn_id)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        stop = threading.Event()  # per run, as in EditLogTailer.start
+        self._stop = stop
+        self.last_checkpoint_time = time.monotonic()
+        self._thread = threading.Thread(
+            target=self._run, args=(stop,), name=f"standby-checkpointer-{self.nn_id}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return True
+        thread.join(timeout)
+        if thread.is_alive():
+            self._log.warning("checkpointer did not stop in time", timeout=timeout)
+            return False
+        return True
+
+    def _run(self, stop: threading.Event) -> None:
+        interval = min(_CHECK_INTERVAL, self.checkpoint_period / 4)
+        while not stop.wait(interval):
+            if not self.checkpoint_due():
+                continue
+            try:
+                self.do_checkpoint()
+            except Exception as exc:
+                self.last_error = describe_exception(exc)
+                if self.metrics is not None:
+                    self.metrics.checkpoint_errors.inc()
+                self._log.warning("checkpoint failed", error=self.last_error)
+                # Try again after a period rather than at every check.
+                self.last_checkpoint_time = time.monotonic()
+
+    def checkpoint_due(self) -> bool:
+        last_image = self.name_dir.newest_image_txid() or 0
+        new_txns = self._namespace().last_applied_txid - last_image
+        if new_txns <= 0:
+            return False
+        if new_txns >= self.checkpoint_txns:
+            return True
+        return time.monotonic() - self.last_checkpoint_time >= self.checkpoint_period
+
+    # -- one checkpoint ------------------------------------------------------------------------
+
+    def do_checkpoint(self) -> CheckpointResult | None:
+        """Save an image at the last applied txid, upload it to the active, ask for a purge.
+        None when the newest image already covers the namespace."""
+        with self._checkpoint_lock:
+            namespace = self._namespace()
+            newest = self.name_dir.newest_image_txid()
+            if newest is not None and namespace.last_applied_txid <= newest:
+                return None
+            started = time.perf_counter()
+            image = fsimage.save_image(namespace, self.name_dir.path, None, self.ns_info)
+            txid = fsimage.image_txid(image)
+            elapsed = time.perf_counter() - started
+            fsimage.purge_old_images(self.name_dir.path, self.checkpoints_retained)
+            self.last_checkpoint_time = time.monotonic()
+            if self.metrics is not None:
+                self.metrics.checkpoints.inc()
+                self.metrics.checkpoint_seconds.observe(elapsed)
+            self._log.info("saved checkpoint", txid=txid, seconds=round(elapsed, 3))
+            uploaded_to = self._upload(image, txid)
+            purged = self._purge() if uploaded_to is not None else None
+            result = CheckpointResult(txid, image, uploaded_to, purged)
+            self.last_result = result
+            self.last_error = None
+            return result
+
+    def _upload(self, image: Path, txid: int) -> str | None:
+        """PutImage to the active; the active's id, or None when there is no active or the
+        upload failed (the image stays here; the next checkpoint uploads a newer one)."""
+        if self.peers is None or not self.peers.peers:
+            return None
+        peers = self.peers
+        md5 = fsimage.verify_md5(image)
+        info = namenode_pb2.CheckpointInfo(txid=txid, md5=md5, size=image.stat().st_size)
+
+        def messages() -> Iterator[namenode_pb2.ImageUpload]:
+            yield namenode_pb2.ImageUpload(info=info)
+            for chunk in image_chunks(image):
+                yield namenode_pb2.ImageUpload(data=chunk)
+
+        try:
+            active = peers.find_active()
+            # An upload moves the whole image: allow it more than a plain call.
+            peers.namenode(active).PutImage(messages(), timeout=peers.timeout * 12)
+        except NamenodeError as exc:
+            self._log.warning("checkpoint not uploaded", txid=txid, error=str(exc))
+            return None
+        except grpc.RpcError as err:
+            if self.metrics is not None:
+                self.metrics.checkpoint_errors.inc()
+            self._log.warning(
+                "checkpoint upload failed", txid=txid, error=str(from_rpc_error(err))
+            )
+            return None
+        self._log.info("uploaded checkpoint to the active", txid=txid, active=str(active))
+        return active.nn_id
+
+    def newest_images(self) -> dict[str, int | None]:
+        """Every NameNode's newest image txid (None for one that did not answer)."""
+        found: dict[str, int | None] = {self.nn_id: self.name_dir.newest_image_txid()}
+        if self.peers is None:
+            return found
+        for peer in self.peers.peers:
+            try:
+                reply = self.peers.namenode(peer).GetMostRecentCheckpoint(
+                    namenode_pb2.HAEmpty(), timeout=self.peers.timeout
+                )
+                found[peer.nn_id] = int(reply.txid)
+            except grpc.RpcError as err:
+                self._log.warning(
+                    "cannot learn a NameNode's newest image; purging nothing",
+                    namenode=str(peer),
+                    error=str(from_rpc_error(err)),
+                )
+                found[peer.nn_id] = None
+        return found
+
+    def _purge(self) -> int | None:
+        bound = ha.min_txid_to_keep(self.newest_images())
+        if bound is None or self.peers is None:
+            return None
+        peers = self.peers
+        request = namenode_pb2.PurgeRequest(min_txid_to_keep=bound)
+        peers.call_active(
+            "purge edit logs",
+            lambda peer: peers.namenode(peer).PurgeLogs(request, timeout=peers.timeout * 6),
+        )
+        self._log.info("asked the active to purge old edits", min_txid_to_keep=bound)
+        return bound

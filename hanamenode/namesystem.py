@@ -1,0 +1,729 @@
+"""FSNamesystem: the namespace, the edit log, the retry cache and the HA state of one
+NameNode, behind the namesystem lock (DESIGN.md section 5; HDFS ``FSNamesystem``).
+
+Every mutation, on the active only::
+
+    check ACTIVE (else StandbyError) and the retry cache (a retry gets the first answer, once
+    that answer's txid is durable)
+    with the namesystem lock:
+        check ACTIVE again; prepare (decide, or raise the user's error); log_edit (next txid,
+        buffered); apply
+    log_sync(txid) outside the lock (group commit), then answer
+
+Reads are served by the active, and by a standby only when the client accepts stale answers.
+
+Transitions are serialized and idempotent:
+
+- STANDBY -> ACTIVE: stop the tailer and checkpointer; a new QJM writer takes a new epoch and
+  recovers the unfinalized segment (fencing every older writer); the tailer's ``catch_up``
+  applies the log up to the recovered end; a new segment starts right after it; writes open;
+  QJM heartbeats start.
+- ACTIVE -> STANDBY: writes stop; the segment is ended (EndLogSegmentOp), synced and
+  finalized (best effort: without a quorum it stays in progress for the next writer's
+  recovery); the writer is closed; tailing resumes. If any applied edit was not durable (the
+  edit log failed), the namespace is reloaded from the newest image first, so this NameNode
+  never keeps an edit that the log may not have.
+
+A fatal edit-log failure (quorum lost, writer fenced) makes the active leave ACTIVE on its own,
+from a short-lived ``ha-abort-<nn>`` thread.
+
+    fsn = FSNamesystem(settings, "nn1", NameDirectory(path))
+    fsn.start()                       # loads the newest image, STANDBY, tailing
+    fsn.transition_to_active()
+    fsn.mkdirs("/a", client_id=b"c", call_id=1)   # Mutation(result=True, txid=...)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar, cast
+
+import structlog
+
+from conf import Settings
+from hanamenode import fsimage, ha
+from hanamenode.checkpointer import StandbyCheckpointer, checkpoint_info
+from hanamenode.editlog import FSEditLog
+from hanamenode.errors import (
+    EditLogError,
+    EditLogReplayError,
+    HealthCheckFailedError,
+    NamenodeError,
+    NamenodeUnavailableError,
+    ServiceFailedError,
+    StandbyError,
+)
+from hanamenode.ha import HAState, ServiceStatus
+from hanamenode.metrics import NameNodeMetrics, StateSnapshot
+from hanamenode.namespace import (
+    DEFAULT_REPLICATION,
+    DIR_PERMISSION,
+    FILE_PERMISSION,
+    Namespace,
+    StatInfo,
+)
+from hanamenode.peers import NameNodePeers
+from hanamenode.retry_cache import CacheEntry, RetryCache
+from hanamenode.storage import NameDirectory
+from hanamenode.tailer import EditLogTailer
+from proto import edits_pb2
+from proto.values import NamespaceInfo
+from qjm.errors import describe_exception
+from qjm.manager import QuorumJournalManager, connect_from_settings
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+QJMFactory = Callable[[NamespaceInfo], QuorumJournalManager]
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation(Generic[T]):
+    """The answer to a mutation: its result and the txid that made it (0 when nothing was
+    logged, e.g. ``mkdir -p`` of an existing directory)."""
+
+    result: T
+    txid: int
+
+
+class FSNamesystem:
+    """One NameNode's namesystem. ``start`` it, transition it, ``stop`` it.
+
+    ``qjm_factory`` makes a QuorumJournalManager for the configured journal (tests may wrap
+    it); the namesystem makes one reader for the tailer and one writer per active period.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        nn_id: str,
+        name_dir: NameDirectory,
+        *,
+        metrics: NameNodeMetrics | None = None,
+        peers: NameNodePeers | None = None,
+        qjm_factory: QJMFactory | None = None,
+        retry_cache_capacity: int | None = None,
+    ) -> None:
+        self.settings = settings
+        self.nn_id = nn_id
+        self.name_dir = name_dir
+        self.ns_info = name_dir.read_version()
+        self.metrics = metrics if metrics is not None else NameNodeMetrics()
+        self.peers = peers if peers is not None else NameNodePeers.from_settings(settings, nn_id)
+        self._qjm_factory: QJMFactory = qjm_factory or (
+            lambda ns_info: connect_from_settings(settings, ns_info)
+        )
+        self._retry_cache_capacity = retry_cache_capacity
+        q = settings.qjm
+        # The namesystem lock is held across network calls only by rolls and transitions;
+        # nobody waits for it longer than those can take.
+        self.lock_timeout = q.write_txns_timeout + q.finalize_segment_timeout
+        self.lock_timeout += q.start_segment_timeout + 10.0
+        self.transition_timeout = 30.0 + sum(
+            (
+                q.get_journal_state_timeout,
+                q.new_epoch_timeout,
+                q.prepare_recovery_timeout,
+                q.accept_recovery_timeout,
+                q.finalize_segment_timeout,
+                q.select_input_streams_timeout,
+                q.start_segment_timeout,
+                q.write_txns_timeout,
+            )
+        )
+        self._lock = threading.RLock()
+        self._transition_lock = threading.Lock()
+        self._state = HAState.INITIALIZING
+        self._retry_cache = self._new_retry_cache()
+        self._namespace = Namespace(retry_cache=self._retry_cache)
+        self._edit_log: FSEditLog | None = None
+        self._writer_qjm: QuorumJournalManager | None = None
+        self._reader_qjm: QuorumJournalManager | None = None
+        self._tailer: EditLogTailer | None = None
+        self._checkpointer: StandbyCheckpointer | None = None
+        self._tailing_enabled = False
+        self._abort_threads: list[threading.Thread] = []
+        self.last_failure: str | None = None
+        """Why the last active period ended on its own (edit log failure), if it did."""
+        self._log = log.bind(nn=nn_id)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the newest image from the name dir, become STANDBY and start tailing."""
+        with self._transition():
+            if self._state is not HAState.INITIALIZING:
+                return
+            started = time.perf_counter()
+            self._load_newest_image()
+            reader = self._qjm_factory(self.ns_info)
+            self._reader_qjm = reader
+            ha_settings = self.settings.ha
+            self._tailer = EditLogTailer(
+                self.apply_tailed,
+                lambda: self._namespace.last_applied_txid,
+                reader,
+                tail_period=ha_settings.tail_edits_period,
+                roll_period=ha_settings.log_roll_period,
+                peers=self.peers,
+                metrics=self.metrics,
+                nn_id=self.nn_id,
+            )
+            self._checkpointer = StandbyCheckpointer(
+                lambda: self._namespace,
+                self.name_dir,
+                self.ns_info,
+                checkpoint_txns=ha_settings.checkpoint_txns,
+                checkpoint_period=ha_settings.checkpoint_period,
+                checkpoints_retained=ha_settings.checkpoints_retained,
+                peers=self.peers,
+                metrics=self.metrics,
+                nn_id=self.nn_id,
+            )
+            with self._locked():
+                self._state = HAState.STANDBY
+            self._start_standby_services()
+            self._log.info(
+                "namesystem started as standby",
+                last_applied_txid=self._namespace.last_applied_txid,
+                inodes=self._namespace.inode_count,
+                seconds=round(time.perf_counter() - started, 3),
+            )
+
+    def stop(self) -> None:
+        """Leave ACTIVE (finalizing the segment when possible), stop every thread."""
+        with self._transition():
+            if self._state is HAState.STOPPING:
+                return
+            if self._state is HAState.ACTIVE:
+                self._leave_active("shutting down")
+            with self._locked():
+                self._state = HAState.STOPPING
+            self._stop_standby_services()
+            if self._reader_qjm is not None:
+                self._reader_qjm.close()
+                self._reader_qjm = None
+        for thread in self._abort_threads:
+            thread.join(timeout=self.transition_timeout)
+        self.peers.close()
+        self._log.info("namesystem stopped")
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> HAState:
+        return self._state
+
+    @property
+    def namespace(self) -> Namespace:
+        """The current namespace (replaced when a failed active reloads its image)."""
+        return self._namespace
+
+    @property
+    def retry_cache(self) -> RetryCache:
+        return self._retry_cache
+
+    @property
+    def last_applied_txid(self) -> int:
+        return self._namespace.last_applied_txid
+
+    @property
+    def edit_log(self) -> FSEditLog | None:
+        return self._edit_log
+
+    @property
+    def tailer(self) -> EditLogTailer | None:
+        return self._tailer
+
+    @property
+    def checkpointer(self) -> StandbyCheckpointer | None:
+        return self._checkpointer
+
+    def service_status(self) -> ServiceStatus:
+        state = self._state
+        ready = state in (HAState.STANDBY, HAState.ACTIVE)
+        reason = "" if ready else f"the NameNode is {state.value}"
+        writer = self._writer_qjm
+        return ServiceStatus(
+            namenode_id=self.nn_id,
+            state=state,
+            ready_to_become_active=ready,
+            not_ready_reason=reason,
+            last_applied_txid=self._namespace.last_applied_txid,
+            epoch=writer.epoch if writer is not None and state is HAState.ACTIVE else 0,
+        )
+
+    def check_health(self) -> None:
+        """HealthCheckFailedError naming what is wrong, else return (MonitorHealth)."""
+        state = self._state
+        if state in (HAState.INITIALIZING, HAState.STOPPING):
+            raise HealthCheckFailedError(f"the NameNode is {state.value}")
+        edit_log = self._edit_log
+        if state is HAState.ACTIVE and edit_log is not None and edit_log.failure is not None:
+            raise HealthCheckFailedError(f"the edit log failed: {edit_log.failure}")
+        tailer = self._tailer
+        if state is HAState.STANDBY and tailer is not None:
+            exc = tailer.last_exception
+            if isinstance(exc, EditLogReplayError):
+                raise HealthCheckFailedError(f"the standby cannot apply the edit log: {exc}")
+
+    def metrics_snapshot(self) -> StateSnapshot:
+        edit_log = self._edit_log
+        tailer = self._tailer
+        standby = self._state is HAState.STANDBY
+        return StateSnapshot(
+            ha_state=self._state.value,
+            last_applied_txid=self._namespace.last_applied_txid,
+            synced_txid=edit_log.synced_txid if edit_log is not None else 0,
+            tailer_lag_txns=tailer.lag_txns if tailer is not None and standby else 0,
+            seconds_since_last_tail=(
+                tailer.seconds_since_last_load() if tailer is not None and standby else 0.0
+            ),
+            newest_image_txid=self.name_dir.newest_image_txid() or 0,
+            inodes=self._namespace.inode_count,
+            retry_cache_entries=len(self._retry_cache),
+        )
+
+    # -- locks ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        if not self._lock.acquire(timeout=self.lock_timeout):
+            raise NamenodeUnavailableError(
+                f"the namesystem lock was not free within {self.lock_timeout:.0f}s "
+                "(a roll or transition is stuck)"
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextmanager
+    def _transition(self) -> Iterator[None]:
+        if not self._transition_lock.acquire(timeout=self.transition_timeout):
+            raise ServiceFailedError(
+                f"another state transition did not finish within {self.transition_timeout:.0f}s"
+            )
+        try:
+            yield
+        finally:
+            self._transition_lock.release()
+
+    # -- client mutations ----------------------------------------------------------------------
+
+    def mkdirs(
+        self,
+        path: str,
+        *,
+        create_parent: bool = False,
+        permission: int = 0,
+        client_id: bytes = b"",
+        call_id: int = 0,
+    ) -> Mutation[bool]:
+        """mkdir (``create_parent``: mkdir -p). ``result`` is False when ``create_parent`` is
+        set and the directory existed (nothing logged)."""
+        perm = permission or DIR_PERMISSION
+        result, txid = self._mutate(
+            client_id,
+            call_id,
+            lambda ns: ns.prepare_mkdir(
+                path, parents=create_parent, permission=perm, client_id=client_id,
+                call_id=call_id,
+            ),
+            none_result=False,
+        )
+        return Mutation(bool(result), txid)
+
+    def create(
+        self,
+        path: str,
+        *,
+        overwrite: bool = False,
+        permission: int = 0,
+        length: int = 0,
+        replication: int = 0,
+        client_id: bytes = b"",
+        call_id: int = 0,
+    ) -> Mutation[StatInfo]:
+        perm = permission or FILE_PERMISSION
+        repl = replication or DEFAULT_REPLICATION
+        result, txid = self._mutate(
+            client_id,
+            call_id,
+            lambda ns: ns.prepare_create(
+                path, overwrite=overwrite, permission=perm, length=length, replication=repl,
+                client_id=client_id, call_id=call_id,
+            ),
+        )
+        return Mutation(cast(StatInfo, result), txid)
+
+    def delete(
+        self, path: str, *, recursive: bool = False, client_id: bytes = b"", call_id: int = 0
+    ) -> Mutation[bool]:
+        result, txid = self._mutate(
+            client_id,
+            call_id,
+            lambda ns: ns.prepare_delete(
+                path, recursive=recursive, client_id=client_id, call_id=call_id
+            ),
+        )
+        return Mutation(bool(result), txid)
+
+    def rename(
+        self, src: str, dst: str, *, client_id: bytes = b"", call_id: int = 0
+    ) -> Mutation[str]:
+        """Move ``src`` to ``dst`` (into it when it is a directory); ``result`` is the final
+        path."""
+        result, txid = self._mutate(
+            client_id,
+            call_id,
+            lambda ns: ns.prepare_rename(src, dst, client_id=client_id, call_id=call_id),
+        )
+        return Mutation(str(result), txid)
+
+    def _check_writable(self) -> None:
+        if self._state is not HAState.ACTIVE:
+            raise StandbyError.for_category("WRITE", self._state.value)
+
+    def _mutate(
+        self,
+        client_id: bytes,
+        call_id: int,
+        prepare: Callable[[Namespace], edits_pb2.EditOp | None],
+        none_result: object = None,
+    ) -> tuple[object, int]:
+        self._check_writable()
+        cached = self._retry_cache.lookup(client_id, call_id)
+        if cached is not None:
+            return self._answer_retry(cached)
+        with self._locked():
+            self._check_writable()
+            cache = self._retry_cache
+            # Looked up again under the lock: a retry racing its original waits for it here.
+            cached = cache.lookup(client_id, call_id)
+            if cached is not None:
+                logged = None
+            else:
+                logged = self._log_and_apply(cache, client_id, call_id, prepare, none_result)
+        if logged is None:
+            assert cached is not None
+            return self._answer_retry(cached)
+        edit_log, result, txid = logged
+        if edit_log is not None:
+            edit_log.log_sync(txid)
+        return result, txid
+
+    def _log_and_apply(
+        self,
+        cache: RetryCache,
+        client_id: bytes,
+        call_id: int,
+        prepare: Callable[[Namespace], edits_pb2.EditOp | None],
+        none_result: object,
+    ) -> tuple[FSEditLog | None, object, int]:
+        """Under the namesystem lock: decide, log, apply. The edit log to sync (None when
+        nothing was logged), the result and the txid."""
+        namespace = self._namespace
+        edit_log = self._edit_log
+        assert edit_log is not None, "ACTIVE always has an edit log"
+        try:
+            op = prepare(namespace)
+        except NamenodeError as exc:
+            cache.record_failure(client_id, call_id, exc)
+            raise
+        if op is None:
+            cache.record_success(client_id, call_id, none_result, txid=0)
+            return None, none_result, 0
+        txid = edit_log.log_edit(op)
+        try:
+            result = namespace.apply(op)
+        except Exception as exc:
+            # prepare and apply disagree under one lock: a bug. The op is in the log buffer,
+            # so this NameNode must not go on writing.
+            edit_log.abort(f"txid {txid} was logged but did not apply: {exc}")
+            raise
+        return edit_log, result, txid
+
+    def _answer_retry(self, entry: CacheEntry) -> tuple[object, int]:
+        """The first answer to a retried call, once the transaction that made it is durable."""
+        if entry.txid:
+            edit_log = self._edit_log
+            if edit_log is None:
+                raise StandbyError.for_category("WRITE", self._state.value)
+            edit_log.log_sync(min(entry.txid, edit_log.last_written_txid))
+        self._log.debug(
+            "answered a retry from the retry cache", call_id=entry.call_id, txid=entry.txid
+        )
+        return entry.answer(), entry.txid
+
+    # -- client reads --------------------------------------------------------------------------
+
+    def _check_readable(self, allow_stale_read: bool) -> Namespace:
+        state = self._state
+        if state is HAState.ACTIVE or (state is HAState.STANDBY and allow_stale_read):
+            return self._namespace
+        raise StandbyError.for_category("READ", state.value)
+
+    def get_file_info(self, path: str, *, allow_stale_read: bool = False) -> StatInfo:
+        return self._check_readable(allow_stale_read).stat(path)
+
+    def get_listing(self, path: str, *, allow_stale_read: bool = False) -> list[StatInfo]:
+        return self._check_readable(allow_stale_read).list(path)
+
+    # -- tailing -------------------------------------------------------------------------------
+
+    def apply_tailed(self, op: edits_pb2.EditOp) -> bool:
+        """Apply one op read by the tailer; False once tailing is disabled (a transition)."""
+        with self._locked():
+            if not self._tailing_enabled:
+                return False
+            self._namespace.apply(op)
+            return True
+
+    def _apply_for_catch_up(self, op: edits_pb2.EditOp) -> bool:
+        with self._locked():
+            self._namespace.apply(op)
+            return True
+
+    # -- the active's NamenodeProtocol ----------------------------------------------------------
+
+    def roll_edit_log(self) -> int:
+        """Finalize the current segment and start the next (the standby's request); the new
+        segment's first txid. A segment holding only its start marker is not rolled."""
+        with self._locked():
+            if self._state is not HAState.ACTIVE:
+                raise StandbyError.for_category("JOURNAL", self._state.value)
+            edit_log = self._edit_log
+            assert edit_log is not None
+            segment = edit_log.segment_txid
+            if segment is not None and edit_log.last_written_txid == segment:
+                return segment
+            return edit_log.roll(self._namespace.apply)
+
+    def purge_logs(self, min_txid_to_keep: int) -> int:
+        """Purge finalized segments wholly below ``min_txid_to_keep`` on the JournalNodes,
+        never beyond what this NameNode's own newest image covers; return the bound used."""
+        with self._locked():
+            if self._state is not HAState.ACTIVE:
+                raise StandbyError.for_category("JOURNAL", self._state.value)
+            qjm = self._writer_qjm
+            assert qjm is not None
+        own = self.name_dir.newest_image_txid()
+        bound = min(min_txid_to_keep, (own or 0) + 1)
+        if bound < min_txid_to_keep:
+            self._log.info(
+                "purge bound lowered to this NameNode's newest image",
+                asked=min_txid_to_keep,
+                used=bound,
+            )
+        if bound <= 1:
+            return bound
+        qjm.purge_logs_older_than(bound)
+        self.metrics.purges.inc()
+        self._log.info("purged edit logs", min_txid_to_keep=bound)
+        return bound
+
+    def most_recent_checkpoint(self) -> ha.CheckpointInfo | None:
+        return checkpoint_info(self.name_dir)
+
+    def image_path(self, txid: int) -> Path:
+        """The image for ``txid`` after checking its md5 (GetImage)."""
+        for image_txid, path in self.name_dir.images():
+            if image_txid == txid:
+                fsimage.verify_md5(path)
+                return path
+        raise fsimage.FSImageError(f"no fsimage for txid {txid} in {self.name_dir.path}")
+
+    def install_uploaded_image(self, txid: int, md5: str, chunks: Iterable[bytes]) -> Path:
+        """Store an image uploaded by a standby's checkpointer (PutImage), then keep the
+        newest ``checkpoints_retained``."""
+        if self._state is not HAState.ACTIVE:
+            raise StandbyError.for_category("CHECKPOINT", self._state.value)
+        path = fsimage.install_image(self.name_dir.path, txid, chunks, md5)
+        fsimage.purge_old_images(self.name_dir.path, self.settings.ha.checkpoints_retained)
+        self._log.info("installed checkpoint uploaded by a standby", txid=txid)
+        return path
+
+    # -- transitions ---------------------------------------------------------------------------
+
+    def transition_to_active(self) -> None:
+        """STANDBY -> ACTIVE (a no-op when already active). ServiceFailedError naming the
+        failed step otherwise; the NameNode is then standby again."""
+        with self._transition():
+            if self._state is HAState.ACTIVE:
+                return
+            if self._state is not HAState.STANDBY:
+                raise ServiceFailedError(
+                    f"cannot become active: the NameNode is {self._state.value}"
+                )
+            started = time.perf_counter()
+            self._log.info("transitioning to active")
+            self._stop_standby_services()
+            qjm: QuorumJournalManager | None = None
+            edit_log: FSEditLog | None = None
+            step = "connecting to the JournalNodes"
+            try:
+                qjm = self._qjm_factory(self.ns_info)
+                step = "fencing earlier writers and recovering the unfinalized segment"
+                end = qjm.recover_unfinalized_segments()
+                step = f"reading the log up to txid {end}"
+                assert self._tailer is not None
+                self._tailer.catch_up(qjm, end, self._apply_for_catch_up)
+                step = "opening the edit log for write"
+                with self._locked():
+                    first = ha.next_segment_txid(self._namespace.last_applied_txid, end)
+                    writer = qjm
+                    edit_log = FSEditLog(
+                        writer,
+                        on_failure=lambda reason: self._on_edit_log_failure(writer, reason),
+                        metrics=self.metrics,
+                        log_context={"nn": self.nn_id},
+                    )
+                    edit_log.open_for_write(first, self._namespace.apply)
+                    self._edit_log = edit_log
+                    self._writer_qjm = qjm
+                    self._state = HAState.ACTIVE
+                qjm.start_heartbeats()
+            except Exception as exc:
+                self._log.error("transition to active failed", step=step, error=str(exc))
+                if qjm is not None:
+                    qjm.close()
+                with self._locked():
+                    self._edit_log = None
+                    self._writer_qjm = None
+                    if edit_log is not None and self._namespace.last_applied_txid > (
+                        edit_log.synced_txid
+                    ):
+                        self._reload_namespace("the new segment's first edit was not durable")
+                    self._state = HAState.STANDBY
+                self._start_standby_services()
+                raise ServiceFailedError(
+                    f"cannot become active: {step} failed: {describe_exception(exc)}"
+                ) from exc
+            self.last_failure = None
+            elapsed = time.perf_counter() - started
+            self.metrics.transitions.labels("active").inc()
+            self.metrics.transition_seconds.labels("active").observe(elapsed)
+            self._log.info(
+                "now active",
+                epoch=qjm.epoch,
+                first_txid=first,
+                seconds=round(elapsed, 3),
+            )
+
+    def transition_to_standby(self) -> None:
+        """ACTIVE -> STANDBY (a no-op when already standby)."""
+        with self._transition():
+            if self._state is HAState.STANDBY:
+                return
+            if self._state is not HAState.ACTIVE:
+                raise ServiceFailedError(
+                    f"cannot become standby: the NameNode is {self._state.value}"
+                )
+            self._become_standby("requested")
+
+    def _become_standby(self, reason: str) -> None:
+        started = time.perf_counter()
+        self._leave_active(reason)
+        self._start_standby_services()
+        elapsed = time.perf_counter() - started
+        self.metrics.transitions.labels("standby").inc()
+        self.metrics.transition_seconds.labels("standby").observe(elapsed)
+        self._log.info("now standby", reason=reason, seconds=round(elapsed, 3))
+
+    def _leave_active(self, reason: str) -> None:
+        """Stop writes, end and finalize the segment when possible, close the writer; reload
+        the namespace when it holds edits that are not durable. Writers wait on the lock
+        meanwhile and then find STANDBY, which is set last, once nothing non-durable is
+        left to read."""
+        self._log.info("leaving active state", reason=reason)
+        with self._locked():
+            edit_log, self._edit_log = self._edit_log, None
+            qjm, self._writer_qjm = self._writer_qjm, None
+            if edit_log is not None:
+                try:
+                    edit_log.close(self._namespace.apply)
+                except EditLogError as exc:
+                    self._log.warning(
+                        "could not finalize the segment; the next active's recovery will",
+                        error=str(exc),
+                    )
+                if self._namespace.last_applied_txid > edit_log.synced_txid:
+                    self._reload_namespace(
+                        f"edits after txid {edit_log.synced_txid} were applied but never durable"
+                    )
+            self._state = HAState.STANDBY
+        if qjm is not None:
+            qjm.close()
+
+    def _on_edit_log_failure(self, writer: QuorumJournalManager, reason: str) -> None:
+        """Called by the failing edit log (any thread): leave ACTIVE from a thread of its
+        own, since the failing thread may hold the namesystem or transition lock."""
+        self.last_failure = reason
+        thread = threading.Thread(
+            target=self._abort_active,
+            args=(writer, reason),
+            name=f"ha-abort-{self.nn_id}",
+            daemon=True,
+        )
+        self._abort_threads = [t for t in self._abort_threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def _abort_active(self, writer: QuorumJournalManager, reason: str) -> None:
+        try:
+            with self._transition():
+                if self._writer_qjm is not writer or self._state is not HAState.ACTIVE:
+                    return  # that active period already ended
+                self._log.error("leaving active state: the edit log failed", reason=reason)
+                self._become_standby(f"edit log failed: {reason}")
+        except Exception:
+            self._log.exception("could not leave active state after an edit log failure")
+
+    # -- standby services ----------------------------------------------------------------------
+
+    def _start_standby_services(self) -> None:
+        with self._locked():
+            self._tailing_enabled = True
+        if self._tailer is not None:
+            self._tailer.start()
+        if self._checkpointer is not None:
+            self._checkpointer.start()
+
+    def _stop_standby_services(self) -> None:
+        with self._locked():
+            self._tailing_enabled = False
+        if self._tailer is not None:
+            self._tailer.stop()
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+
+    # -- images --------------------------------------------------------------------------------
+
+    def _new_retry_cache(self) -> RetryCache:
+        if self._retry_cache_capacity is None:
+            return RetryCache()
+        return RetryCache(capacity=self._retry_cache_capacity)
+
+    def _load_newest_image(self) -> None:
+        cache = self._new_retry_cache()
+        namespace, txid, _ = self.name_dir.load_newest_image(cache)
+        with self._locked():
+            self._namespace = namespace
+            self._retry_cache = cache
+        self._log.info("loaded fsimage", txid=txid, inodes=namespace.inode_count)
+
+    def _reload_namespace(self, why: str) -> None:
+        dropped = self._namespace.last_applied_txid
+        self._load_newest_image()
+        self._log.warning(
+            "reloaded the namespace from the newest image; the tailer replays the durable log",
+            why=why,
+            was_at_txid=dropped,
+            now_at_txid=self._namespace.last_applied_txid,
+        )

@@ -1,0 +1,417 @@
+"""The NameNode daemon: ClientProtocol, HAServiceProtocol and NamenodeProtocol over gRPC on
+the NameNode's RPC address, Prometheus ``/metrics`` on its HTTP address (DESIGN.md sections 1,
+5, 6 and 8).
+
+The servicers only convert messages; the decisions are ``FSNamesystem``'s. Every refusal is a
+``NamenodeError`` that reaches the caller through ``errors.to_status`` in one place
+(``_rpc``), so ``hafs`` and the failover proxy rebuild the same exception class.
+
+    with NameNodeServer(settings, "nn1") as nn:      # loads the newest image, STANDBY
+        nn.namesystem.transition_to_active()
+        print(nn.address, nn.metrics_port)
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+from prometheus_client import start_http_server
+
+from conf import Settings
+from conf.rpc import BindError, PortInUseError, bind, make_server
+from hanamenode import fsimage
+from hanamenode.checkpointer import image_chunks
+from hanamenode.errors import (
+    AccessControlError,
+    FSImageError,
+    InvalidArgumentError,
+    NamenodeError,
+    to_status,
+)
+from hanamenode.ha import HAState
+from hanamenode.metrics import NameNodeMetrics
+from hanamenode.namespace import StatInfo
+from hanamenode.namesystem import FSNamesystem, QJMFactory
+from hanamenode.peers import NameNodePeers, connect_address
+from hanamenode.storage import NameDirectory
+from proto import namenode_pb2, namenode_pb2_grpc
+
+log = structlog.get_logger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EMPTY = namenode_pb2.HAEmpty()
+
+
+def _abort(context: grpc.ServicerContext, exc: NamenodeError) -> None:
+    code, details, trailers = to_status(exc)
+    context.set_trailing_metadata(trailers)
+    context.abort(code, details)
+
+
+def _unexpected(context: grpc.ServicerContext, rpc: str, exc: Exception) -> None:
+    log.exception("NameNode RPC failed unexpectedly", rpc=rpc, error=str(exc))
+    context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+
+def _rpc(method: F) -> F:
+    """Run a unary servicer method: time it, and turn every error into its status."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def wrapper(self: _Servicer, request: Any, context: grpc.ServicerContext) -> Any:
+        started = time.perf_counter()
+        try:
+            return method(self, request, context)
+        except NamenodeError as exc:
+            _abort(context, exc)
+        except Exception as exc:
+            _unexpected(context, name, exc)
+        finally:
+            self.metrics.rpc_seconds.labels(name).observe(time.perf_counter() - started)
+        raise AssertionError("unreachable: context.abort raises")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def file_status(info: StatInfo) -> namenode_pb2.FileStatus:
+    return namenode_pb2.FileStatus(
+        path=info.path,
+        is_dir=info.is_dir,
+        length=info.length,
+        mtime_ms=info.mtime_ms,
+        permission=info.permission,
+        owner=info.owner,
+        group=info.group,
+        replication=info.replication,
+        children_num=info.children_num,
+    )
+
+
+class _Servicer:
+    def __init__(self, fsn: FSNamesystem) -> None:
+        self.fsn = fsn
+        self.metrics = fsn.metrics
+
+
+class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer):
+    """What ``hafs`` calls: mutations (retry-cached by the header's client and call ids) and
+    reads (refused by a standby unless the header allows stale reads)."""
+
+    @_rpc
+    def Mkdirs(self, request: Any, context: grpc.ServicerContext) -> Any:
+        h = request.header
+        done = self.fsn.mkdirs(
+            request.path,
+            create_parent=request.create_parent,
+            permission=request.permission,
+            client_id=h.client_id,
+            call_id=h.call_id,
+        )
+        return namenode_pb2.MkdirsResponse(created=done.result, txid=done.txid)
+
+    @_rpc
+    def Create(self, request: Any, context: grpc.ServicerContext) -> Any:
+        h = request.header
+        done = self.fsn.create(
+            request.path,
+            overwrite=request.overwrite,
+            permission=request.permission,
+            length=request.length,
+            replication=request.replication,
+            client_id=h.client_id,
+            call_id=h.call_id,
+        )
+        return namenode_pb2.CreateResponse(status=file_status(done.result), txid=done.txid)
+
+    @_rpc
+    def Delete(self, request: Any, context: grpc.ServicerContext) -> Any:
+        h = request.header
+        done = self.fsn.delete(
+            request.path, recursive=request.recursive, client_id=h.client_id, call_id=h.call_id
+        )
+        return namenode_pb2.DeleteResponse(deleted=done.result, txid=done.txid)
+
+    @_rpc
+    def Rename(self, request: Any, context: grpc.ServicerContext) -> Any:
+        h = request.header
+        done = self.fsn.rename(
+            request.src, request.dst, client_id=h.client_id, call_id=h.call_id
+        )
+        return namenode_pb2.RenameResponse(final_path=done.result, txid=done.txid)
+
+    @_rpc
+    def GetListing(self, request: Any, context: grpc.ServicerContext) -> Any:
+        entries = self.fsn.get_listing(
+            request.path, allow_stale_read=request.header.allow_stale_read
+        )
+        return namenode_pb2.GetListingResponse(entries=[file_status(e) for e in entries])
+
+    @_rpc
+    def GetFileInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
+        info = self.fsn.get_file_info(
+            request.path, allow_stale_read=request.header.allow_stale_read
+        )
+        return namenode_pb2.GetFileInfoResponse(status=file_status(info))
+
+
+class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolServicer):
+    """What ``hactl`` and the elector call."""
+
+    def __init__(self, fsn: FSNamesystem, automatic_failover: bool) -> None:
+        super().__init__(fsn)
+        self.automatic_failover = automatic_failover
+
+    def _check_manual_control(self, request: Any) -> None:
+        # HDFS NameNode.checkHaStateChange: with automatic failover, only the ZKFC (or a user
+        # who insists with --forcemanual) may change the state.
+        if self.automatic_failover and request.source == namenode_pb2.REQUEST_BY_USER:
+            raise AccessControlError(
+                "Manual HA control for this NameNode is disallowed, because automatic HA is "
+                "enabled (use --forcemanual to override)"
+            )
+
+    @_rpc
+    def GetServiceStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
+        s = self.fsn.service_status()
+        return namenode_pb2.ServiceStatus(
+            state=s.state.name,
+            ready_to_become_active=s.ready_to_become_active,
+            not_ready_reason=s.not_ready_reason,
+            last_applied_txid=s.last_applied_txid,
+            epoch=s.epoch,
+            namenode_id=s.namenode_id,
+        )
+
+    @_rpc
+    def TransitionToActive(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._check_manual_control(request)
+        self.fsn.transition_to_active()
+        return EMPTY
+
+    @_rpc
+    def TransitionToStandby(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._check_manual_control(request)
+        self.fsn.transition_to_standby()
+        return EMPTY
+
+    @_rpc
+    def MonitorHealth(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self.fsn.check_health()
+        return EMPTY
+
+
+class NamenodeProtocolServicer(_Servicer, namenode_pb2_grpc.NamenodeProtocolServicer):
+    """Between NameNodes: rolls, checkpoints, purges, bootstrap."""
+
+    def __init__(self, fsn: FSNamesystem, journal_uri: str) -> None:
+        super().__init__(fsn)
+        self.journal_uri = journal_uri
+
+    @_rpc
+    def RollEditLog(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return namenode_pb2.RollEditLogResponse(segment_txid=self.fsn.roll_edit_log())
+
+    @_rpc
+    def GetMostRecentCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
+        info = self.fsn.most_recent_checkpoint()
+        if info is None:
+            raise FSImageError(f"NameNode {self.fsn.nn_id} has no fsimage")
+        return namenode_pb2.CheckpointInfo(txid=info.txid, md5=info.md5, size=info.size)
+
+    def GetImage(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        """Stream an image (``txid`` 0: the newest) in 1 MiB chunks."""
+        try:
+            path: Path
+            if request.txid == 0:
+                newest = self.fsn.name_dir.newest_image()
+                if newest is None:
+                    raise FSImageError(f"NameNode {self.fsn.nn_id} has no fsimage")
+                fsimage.verify_md5(newest[1])
+                path = newest[1]
+            else:
+                path = self.fsn.image_path(request.txid)
+            for chunk in image_chunks(path):
+                yield namenode_pb2.ImageChunk(data=chunk)
+        except NamenodeError as exc:
+            _abort(context, exc)
+        except FileNotFoundError as exc:
+            # Purged by a newer checkpoint while being sent: the caller asks again.
+            _abort(context, FSImageError(f"image disappeared while being sent: {exc}"))
+        except Exception as exc:
+            _unexpected(context, "GetImage", exc)
+
+    def PutImage(self, request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Any:
+        try:
+            first = next(request_iterator, None)
+            if first is None or not first.HasField("info"):
+                raise InvalidArgumentError("PutImage: the first message must name the image")
+            info = first.info
+
+            def chunks() -> Iterator[bytes]:
+                if first.data:
+                    yield first.data
+                for message in request_iterator:
+                    yield message.data
+
+            path = self.fsn.install_uploaded_image(info.txid, info.md5, chunks())
+            return namenode_pb2.CheckpointInfo(
+                txid=info.txid, md5=info.md5, size=path.stat().st_size
+            )
+        except NamenodeError as exc:
+            _abort(context, exc)
+        except Exception as exc:
+            _unexpected(context, "PutImage", exc)
+        raise AssertionError("unreachable: context.abort raises")
+
+    @_rpc
+    def PurgeLogs(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self.fsn.purge_logs(request.min_txid_to_keep)
+        return EMPTY
+
+    @_rpc
+    def GetNamespaceInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return namenode_pb2.NamespaceInfoResponse(
+            namespace_info=self.fsn.ns_info.to_pb(), journal_uri=self.journal_uri
+        )
+
+
+class NameNodeServer:
+    """One NameNode: name dir (locked), namesystem, gRPC server, metrics. A context manager.
+
+    ``rpc_address``/``metrics_address`` override the configured ones (port 0: any free
+    port); ``metrics_address=""`` serves no metrics. ``qjm_factory`` and ``peers`` are for
+    tests that wrap the JournalNode or NameNode connections.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        nn_id: str,
+        *,
+        rpc_address: str | None = None,
+        metrics_address: str | None = None,
+        qjm_factory: QJMFactory | None = None,
+        peers: NameNodePeers | None = None,
+    ) -> None:
+        self.settings = settings
+        self.nn_id = nn_id
+        nn = settings.namenode(nn_id)
+        self.rpc_address = rpc_address if rpc_address is not None else nn.rpc_address
+        self.metrics_address = metrics_address if metrics_address is not None else (
+            nn.http_address
+        )
+        self.name_dir = NameDirectory(nn.name_dir)
+        self._qjm_factory = qjm_factory
+        self._peers = peers
+        self.metrics = NameNodeMetrics()
+        self._fsn: FSNamesystem | None = None
+        self._server: grpc.Server | None = None
+        self._metrics_server: Any = None
+        self.port = 0
+        self.metrics_port = 0
+        self._log = log.bind(nn=nn_id)
+
+    @property
+    def namesystem(self) -> FSNamesystem:
+        if self._fsn is None:
+            raise RuntimeError(f"NameNode {self.nn_id} is not started")
+        return self._fsn
+
+    @property
+    def address(self) -> str:
+        """host:port to connect to."""
+        return connect_address(f"{self.rpc_address.rsplit(':', 1)[0]}:{self.port}")
+
+    @property
+    def state(self) -> HAState:
+        return self._fsn.state if self._fsn is not None else HAState.INITIALIZING
+
+    def start(self) -> NameNodeServer:
+        try:
+            self.name_dir.lock()
+            fsn = FSNamesystem(
+                self.settings,
+                self.nn_id,
+                self.name_dir,
+                metrics=self.metrics,
+                peers=self._peers,
+                qjm_factory=self._qjm_factory,
+            )
+            self._fsn = fsn
+            self.metrics.watch(fsn.metrics_snapshot)
+            server = make_server(self.settings)
+            self._server = server
+            namenode_pb2_grpc.add_ClientProtocolServicer_to_server(
+                ClientProtocolServicer(fsn), server
+            )
+            namenode_pb2_grpc.add_HAServiceProtocolServicer_to_server(
+                HAServiceProtocolServicer(fsn, self.settings.ha.automatic_failover_enabled),
+                server,
+            )
+            namenode_pb2_grpc.add_NamenodeProtocolServicer_to_server(
+                NamenodeProtocolServicer(fsn, str(self.settings.journal_uri or "")), server
+            )
+            self.port = bind(server, self.rpc_address, self.settings.tls)
+            if self.metrics_address:
+                self._start_metrics_server(self.metrics_address)
+            server.start()
+            fsn.start()
+        except BaseException:
+            self.stop()
+            raise
+        self._log.info(
+            "namenode started",
+            rpc=self.address,
+            metrics_port=self.metrics_port,
+            name_dir=str(self.name_dir.path),
+            state=fsn.state.value,
+        )
+        return self
+
+    def _start_metrics_server(self, address: str) -> None:
+        host, port = address.rsplit(":", 1)
+        try:
+            self._metrics_server, _ = start_http_server(
+                int(port), addr=host.strip("[]"), registry=self.metrics.registry
+            )
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUseError(address) from None
+            raise BindError(f"cannot listen on {address}: {exc.strerror or exc}") from None
+        self.metrics_port = self._metrics_server.server_port
+
+    def stop(self, grace: float | None = 1.0) -> None:
+        """Leave ACTIVE if active (finalizing the segment when possible), stop serving."""
+        if self._fsn is not None:
+            try:
+                self._fsn.stop()
+            except Exception:
+                self._log.exception("namesystem did not stop cleanly")
+        if self._server is not None:
+            self._server.stop(grace).wait(timeout=(grace or 0) + 5)
+            self._server = None
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
+        self.name_dir.unlock()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the gRPC server terminates (or ``timeout``); True if it did."""
+        if self._server is None:
+            return True
+        return bool(self._server.wait_for_termination(timeout))
+
+    def __enter__(self) -> NameNodeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

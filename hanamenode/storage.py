@@ -1,0 +1,250 @@
+"""The NameNode's local name directory: ``VERSION``, the lock, and its fsimage checkpoints
+(DESIGN.md section 4, "NameNode").
+
+::
+
+    <name_dir>/in_use.lock              fcntl lock held by the running NameNode (its pid inside)
+    <name_dir>/VERSION                  namespaceID, clusterID, cTime, layoutVersion (key=value)
+    <name_dir>/fsimage_<txid 19>.db     checkpoints, each with its .md5 (hanamenode.fsimage)
+
+``hanamenode format`` writes VERSION and an empty image at txid 0; ``bootstrap-standby``
+writes VERSION and the image it copied from another NameNode; ``hanamenode run`` refuses a
+directory without VERSION. The images themselves are ``hanamenode.fsimage``'s business.
+
+    name_dir = NameDirectory(path)
+    with name_dir.locked():
+        ns_info = name_dir.read_version()
+        namespace, txid, _ = name_dir.load_newest_image(retry_cache)
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import secrets
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import structlog
+
+from hanamenode import fsimage
+from hanamenode.errors import CorruptImageError, FSImageError, NameDirError
+from hanamenode.namespace import Namespace
+from hanamenode.retry_cache import RetryCache
+from proto.values import NamespaceInfo
+
+log = structlog.get_logger(__name__)
+
+VERSION_FILE = "VERSION"
+LOCK_FILE = "in_use.lock"
+LAYOUT_VERSION = 1
+_STORAGE_TYPE = "NAME_NODE"
+
+
+def new_namespace_info() -> NamespaceInfo:
+    """A fresh identity for ``format``: ``CID-<uuid>`` and a random positive namespace id."""
+    return NamespaceInfo(
+        cluster_id=f"CID-{uuid.uuid4()}",
+        namespace_id=secrets.randbelow(2**31 - 1) + 1,
+        ctime=time.time_ns() // 1_000_000,
+        layout_version=LAYOUT_VERSION,
+    )
+
+
+def format_version(ns_info: NamespaceInfo) -> str:
+    """The text of a VERSION file (the keys HDFS's VERSION uses)."""
+    return (
+        f"namespaceID={ns_info.namespace_id}\n"
+        f"clusterID={ns_info.cluster_id}\n"
+        f"cTime={ns_info.ctime}\n"
+        f"storageType={_STORAGE_TYPE}\n"
+        f"layoutVersion={ns_info.layout_version}\n"
+    )
+
+
+def parse_version(text: str, source: str) -> NamespaceInfo:
+    """A VERSION file's NamespaceInfo; a NameDirError naming ``source`` when malformed."""
+    fields: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise NameDirError(f"{source} line {number} is not key=value: {line[:80]!r}")
+        fields[key.strip()] = value.strip()
+    try:
+        if fields.get("storageType", _STORAGE_TYPE) != _STORAGE_TYPE:
+            raise ValueError(f"storageType is {fields['storageType']!r}, not {_STORAGE_TYPE}")
+        info = NamespaceInfo(
+            cluster_id=fields["clusterID"],
+            namespace_id=int(fields["namespaceID"]),
+            ctime=int(fields.get("cTime", "0")),
+            layout_version=int(fields.get("layoutVersion", str(LAYOUT_VERSION))),
+        )
+    except KeyError as exc:
+        raise NameDirError(f"{source} has no {exc.args[0]}") from None
+    except ValueError as exc:
+        raise NameDirError(f"{source} is malformed: {exc}") from None
+    if not info.cluster_id or info.namespace_id <= 0:
+        raise NameDirError(f"{source} is malformed: empty clusterID or namespaceID <= 0")
+    if info.layout_version != LAYOUT_VERSION:
+        raise NameDirError(
+            f"{source} has layout version {info.layout_version}; this NameNode reads "
+            f"version {LAYOUT_VERSION}"
+        )
+    return info
+
+
+class NameDirectory:
+    """One NameNode's name dir. Not thread-safe on its own: the NameNode writes images from
+    one thread at a time (the checkpointer, or an upload on the active)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock_fd: int | None = None
+
+    def __repr__(self) -> str:
+        return f"NameDirectory({str(self.path)!r})"
+
+    @property
+    def version_path(self) -> Path:
+        return self.path / VERSION_FILE
+
+    # -- lock ----------------------------------------------------------------------------------
+
+    def lock(self) -> None:
+        """Take ``in_use.lock``; a NameDirError names the pid of a live holder."""
+        if self._lock_fd is not None:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise NameDirError(
+                    f"name directory {self.path} is in use by another NameNode"
+                    + (f" (pid {holder})" if holder else "")
+                ) from None
+            raise NameDirError(f"cannot lock name directory {self.path}: {exc}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    @contextmanager
+    def locked(self) -> Iterator[NameDirectory]:
+        self.lock()
+        try:
+            yield self
+        finally:
+            self.unlock()
+
+    # -- VERSION -------------------------------------------------------------------------------
+
+    def is_formatted(self) -> bool:
+        return self.version_path.is_file()
+
+    def has_data(self) -> bool:
+        """VERSION or any image present: what ``format`` must not erase without consent."""
+        return self.is_formatted() or (self.path.is_dir() and bool(self.images()))
+
+    def read_version(self) -> NamespaceInfo:
+        """This directory's NamespaceInfo; a NameDirError when it is not formatted."""
+        try:
+            text = self.version_path.read_text("utf-8")
+        except FileNotFoundError:
+            raise NameDirError(
+                f"name directory {self.path} is not formatted (no {VERSION_FILE}): run "
+                "`hanamenode format` on the first NameNode or `hanamenode bootstrap-standby` "
+                "on the others"
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise NameDirError(f"cannot read {self.version_path}: {exc}") from None
+        return parse_version(text, str(self.version_path))
+
+    def write_version(self, ns_info: NamespaceInfo) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.version_path.with_name(VERSION_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(format_version(ns_info))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.version_path)
+        _fsync_dir(self.path)
+
+    def clear(self) -> None:
+        """Remove VERSION and every image file (format): the lock file stays."""
+        if not self.path.is_dir():
+            return
+        for entry in os.scandir(self.path):
+            if entry.name == LOCK_FILE:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        _fsync_dir(self.path)
+
+    # -- images --------------------------------------------------------------------------------
+
+    def images(self) -> list[tuple[int, Path]]:
+        """``(txid, path)`` of every complete image, oldest first."""
+        return fsimage.list_images(self.path)
+
+    def newest_image(self) -> tuple[int, Path] | None:
+        images = self.images()
+        return images[-1] if images else None
+
+    def newest_image_txid(self) -> int | None:
+        newest = self.newest_image()
+        return None if newest is None else newest[0]
+
+    def load_newest_image(
+        self, retry_cache: RetryCache | None = None
+    ) -> tuple[Namespace, int, fsimage.ImageInfo]:
+        """Load the newest image whose md5 checks out. A corrupt image is logged and the next
+        older one tried (HDFS does the same); none usable is an FSImageError."""
+        images = self.images()
+        if not images:
+            raise FSImageError(f"name directory {self.path} holds no fsimage")
+        failures: list[str] = []
+        ns_info = self.read_version()
+        for txid, path in reversed(images):
+            try:
+                namespace, loaded_txid, info = fsimage.load_image(path, retry_cache=retry_cache)
+            except CorruptImageError as exc:
+                log.error(
+                    "fsimage is corrupt, trying an older one", image=str(path), error=str(exc)
+                )
+                failures.append(str(exc))
+                continue
+            if (info.cluster_id, info.namespace_id) != (ns_info.cluster_id, ns_info.namespace_id):
+                raise FSImageError(
+                    f"image {path} belongs to cluster {info.cluster_id} namespace "
+                    f"{info.namespace_id}, but {self.version_path} names cluster "
+                    f"{ns_info.cluster_id} namespace {ns_info.namespace_id}"
+                )
+            if failures:
+                log.warning("loaded an older fsimage", image=str(path), txid=txid)
+            return namespace, loaded_txid, info
+        raise FSImageError(f"no usable fsimage in {self.path}: " + "; ".join(failures))
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,235 @@
+"""EditLogTailer: the standby follows the shared edit log (DESIGN.md section 5; HDFS
+``EditLogTailer``).
+
+Every ``tail_edits_period`` the tailer asks the JournalNodes for their manifests from
+``last_applied_txid + 1``, chains the finalized segments (``qjm.reader.chain_segments``, each a
+``RedundantEditLogInputStream`` that switches JournalNode on a failure mid-read) and applies
+every op. The active only finalizes a segment when it rolls, so every ``log_roll_period`` the
+tailer asks the active (whichever of the other NameNodes answers as active) to roll its log.
+
+``load_edits`` is the one reading loop; the transition to active uses it through
+``catch_up`` to read the log up to the end that recovery found, after stopping the thread.
+
+    tailer = EditLogTailer(namesystem.apply_tailed, lambda: namesystem.last_applied_txid,
+                           reader_qjm, tail_period=1.0, roll_period=120.0, peers=peers)
+    tailer.start()
+    ...
+    tailer.stop()
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from hanamenode.metrics import NameNodeMetrics
+from hanamenode.peers import NameNodePeers, Peer
+from proto import edits_pb2, namenode_pb2
+from proto.values import RemoteEditLog
+from qjm.errors import describe_exception
+from qjm.manager import QuorumJournalManager
+from qjm.reader import SegmentSource, chain_segments
+
+log = structlog.get_logger(__name__)
+
+ApplyTailed = Callable[[edits_pb2.EditOp], bool]
+"""Apply one op read from the log; False means stop (tailing was disabled meanwhile)."""
+
+# Do not spin when the configured tail period is 0 ("as often as possible").
+_MIN_PERIOD = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """What one pass over the log did: ``applied`` ops, the last txid applied (0 if none),
+    and the highest txid any JournalNode knows of (in-progress segments included)."""
+
+    applied: int
+    last_txid: int
+    highest_known_txid: int
+
+
+def load_edits(
+    qjm: QuorumJournalManager,
+    since_txid: int,
+    apply: ApplyTailed,
+    *,
+    up_to: int | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> LoadResult:
+    """Apply every op of the finalized segments from ``since_txid`` (through ``up_to``).
+
+    Reads the manifests of a quorum of JournalNodes (in-progress segments included, only to
+    learn how far the log goes), chains the finalized segments without gaps, and streams
+    each from any JournalNode that has it.
+    """
+    call = qjm.loggers.get_edit_log_manifest(since_txid, True)
+    manifests = qjm.loggers.wait_for_write_quorum(
+        call, qjm.timeouts.select_input_streams_timeout, f"getEditLogManifest({since_txid})"
+    )
+    highest = 0
+    for logs, committed in manifests.values():
+        highest = max([highest, committed, *(entry.end_txid for entry in logs)])
+    by_source: dict[SegmentSource, list[RemoteEditLog]] = {
+        lg: logs for lg, (logs, _) in manifests.items()
+    }
+    applied = 0
+    last = 0
+    for stream in chain_segments(by_source, since_txid):
+        if up_to is not None and stream.start_txid > up_to:
+            break
+        for op in stream.read(max(stream.start_txid, since_txid)):
+            if (up_to is not None and op.txid > up_to) or should_stop() or not apply(op):
+                return LoadResult(applied, last, highest)
+            applied += 1
+            last = op.txid
+    return LoadResult(applied, last, highest)
+
+
+class EditLogTailer:
+    """The standby's tailing thread (``edit-log-tailer-<nn>``), with its roll requests.
+
+    ``apply`` applies one op (the namesystem checks, under its lock, that it is still a
+    standby); ``last_applied`` reads the namesystem's last applied txid.
+    """
+
+    def __init__(
+        self,
+        apply: ApplyTailed,
+        last_applied: Callable[[], int],
+        qjm: QuorumJournalManager,
+        *,
+        tail_period: float,
+        roll_period: float,
+        peers: NameNodePeers | None = None,
+        metrics: NameNodeMetrics | None = None,
+        nn_id: str = "",
+    ) -> None:
+        self._apply = apply
+        self._last_applied = last_applied
+        self.qjm = qjm
+        self.tail_period = max(tail_period, _MIN_PERIOD)
+        self.roll_period = roll_period
+        self.peers = peers
+        self.metrics = metrics
+        self.nn_id = nn_id
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._log = log.bind(nn=nn_id)
+        self.lag_txns = 0
+        self.last_load_time = time.monotonic()
+        self.last_roll_request = time.monotonic()
+        self.last_exception: BaseException | None = None
+        """What made the last round fail (None after a good round)."""
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        # A fresh event per run: a thread that outlived its stop() (stuck in a read) keeps
+        # seeing its own event set and cannot come back to life with the next start().
+        stop = threading.Event()
+        self._stop = stop
+        self.last_roll_request = time.monotonic()
+        self._thread = threading.Thread(
+            target=self._run, args=(stop,), name=f"edit-log-tailer-{self.nn_id}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the thread; False if it did not end within ``timeout`` (it then stops at its
+        next op: the namesystem refuses its applies once tailing is disabled)."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return True
+        thread.join(timeout)
+        if thread.is_alive():
+            self._log.warning("tailer thread did not stop in time", timeout=timeout)
+            return False
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def seconds_since_last_load(self) -> float:
+        return time.monotonic() - self.last_load_time
+
+    def _run(self, stop: threading.Event) -> None:
+        self._log.info(
+            "edit log tailer started", tail_period=self.tail_period, roll_period=self.roll_period
+        )
+        while not stop.wait(self.tail_period):
+            try:
+                self.do_tail_edits(stop)
+            except Exception as exc:
+                self.last_exception = exc
+                if self.metrics is not None:
+                    self.metrics.tail_errors.inc()
+                self._log.warning("tailing edits failed", error=describe_exception(exc))
+            if time.monotonic() - self.last_roll_request >= self.roll_period:
+                self.trigger_active_log_roll()
+        self._log.info("edit log tailer stopped")
+
+    # -- tailing -------------------------------------------------------------------------------
+
+    def do_tail_edits(self, stop: threading.Event | None = None) -> int:
+        """One round: apply whatever finalized edits are new; return how many."""
+        since = self._last_applied() + 1
+        should_stop = stop.is_set if stop is not None else (lambda: False)
+        result = load_edits(self.qjm, since, self._apply, should_stop=should_stop)
+        self._after_load(result)
+        return result.applied
+
+    def catch_up(self, qjm: QuorumJournalManager, up_to: int | None, apply: ApplyTailed) -> int:
+        """Apply everything through ``up_to`` (the transition to active, after recovery
+        finalized the last segment); return how many ops were applied."""
+        if up_to is None or up_to <= self._last_applied():
+            return 0
+        result = load_edits(qjm, self._last_applied() + 1, apply, up_to=up_to)
+        self._after_load(result)
+        self._log.info(
+            "caught up with the recovered log", applied=result.applied, up_to=up_to
+        )
+        return result.applied
+
+    def _after_load(self, result: LoadResult) -> None:
+        last_applied = self._last_applied()
+        self.lag_txns = max(0, result.highest_known_txid - last_applied)
+        self.last_exception = None
+        self.last_load_time = time.monotonic()
+        if result.applied:
+            if self.metrics is not None:
+                self.metrics.tailed_txns.inc(result.applied)
+            self._log.debug("applied edits", count=result.applied, last_applied=last_applied)
+
+    # -- rolls ---------------------------------------------------------------------------------
+
+    def trigger_active_log_roll(self) -> int | None:
+        """Ask the active to roll its edit log; the new segment's first txid, or None."""
+        self.last_roll_request = time.monotonic()
+        if self.peers is None or not self.peers.peers:
+            return None
+        peers = self.peers
+
+        def roll(peer: Peer) -> int:
+            reply = peers.namenode(peer).RollEditLog(namenode_pb2.HAEmpty(), timeout=peers.timeout)
+            return int(reply.segment_txid)
+
+        try:
+            segment = peers.call_active("roll edit log", roll)
+        except Exception as exc:
+            if self.metrics is not None:
+                self.metrics.roll_requests.labels("failed").inc()
+            self._log.warning("could not ask the active to roll its log", error=str(exc))
+            return None
+        if self.metrics is not None:
+            self.metrics.roll_requests.labels("ok").inc()
+        self._log.debug("active rolled its log", segment=segment)
+        return segment

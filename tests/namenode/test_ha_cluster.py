@@ -1,0 +1,266 @@
+"""Two (or three) real NameNodes on three real JournalNodes, driven through their gRPC
+services: writes on the active, the standby following, manual failover, the retry cache across
+a failover, fencing of an old active, and group commit."""
+
+from __future__ import annotations
+
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from hanamenode.errors import (
+    AccessControlError,
+    EditLogError,
+    NamenodeError,
+    PathExistsError,
+    StandbyError,
+    from_rpc_error,
+)
+from hanamenode.ha import HAState
+from proto import namenode_pb2
+from tests.namenode.cluster import CLIENT_ID, NameNodeCluster, header, wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[NameNodeCluster]:
+    with NameNodeCluster(tmp_path) as c:
+        c.transition_to_active("nn1")
+        yield c
+
+
+def rpc_error(call: object) -> NamenodeError:
+    """The NamenodeError a failing gRPC call raised, rebuilt as the client would."""
+    assert callable(call)
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return from_rpc_error(info.value)
+
+
+def stat(c: NameNodeCluster, nn: str, path: str) -> namenode_pb2.FileStatus:
+    request = namenode_pb2.GetFileInfoRequest(header=header(stale=True), path=path)
+    return c.client(nn).GetFileInfo(request, timeout=10).status
+
+
+def test_standby_follows_the_active_after_a_roll(cluster: NameNodeCluster) -> None:
+    acked = []
+    for i in range(20):
+        reply = cluster.mkdir("nn1", f"/dir{i}/sub", create_parent=True)
+        assert reply.created
+        acked.append((f"/dir{i}/sub", reply.txid))
+    client = cluster.client("nn1")
+    created = client.Create(
+        namenode_pb2.CreateRequest(header=header(), path="/dir0/f", length=42), timeout=10
+    )
+    assert created.status.length == 42 and created.status.replication == 3
+    renamed = client.Rename(
+        namenode_pb2.RenameRequest(header=header(), src="/dir0/f", dst="/dir1"), timeout=10
+    )
+    assert renamed.final_path == "/dir1/f"
+    deleted = client.Delete(
+        namenode_pb2.DeleteRequest(header=header(), path="/dir2", recursive=True), timeout=10
+    )
+    assert deleted.deleted
+    # The standby sees finalized segments only: the tailer's periodic roll request finalizes
+    # the active's segment within the roll period (0.5 s).
+    cluster.wait_caught_up("nn2", deleted.txid)
+    for path, _ in acked[3:]:
+        assert stat(cluster, "nn2", path).is_dir
+    assert stat(cluster, "nn2", "/dir1/f").length == 42
+    # Segment markers aside, the standby now holds the active's namespace.
+    assert cluster.fsn("nn2").namespace.snapshot() == cluster.fsn("nn1").namespace.snapshot()
+    listing = cluster.client("nn2").GetListing(
+        namenode_pb2.GetListingRequest(header=header(stale=True), path="/"), timeout=10
+    )
+    assert [e.path for e in listing.entries][:2] == ["/dir0", "/dir1"]
+    assert cluster.server("nn2").metrics.value("hanamenode_tailer_txns_applied_total") > 0
+    # Prometheus scrapes the same registry over HTTP.
+    port = cluster.server("nn1").metrics_port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    assert 'hanamenode_ha_state{state="active"} 1.0' in text
+    assert "hanamenode_edit_log_sync_seconds_bucket" in text
+    assert "hanamenode_last_applied_txid" in text
+
+
+def test_standby_refuses_writes_and_fresh_reads(cluster: NameNodeCluster) -> None:
+    standby = cluster.client("nn2")
+    error = rpc_error(
+        lambda: standby.Mkdirs(namenode_pb2.MkdirsRequest(header=header(), path="/x"), timeout=5)
+    )
+    assert isinstance(error, StandbyError)
+    assert "Operation category WRITE is not supported in state standby" in str(error)
+    error = rpc_error(
+        lambda: standby.GetFileInfo(
+            namenode_pb2.GetFileInfoRequest(header=header(), path="/"), timeout=5
+        )
+    )
+    assert isinstance(error, StandbyError) and "READ" in str(error)
+    assert stat(cluster, "nn2", "/").is_dir  # a stale read is allowed
+    status = cluster.ha("nn2").GetServiceStatus(namenode_pb2.HAEmpty(), timeout=5)
+    assert status.state == namenode_pb2.STANDBY and status.namenode_id == "nn2"
+    status = cluster.ha("nn1").GetServiceStatus(namenode_pb2.HAEmpty(), timeout=5)
+    assert status.state == namenode_pb2.ACTIVE and status.epoch >= 1
+    cluster.ha("nn1").MonitorHealth(namenode_pb2.HAEmpty(), timeout=5)
+    cluster.ha("nn2").MonitorHealth(namenode_pb2.HAEmpty(), timeout=5)
+
+
+def test_manual_failover_keeps_every_acknowledged_edit(cluster: NameNodeCluster) -> None:
+    acked = [cluster.mkdir("nn1", f"/before{i}").txid for i in range(30)]
+    cluster.transition_to_standby("nn1")
+    cluster.transition_to_standby("nn1")  # idempotent
+    cluster.transition_to_active("nn2")
+    cluster.transition_to_active("nn2")  # idempotent
+    assert cluster.fsn("nn1").state is HAState.STANDBY
+    assert cluster.fsn("nn2").state is HAState.ACTIVE
+    for i in range(30):
+        assert stat(cluster, "nn2", f"/before{i}").is_dir
+    after = cluster.mkdir("nn2", "/after")
+    assert after.txid > max(acked)
+    # The old active follows the new one like any standby.
+    cluster.wait_caught_up("nn1", after.txid)
+    assert stat(cluster, "nn1", "/after").is_dir
+    assert cluster.server("nn2").metrics.value(
+        "hanamenode_ha_transitions_total", {"to_state": "active"}
+    ) == 1
+
+
+def test_retry_after_failover_gets_the_first_answer(cluster: NameNodeCluster) -> None:
+    client = cluster.client("nn1")
+    cluster.mkdir("nn1", "/d")
+    create = namenode_pb2.CreateRequest(header=header(CLIENT_ID, 1001), path="/d/f", length=7)
+    first_create = client.Create(create, timeout=10)
+    delete = namenode_pb2.DeleteRequest(header=header(CLIENT_ID, 1002), path="/d/f")
+    mkdir = namenode_pb2.MkdirsRequest(header=header(CLIENT_ID, 1003), path="/e")
+    # A retry on the same active is answered from the cache, not executed again.
+    assert client.Create(create, timeout=10) == first_create
+    first_mkdir = client.Mkdirs(mkdir, timeout=10)
+    first_delete = client.Delete(delete, timeout=10)
+    last_txid = cluster.fsn("nn1").last_applied_txid
+
+    cluster.transition_to_standby("nn1")
+    cluster.transition_to_active("nn2")
+    new_active = cluster.client("nn2")
+    applied = cluster.fsn("nn2").last_applied_txid
+    assert applied > last_txid  # the end marker and the new segment's start marker
+    # The same (client_id, call_id) on the new active: the first answers, nothing executed.
+    assert new_active.Create(create, timeout=10) == first_create
+    assert new_active.Delete(delete, timeout=10) == first_delete
+    assert new_active.Mkdirs(mkdir, timeout=10) == first_mkdir
+    assert cluster.fsn("nn2").last_applied_txid == applied
+    # A new call id is a new call: the file is gone, the directory exists.
+    error = rpc_error(
+        lambda: new_active.Mkdirs(namenode_pb2.MkdirsRequest(header=header(), path="/e"))
+    )
+    assert isinstance(error, PathExistsError)
+
+
+def test_old_active_that_was_not_told_is_fenced_and_steps_down(
+    cluster: NameNodeCluster,
+) -> None:
+    acked = [cluster.mkdir("nn1", f"/a{i}").txid for i in range(5)]
+    # nn2 becomes active without nn1 being told (a partitioned old active): the new epoch
+    # fences nn1 on the JournalNodes.
+    cluster.fsn("nn2").transition_to_active()
+    assert cluster.fsn("nn1").state is HAState.ACTIVE
+    error = rpc_error(lambda: cluster.mkdir("nn1", "/from-the-old-active"))
+    assert isinstance(error, EditLogError)
+    assert "sync" in str(error) or "segment" in str(error)
+    wait_for(lambda: cluster.fsn("nn1").state is HAState.STANDBY, what="nn1 to step down")
+    assert cluster.server("nn1").metrics.value("hanamenode_edit_log_failures_total") == 1
+    for i in range(5):
+        assert stat(cluster, "nn2", f"/a{i}").is_dir
+    new = cluster.mkdir("nn2", "/b")
+    assert new.txid > max(acked)
+    cluster.wait_caught_up("nn1", new.txid)
+    assert stat(cluster, "nn1", "/b").is_dir
+    # The old active reloaded from its image and replayed the durable log: it matches.
+    wait_for(
+        lambda: cluster.fsn("nn1").namespace.snapshot() == cluster.fsn("nn2").namespace.snapshot(),
+        what="equal namespaces",
+    )
+
+
+def test_group_commit_batches_concurrent_mkdirs(cluster: NameNodeCluster) -> None:
+    metrics = cluster.server("nn1").metrics
+    syncs_before = metrics.value("hanamenode_edit_log_syncs_total")
+    txns_before = metrics.value("hanamenode_edit_log_txns_synced_total")
+    threads, per_thread = 16, 25
+    acked: list[str] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def worker(t: int) -> None:
+        start.wait(timeout=10)
+        try:
+            for i in range(per_thread):
+                path = f"/t{t}-{i}"
+                cluster.mkdir("nn1", path)
+                with lock:
+                    acked.append(path)
+        except BaseException as exc:
+            errors.append(exc)
+
+    pool = [
+        threading.Thread(target=worker, args=(t,), name=f"mkdir-{t}") for t in range(threads)
+    ]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join(timeout=30)
+    assert not errors
+    ops = threads * per_thread
+    assert len(acked) == ops
+    syncs = metrics.value("hanamenode_edit_log_syncs_total") - syncs_before
+    synced = metrics.value("hanamenode_edit_log_txns_synced_total") - txns_before
+    assert synced >= ops
+    assert syncs < ops, f"{syncs} syncs for {ops} ops: no group commit"
+    # Every acknowledged mkdir is durable: the next active has them all.
+    cluster.transition_to_standby("nn1")
+    cluster.transition_to_active("nn2")
+    listing = cluster.client("nn2").GetListing(
+        namenode_pb2.GetListingRequest(header=header(), path="/"), timeout=10
+    )
+    assert {e.path for e in listing.entries} >= set(acked)
+
+
+def test_three_namenodes_one_active_two_standbys(tmp_path: Path) -> None:
+    with NameNodeCluster(tmp_path, namenodes=3) as c:
+        c.transition_to_active("nn1")
+        first = c.mkdir("nn1", "/one")
+        c.wait_caught_up("nn2", first.txid)
+        c.wait_caught_up("nn3", first.txid)
+        c.transition_to_standby("nn1")
+        c.transition_to_active("nn3")
+        assert [c.fsn(nn).state for nn in c.ids] == [
+            HAState.STANDBY, HAState.STANDBY, HAState.ACTIVE
+        ]
+        second = c.mkdir("nn3", "/three")
+        for nn in ("nn1", "nn2"):
+            c.wait_caught_up(nn, second.txid)
+            assert stat(c, nn, "/one").is_dir and stat(c, nn, "/three").is_dir
+        # The standbys' roll requests found the new active among the others.
+        assert c.server("nn2").metrics.value(
+            "hanamenode_tailer_roll_requests_total", {"outcome": "ok"}
+        ) > 0
+
+
+def test_manual_transitions_need_forcemanual_with_automatic_failover(tmp_path: Path) -> None:
+    conf = {"dfs.ha.automatic-failover.enabled": "true", "ha.zookeeper.quorum": "127.0.0.1:1"}
+    with NameNodeCluster(tmp_path, conf=conf) as c:
+        by_user = namenode_pb2.TransitionRequest(source=namenode_pb2.REQUEST_BY_USER)
+        error = rpc_error(lambda: c.ha("nn1").TransitionToActive(by_user, timeout=10))
+        assert isinstance(error, AccessControlError) and "--forcemanual" in str(error)
+        assert c.fsn("nn1").state is HAState.STANDBY
+        for source in (namenode_pb2.REQUEST_BY_USER_FORCED, namenode_pb2.REQUEST_BY_ZKFC):
+            request = namenode_pb2.TransitionRequest(source=source)
+            c.ha("nn1").TransitionToActive(request, timeout=10)
+            assert c.fsn("nn1").state is HAState.ACTIVE
+            c.ha("nn1").TransitionToStandby(request, timeout=10)
+            assert c.fsn("nn1").state is HAState.STANDBY
