@@ -11,6 +11,7 @@ The one place that reads configuration files and makes gRPC servers and channels
 from conf.keys import KEYS, QJournalUri, parse_duration, parse_qjournal_uri
 from conf.settings import (
     CONF_ENV,
+    ClientSettings,
     HASettings,
     JournalNodeSettings,
     NameNodeSettings,
@@ -26,6 +27,7 @@ from conf.xmlconf import ConfigError, read_xml, write_xml
 __all__ = [
     "CONF_ENV",
     "KEYS",
+    "ClientSettings",
     "ConfigError",
     "HASettings",
     "JournalNodeSettings",

@@ -166,10 +166,14 @@ def parse_fencing_methods(text: str) -> tuple[str, ...]:
 
 
 def parse_zk_quorum(text: str) -> str:
-    """``host:port,host:port`` (kazoo's ``hosts``), normalized without spaces."""
+    """``host:port,host:port`` (kazoo's ``hosts``), normalized without spaces, with an optional
+    chroot after the last host as in ZooKeeper's connect string (``h1:2181,h2:2181/chroot``)."""
     if not text.strip():
         return ""
-    return ",".join(parse_address(item, allow_port_zero=False) for item in text.split(","))
+    hosts, _, chroot = text.strip().partition("/")
+    normalized = ",".join(parse_address(i, allow_port_zero=False) for i in hosts.split(","))
+    chroot = chroot.strip("/")
+    return normalized + parse_znode("/" + chroot) if chroot else normalized
 
 
 def parse_zk_auth(text: str) -> tuple[tuple[str, str], ...]:
@@ -387,6 +391,24 @@ KEYS: tuple[Key, ...] = (
         "5000",
         "timeout of the graceful fence RPC",
     ),
+    Key(
+        "ha.health-monitor.check-interval.ms",
+        _duration("ms"),
+        "1000",
+        "how often the elector checks its NameNode's health",
+    ),
+    Key(
+        "ha.failover-controller.new-active.rpc-timeout.ms",
+        _duration("ms"),
+        "60000",
+        "longest wait for a NameNode to become active or step down in a graceful failover",
+    ),
+    Key(
+        "ha.failover-controller.cli-check.rpc-timeout.ms",
+        _duration("ms"),
+        "20000",
+        "timeout of hactl's state and health RPCs",
+    ),
     # RPC.
     Key(
         "hanamenode.rpc.tls.enabled",
@@ -399,6 +421,28 @@ KEYS: tuple[Key, ...] = (
     Key("hanamenode.rpc.tls.key-file", parse_path, None, "this host's private key (PEM)"),
     Key("hanamenode.rpc.handler.count", _count(1), "16", "gRPC server worker threads"),
     Key("hanamenode.rpc.max-message.mb", _mebibytes, "128", "largest gRPC message"),
+    # Client (hafs and the failover proxy). HDFS defaults are 15 attempts, 500 ms and 15 s;
+    # the sleeps here are shorter, so that a manual failover on a dev cluster is not waited
+    # out for seconds.
+    Key(
+        "dfs.client.failover.max.attempts",
+        _count(1),
+        "15",
+        "attempts of one call over all NameNodes before the client gives up",
+    ),
+    Key(
+        "dfs.client.failover.sleep.base.millis",
+        _duration("ms", positive=False),
+        "50",
+        "first sleep between failovers, doubled each time",
+    ),
+    Key(
+        "dfs.client.failover.sleep.max.millis",
+        _duration("ms", positive=False),
+        "1000",
+        "longest sleep between failovers (before jitter)",
+    ),
+    Key("dfs.client.rpc-timeout.ms", _duration("ms"), "20000", "deadline of one client RPC"),
 )
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS if not k.is_pattern}

@@ -26,6 +26,7 @@ from conf.xmlconf import ConfigError, ConfigValue, Property, read_xml, to_config
 
 __all__ = [
     "CONF_ENV",
+    "ClientSettings",
     "HASettings",
     "JournalNodeSettings",
     "NameNodeSettings",
@@ -101,6 +102,9 @@ class HASettings:
     checkpoint_period: float = 3600.0
     checkpoints_retained: int = 2
     graceful_fence_timeout: float = 5.0
+    health_check_interval: float = 1.0
+    new_active_timeout: float = 60.0
+    cli_check_timeout: float = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +129,16 @@ class RPCSettings:
     max_message_bytes: int = 128 * MIB
 
 
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """The failover proxy's retry policy and RPC deadline (float seconds)."""
+
+    failover_max_attempts: int = 15
+    failover_sleep_base: float = 0.05
+    failover_sleep_max: float = 1.0
+    rpc_timeout: float = 20.0
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything a process needs, read once. Build with ``load_settings`` or ``from_mapping``."""
@@ -143,6 +157,7 @@ class Settings:
     rpc: RPCSettings
     values: Mapping[str, Any] = field(repr=False, compare=False)
     """Every key set in the file, parsed (per-id keys included); prefer the typed fields."""
+    client: ClientSettings = field(default_factory=ClientSettings)
 
     @classmethod
     def from_mapping(
@@ -334,6 +349,9 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         checkpoint_period=get("dfs.namenode.checkpoint.period"),
         checkpoints_retained=get("dfs.namenode.num.checkpoints.retained"),
         graceful_fence_timeout=get("ha.failover-controller.graceful-fence.rpc-timeout.ms"),
+        health_check_interval=get("ha.health-monitor.check-interval.ms"),
+        new_active_timeout=get("ha.failover-controller.new-active.rpc-timeout.ms"),
+        cli_check_timeout=get("ha.failover-controller.cli-check.rpc-timeout.ms"),
     )
     if ha.automatic_failover_enabled and not zk.quorum:
         raise ConfigError(
@@ -357,6 +375,12 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
             max_message_bytes=get("hanamenode.rpc.max-message.mb"),
         ),
         values=MappingProxyType(values),
+        client=ClientSettings(
+            failover_max_attempts=get("dfs.client.failover.max.attempts"),
+            failover_sleep_base=get("dfs.client.failover.sleep.base.millis"),
+            failover_sleep_max=get("dfs.client.failover.sleep.max.millis"),
+            rpc_timeout=get("dfs.client.rpc-timeout.ms"),
+        ),
     )
 
 

@@ -1,0 +1,13 @@
+"""The NameNode's client side (DESIGN.md sections 1 and 5): ``FailoverProxy`` (the
+configured NameNodes plus one retry policy, reusing ``(client_id, call_id)`` on every retry),
+``HaFsClient`` (mkdirs/create/delete/rename/list/stat through it) and ``shell`` (``hafs``).
+
+    from hanamenode.client import HaFsClient
+    with HaFsClient(settings) as fs:
+        fs.mkdirs("/a/b", parents=True)
+"""
+
+from hanamenode.client.client import HaFsClient, status_from_pb
+from hanamenode.client.failover_proxy import FailoverProxy, NameNodeAddress, RetryPolicy
+
+__all__ = ["FailoverProxy", "HaFsClient", "NameNodeAddress", "RetryPolicy", "status_from_pb"]

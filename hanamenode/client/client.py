@@ -1,0 +1,181 @@
+"""``HaFsClient``: the namespace of an HA nameservice as one client sees it (DESIGN.md
+section 1, ``hafs``; HDFS ``DistributedFileSystem`` over ``DFSClient``).
+
+Each method is one logical ClientProtocol call made through a ``FailoverProxy``, so it
+reaches whichever NameNode is active and a retry across a failover runs at most once. The
+results are the in-process ``Namespace``'s types (``StatInfo``, ``bool``, the final path)
+and the refusals its exceptions (``hanamenode.errors``), so code written against a
+``Namespace`` runs against a cluster unchanged::
+
+    with HaFsClient(load_settings("hdfs-site.xml")) as fs:
+        fs.mkdirs("/user/alice", parents=True)
+        fs.create("/user/alice/notes")
+        for status in fs.list("/user/alice"):
+            print(status.path, status.length)
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from types import TracebackType
+
+import grpc
+
+from conf import Settings, TLSSettings
+from hanamenode.client.failover_proxy import FailoverProxy, NameNodeAddress, RetryPolicy
+from hanamenode.namespace import StatInfo
+from proto import namenode_pb2, namenode_pb2_grpc
+
+__all__ = ["HaFsClient", "status_from_pb"]
+
+_Stub = namenode_pb2_grpc.ClientProtocolStub
+_Header = namenode_pb2.RpcHeader
+
+
+def status_from_pb(status: namenode_pb2.FileStatus) -> StatInfo:
+    """The ``StatInfo`` a ``FileStatus`` message carries."""
+    return StatInfo(
+        path=status.path,
+        is_dir=status.is_dir,
+        length=status.length,
+        mtime_ms=status.mtime_ms,
+        permission=status.permission,
+        owner=status.owner,
+        group=status.group,
+        replication=status.replication,
+        children_num=status.children_num,
+    )
+
+
+class HaFsClient:
+    """mkdirs/create/delete/rename/list/stat against the active NameNode; a context manager.
+
+    ``target`` is ``Settings`` (the NameNodes of ``dfs.ha.namenodes.<ns>``, the
+    ``dfs.client.*`` policy, TLS), a list of ``host:port`` addresses (then ``policy`` and
+    ``tls``, or their defaults), or a ``FailoverProxy`` made by the caller (the other
+    arguments are then ignored). ``client_id`` and ``channel_factory`` go to the proxy.
+    """
+
+    def __init__(
+        self,
+        target: Settings | Sequence[str | NameNodeAddress] | FailoverProxy,
+        *,
+        policy: RetryPolicy | None = None,
+        tls: TLSSettings | None = None,
+        client_id: bytes | None = None,
+        channel_factory: Callable[[str], grpc.Channel] | None = None,
+    ) -> None:
+        self.proxy: FailoverProxy
+        if isinstance(target, FailoverProxy):
+            self.proxy = target
+        elif isinstance(target, Settings):
+            self.proxy = FailoverProxy.from_settings(
+                target, policy, client_id=client_id, channel_factory=channel_factory
+            )
+        else:
+            self.proxy = FailoverProxy(
+                target, policy, tls=tls, client_id=client_id, channel_factory=channel_factory
+            )
+
+    # -- mutations -----------------------------------------------------------------------------
+
+    def mkdirs(self, path: str, *, parents: bool = False, permission: int = 0) -> bool:
+        """Create directory ``path`` (``parents``: and its missing ancestors, like
+        ``mkdir -p``). False when ``parents`` is set and it already existed."""
+        request = namenode_pb2.MkdirsRequest(
+            path=path, create_parent=parents, permission=permission
+        )
+
+        def invoke(stub: _Stub, header: _Header, timeout: float) -> namenode_pb2.MkdirsResponse:
+            request.header.CopyFrom(header)
+            return stub.Mkdirs(request, timeout=timeout)
+
+        return bool(self.proxy.call("mkdirs", invoke).created)
+
+    def create(
+        self,
+        path: str,
+        *,
+        overwrite: bool = False,
+        permission: int = 0,
+        length: int = 0,
+        replication: int = 0,
+    ) -> StatInfo:
+        """Create file ``path`` (replacing an existing file with ``overwrite``). The length
+        is metadata only; 0 for ``permission``/``replication`` means 0644/3."""
+        request = namenode_pb2.CreateRequest(
+            path=path,
+            overwrite=overwrite,
+            permission=permission,
+            length=length,
+            replication=replication,
+        )
+
+        def invoke(stub: _Stub, header: _Header, timeout: float) -> namenode_pb2.CreateResponse:
+            request.header.CopyFrom(header)
+            return stub.Create(request, timeout=timeout)
+
+        return status_from_pb(self.proxy.call("create", invoke).status)
+
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        """Delete ``path``; a non-empty directory needs ``recursive``."""
+        request = namenode_pb2.DeleteRequest(path=path, recursive=recursive)
+
+        def invoke(stub: _Stub, header: _Header, timeout: float) -> namenode_pb2.DeleteResponse:
+            request.header.CopyFrom(header)
+            return stub.Delete(request, timeout=timeout)
+
+        return bool(self.proxy.call("delete", invoke).deleted)
+
+    def rename(self, src: str, dst: str) -> str:
+        """Move ``src`` to ``dst``, or into ``dst`` when it is a directory; the final path."""
+        request = namenode_pb2.RenameRequest(src=src, dst=dst)
+
+        def invoke(stub: _Stub, header: _Header, timeout: float) -> namenode_pb2.RenameResponse:
+            request.header.CopyFrom(header)
+            return stub.Rename(request, timeout=timeout)
+
+        return str(self.proxy.call("rename", invoke).final_path)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def list(self, path: str) -> builtins.list[StatInfo]:
+        """The children of directory ``path`` sorted by name, or ``[stat(path)]`` for a file."""
+        request = namenode_pb2.GetListingRequest(path=path)
+
+        def invoke(
+            stub: _Stub, header: _Header, timeout: float
+        ) -> namenode_pb2.GetListingResponse:
+            request.header.CopyFrom(header)
+            return stub.GetListing(request, timeout=timeout)
+
+        return [status_from_pb(e) for e in self.proxy.call("list", invoke).entries]
+
+    def stat(self, path: str) -> StatInfo:
+        """The attributes of ``path``; ``PathNotFoundError`` when it does not exist."""
+        request = namenode_pb2.GetFileInfoRequest(path=path)
+
+        def invoke(
+            stub: _Stub, header: _Header, timeout: float
+        ) -> namenode_pb2.GetFileInfoResponse:
+            request.header.CopyFrom(header)
+            return stub.GetFileInfo(request, timeout=timeout)
+
+        return status_from_pb(self.proxy.call("stat", invoke).status)
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.proxy.close()
+
+    def __enter__(self) -> HaFsClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,541 @@
+"""NameNode daemons as child processes: the launcher of the dev cluster, benchmarks and
+process tests (DESIGN.md section 1: ``hanamenode run --conf C --id nn1``; section 2:
+``bench/`` and ``tests/`` run real NameNodes, and nothing imports ``tests/``).
+
+A ``NameNodeProcess`` is ``python -m hanamenode run --conf C --id nnX`` run by this
+interpreter with this checkout first on PYTHONPATH (``journalnode.process``'s
+``child_environment``), its output appended to ``<workdir>/<id>.log``; ``start`` returns
+once the NameNode reports STANDBY or ACTIVE over HAServiceProtocol. A
+``NameNodeProcessCluster`` is a ``JournalNodeProcessCluster`` plus NameNode processes
+``nn1..nnN`` sharing one generated configuration, which ``hafs`` and benchmarks load too::
+
+    with NameNodeProcessCluster(tmp_path, extra_conf={"dfs.ha.tail-edits.period": "0.1"}) as c:
+        c.transition_to_active("nn1")        # format, bootstrap-standby and run were done
+        run_hafs(c.conf_path, "mkdir", "-p", "/a/b")
+        c.transition_to_standby("nn1")
+        c.transition_to_active("nn2")
+        c.namenodes["nn1"].kill()            # SIGKILL; .restart() keeps its ports and dirs
+    # leaving the block stops every process it started: NameNodes first, then JournalNodes
+
+``run_hanamenode`` and ``run_hafs`` run a command line to completion (format,
+bootstrap-standby, the shell) with its output captured.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import grpc
+
+from conf import Settings, TLSSettings, load_settings, write_xml
+from conf.rpc import make_channel
+from conf.xmlconf import ConfigValue
+from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
+from hanamenode.ha import HAState
+from hanamenode.storage import NameDirectory
+from journalnode.process import CODE_ROOT, JournalNodeProcessCluster, child_environment, free_ports
+from proto import namenode_pb2, namenode_pb2_grpc
+
+__all__ = [
+    "NameNodeProcess",
+    "NameNodeProcessCluster",
+    "NameNodeStartError",
+    "get_service_state",
+    "hanamenode_command",
+    "run_hafs",
+    "run_hanamenode",
+    "transition",
+]
+
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 15.0
+TRANSITION_TIMEOUT = 60.0
+COMMAND_TIMEOUT = 60.0
+# What the CLI prints when its RPC or HTTP port is taken (conf.rpc.PortInUseError).
+_PORT_IN_USE = "address already in use"
+
+
+class NameNodeStartError(RuntimeError):
+    """The process exited, or did not serve, within the start timeout.
+
+    The message is one line (with the last line of output); ``output`` is the end of the log.
+    """
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
+
+    @property
+    def port_in_use(self) -> bool:
+        """The daemon could not listen because another process took one of its ports."""
+        return _PORT_IN_USE in self.output
+
+
+def hanamenode_command(subcommand: str, nn_id: str, conf: Path | None = None) -> list[str]:
+    """``python -m hanamenode <subcommand> [--conf C] --id nnX`` with this interpreter."""
+    args = [sys.executable, "-m", "hanamenode", subcommand]
+    if conf is not None:
+        args += ["--conf", str(conf)]
+    return [*args, "--id", nn_id]
+
+
+def _run(
+    args: Sequence[str], conf_env: Path | None, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.Popen(
+        list(args),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=CODE_ROOT,
+        env=child_environment(conf_env),
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run_hanamenode(
+    args: Sequence[str], *, conf_env: Path | None = None, timeout: float = COMMAND_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m hanamenode <args>`` to completion, output captured; a process still
+    running after ``timeout`` is killed (status -9)."""
+    return _run([sys.executable, "-m", "hanamenode", *args], conf_env, timeout)
+
+
+def run_hafs(
+    conf: Path | None, *args: str, timeout: float = COMMAND_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    """Run the shell, ``hafs [--conf C] <args>`` (as ``python -m hanamenode.client``), to
+    completion with its output captured."""
+    command = [sys.executable, "-m", "hanamenode.client"]
+    if conf is not None:
+        command += ["--conf", str(conf)]
+    return _run([*command, *args], None, timeout)
+
+
+def _ha_call(
+    address: str,
+    tls: TLSSettings | None,
+    rpc: str,
+    request: object,
+    timeout: float,
+) -> object:
+    # A fresh channel each time: one that failed to connect would wait out its reconnect
+    # backoff instead of trying again at once.
+    channel = make_channel(address, tls)
+    try:
+        stub = namenode_pb2_grpc.HAServiceProtocolStub(channel)
+        return getattr(stub, rpc)(request, timeout=timeout)
+    except grpc.RpcError as err:
+        raise from_rpc_error(err) from None
+    finally:
+        channel.close()
+
+
+def get_service_state(
+    address: str, tls: TLSSettings | None = None, timeout: float = 5.0
+) -> HAState:
+    """The HA state the NameNode at ``address`` reports (GetServiceStatus); a
+    ``NamenodeError`` (``NamenodeUnavailableError`` when unreachable) otherwise."""
+    reply = _ha_call(address, tls, "GetServiceStatus", namenode_pb2.HAEmpty(), timeout)
+    assert isinstance(reply, namenode_pb2.ServiceStatus)
+    name = namenode_pb2.HAState.Name(reply.state)
+    return HAState[name] if name in HAState.__members__ else HAState.INITIALIZING
+
+
+def transition(
+    address: str,
+    to: HAState,
+    *,
+    tls: TLSSettings | None = None,
+    forced: bool = False,
+    timeout: float = TRANSITION_TIMEOUT,
+) -> None:
+    """Ask the NameNode at ``address`` to become ``to`` (ACTIVE or STANDBY), as a user
+    (``forced``: as ``--forcemanual``); its refusal is raised as a ``NamenodeError``."""
+    rpc = {HAState.ACTIVE: "TransitionToActive", HAState.STANDBY: "TransitionToStandby"}[to]
+    source = namenode_pb2.REQUEST_BY_USER_FORCED if forced else namenode_pb2.REQUEST_BY_USER
+    _ha_call(address, tls, rpc, namenode_pb2.TransitionRequest(source=source), timeout)
+
+
+class NameNodeProcess:
+    """One NameNode daemon in a child process; a context manager that always stops it.
+
+    ``conf_path`` must exist when it starts and configure ``nn_id`` with ``rpc_address``
+    (the cluster below writes both). ``tls`` is for this launcher's own HA calls.
+    """
+
+    def __init__(
+        self,
+        nn_id: str,
+        workdir: Path,
+        conf_path: Path,
+        rpc_address: str,
+        *,
+        http_address: str | None = None,
+        tls: TLSSettings | None = None,
+        log_format: str = "console",
+    ) -> None:
+        self.nn_id = nn_id
+        self.workdir = Path(workdir)
+        self.conf_path = Path(conf_path)
+        self.rpc_address = rpc_address
+        self.http_address = http_address
+        self.tls = tls
+        self.log_format = log_format
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self._stop_requested = False
+
+    def __repr__(self) -> str:
+        state = f"pid {self.proc.pid}" if self.running and self.proc else "not running"
+        return f"NameNodeProcess({self.nn_id}, {self.address}, {state})"
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of its ClientProtocol/HAServiceProtocol server."""
+        return self.rpc_address
+
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://{self.http_address}/metrics" if self.http_address else None
+
+    @property
+    def log_path(self) -> Path:
+        """stdout and stderr of every start, appended."""
+        return self.workdir / f"{self.nn_id}.log"
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError(f"namenode {self.nn_id} was never started")
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        """Started and not yet exited (a SIGSTOPped process is running)."""
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status of the last run: None while running or never started, -N for signal N."""
+        return None if self.proc is None else self.proc.poll()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    # -- HA ------------------------------------------------------------------------------------
+
+    def state(self, timeout: float = 5.0) -> HAState:
+        """What it reports (GetServiceStatus); NamenodeError when it does not answer."""
+        return get_service_state(self.address, self.tls, timeout)
+
+    def transition_to_active(self, timeout: float = TRANSITION_TIMEOUT) -> None:
+        transition(self.address, HAState.ACTIVE, tls=self.tls, timeout=timeout)
+
+    def transition_to_standby(self, timeout: float = TRANSITION_TIMEOUT) -> None:
+        transition(self.address, HAState.STANDBY, tls=self.tls, timeout=timeout)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the process without waiting for it to serve."""
+        if self.running:
+            raise RuntimeError(f"namenode {self.nn_id} is already running (pid {self.pid})")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        self._stop_requested = False
+        command = [
+            *hanamenode_command("run", self.nn_id, self.conf_path),
+            "--log-format",
+            self.log_format,
+        ]
+        with open(self.log_path, "ab") as out:
+            out.write(f"--- start {self.starts} ---\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=child_environment(),
+            )
+        return self.proc
+
+    def wait_serving(self, timeout: float = START_TIMEOUT) -> None:
+        """Block until it reports STANDBY or ACTIVE; NameNodeStartError when the process
+        exits first, or (after killing it) when ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc is None or self.proc.poll() is not None:
+                code = None if self.proc is None else self.proc.returncode
+                raise self._start_error(f"exited with status {code} before serving")
+            try:
+                if self.state(timeout=1.0) in (HAState.STANDBY, HAState.ACTIVE):
+                    return
+            except NamenodeUnavailableError:
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                self.kill()
+                raise self._start_error(f"did not serve on {self.address} within {timeout}s")
+            time.sleep(0.05)
+
+    def _start_error(self, what: str) -> NameNodeStartError:
+        output = self.log_text()[-4000:]
+        lines = output.strip().splitlines()
+        last = lines[-1] if lines else "no output"
+        return NameNodeStartError(
+            f"namenode {self.nn_id} {what}: {last} (log: {self.log_path})", output
+        )
+
+    def start(self, timeout: float = START_TIMEOUT) -> NameNodeProcess:
+        """Spawn and wait until it serves (as STANDBY: a NameNode always starts standby)."""
+        self.spawn()
+        self.wait_serving(timeout)
+        return self
+
+    def restart(self, timeout: float = START_TIMEOUT) -> NameNodeProcess:
+        """Stop it if it runs (SIGTERM), then start it again: same ports, same name dir."""
+        self.stop()
+        return self.start(timeout)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` if it runs. SIGKILL (the default) is a crash, reaped before this
+        returns; SIGSTOP pauses it, SIGCONT resumes it."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.proc.wait(STOP_TIMEOUT)
+
+    def request_stop(self) -> None:
+        """Send SIGTERM (and SIGCONT, in case it is paused) without waiting, once per run."""
+        if self.running and not self._stop_requested:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGCONT)
+            self._stop_requested = True
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+        """``request_stop`` and wait; SIGKILL if it does not exit within ``timeout``. Returns
+        the exit status (0 for a clean stop), None if never started."""
+        if self.proc is None:
+            return None
+        self.request_stop()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT)
+        return self.proc.returncode
+
+    def __enter__(self) -> NameNodeProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class NameNodeProcessCluster:
+    """``journal_nodes`` JournalNode processes and NameNode processes ``nn1..nnN`` on
+    loopback, with one configuration file ``conf_path`` (``<base_dir>/hdfs-site.xml``) that
+    describes all of them, for the NameNodes, ``hafs`` and any client.
+
+    ``start`` (entering the context) starts the JournalNodes, formats ``nn1`` and
+    bootstraps the others unless their name dirs are formatted already (a restart on the same
+    ``base_dir`` keeps the namespace), and starts every NameNode; all are then STANDBY.
+    Leaving stops every process it started (and removes ``base_dir`` if it made it).
+    """
+
+    def __init__(
+        self,
+        base_dir: Path | None = None,
+        namenodes: int = 2,
+        journal_nodes: int = 3,
+        *,
+        nameservice: str = "ns1",
+        journal_id: str = "ns1",
+        extra_conf: Mapping[str, ConfigValue] | None = None,
+        log_format: str = "console",
+    ) -> None:
+        if namenodes < 1:
+            raise ValueError(f"a nameservice needs at least one NameNode, got {namenodes}")
+        self._own_dir = base_dir is None
+        self.base_dir = (
+            Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="nnprocs-"))
+        )
+        self.nameservice = nameservice
+        self.extra_conf = dict(extra_conf or {})
+        self.conf_path = self.base_dir / "hdfs-site.xml"
+        self.journal = JournalNodeProcessCluster(
+            journal_nodes, self.base_dir / "journal", journal_id=journal_id
+        )
+        ids = [f"nn{i}" for i in range(1, namenodes + 1)]
+        ports = free_ports(2 * len(ids))
+        self.namenodes: dict[str, NameNodeProcess] = {
+            nn: NameNodeProcess(
+                nn,
+                self.base_dir,
+                self.conf_path,
+                f"127.0.0.1:{ports[2 * i]}",
+                http_address=f"127.0.0.1:{ports[2 * i + 1]}",
+                log_format=log_format,
+            )
+            for i, nn in enumerate(ids)
+        }
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.namenodes)
+
+    def __getitem__(self, nn_id: str) -> NameNodeProcess:
+        return self.namenodes[nn_id]
+
+    def name_dir(self, nn_id: str) -> Path:
+        return self.base_dir / nn_id
+
+    def properties(self) -> dict[str, ConfigValue]:
+        """The shared configuration, as ``conf_path`` holds it."""
+        props: dict[str, ConfigValue] = dict(self.journal.properties())
+        ns = self.nameservice
+        props["dfs.nameservices"] = ns
+        props[f"dfs.ha.namenodes.{ns}"] = ",".join(self.namenodes)
+        for nn, proc in self.namenodes.items():
+            props[f"dfs.namenode.rpc-address.{ns}.{nn}"] = proc.rpc_address
+            if proc.http_address is not None:
+                props[f"dfs.namenode.http-address.{ns}.{nn}"] = proc.http_address
+            props[f"dfs.namenode.name.dir.{ns}.{nn}"] = self.name_dir(nn)
+        return {**props, **self.extra_conf}
+
+    def write_conf(self) -> Settings:
+        """(Re)write ``conf_path`` and return it loaded, as every process will load it."""
+        write_xml(self.properties(), self.conf_path)
+        settings = load_settings(self.conf_path)
+        for proc in self.namenodes.values():
+            proc.tls = settings.tls
+        return settings
+
+    def settings(self) -> Settings:
+        return load_settings(self.conf_path)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def _command(self, subcommand: str, nn_id: str) -> None:
+        result = run_hanamenode(
+            [subcommand, "--conf", str(self.conf_path), "--id", nn_id, "--non-interactive"]
+        )
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise NameNodeStartError(
+                f"hanamenode {subcommand} --id {nn_id} exited with {result.returncode}: {last}",
+                result.stdout + result.stderr,
+            )
+
+    def start(self, timeout: float = START_TIMEOUT) -> NameNodeProcessCluster:
+        """Start the JournalNodes and every NameNode (formatting/bootstrapping first when
+        their name dirs are empty). On failure, whatever started is stopped again."""
+        try:
+            self.journal.start()
+            self.write_conf()
+            for index, nn in enumerate(self.namenodes):
+                if not NameDirectory(self.name_dir(nn)).is_formatted():
+                    self._command("format" if index == 0 else "bootstrap-standby", nn)
+                self._start_namenode(nn, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_namenode(self, nn: str, timeout: float, attempts: int = 5) -> None:
+        """Start ``nn``; on its first start, a port another process took meanwhile is
+        replaced by a fresh one, and the NameNodes already running restart to read the new
+        configuration (each reads it once)."""
+        proc = self.namenodes[nn]
+        for attempt in range(1, attempts + 1):
+            try:
+                proc.start(timeout)
+                return
+            except NameNodeStartError as exc:
+                if not exc.port_in_use or proc.starts > attempt or attempt == attempts:
+                    raise
+            rpc_port, http_port = free_ports(2)
+            proc.rpc_address = f"127.0.0.1:{rpc_port}"
+            proc.http_address = f"127.0.0.1:{http_port}"
+            self.write_conf()
+            for other in self.namenodes.values():
+                if other is not proc and other.running:
+                    other.restart(timeout)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Stop every NameNode (SIGTERM, in parallel; SIGKILL after ``timeout``), then the
+        JournalNodes."""
+        try:
+            for proc in self.namenodes.values():
+                proc.request_stop()
+            for proc in self.namenodes.values():
+                proc.stop(timeout)
+        finally:
+            self.journal.stop()
+
+    def close(self) -> None:
+        """``stop``, and remove ``base_dir`` if this object made it."""
+        try:
+            self.stop()
+        finally:
+            if self._own_dir:
+                shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __enter__(self) -> NameNodeProcessCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- HA ------------------------------------------------------------------------------------
+
+    def transition_to_active(self, nn_id: str, timeout: float = TRANSITION_TIMEOUT) -> None:
+        self.namenodes[nn_id].transition_to_active(timeout)
+
+    def transition_to_standby(self, nn_id: str, timeout: float = TRANSITION_TIMEOUT) -> None:
+        self.namenodes[nn_id].transition_to_standby(timeout)
+
+    def state(self, nn_id: str) -> HAState:
+        return self.namenodes[nn_id].state()
+
+    def active(self) -> str | None:
+        """The id of the NameNode that reports ACTIVE (the first, if several do), or None."""
+        for nn, proc in self.namenodes.items():
+            try:
+                if proc.running and proc.state() is HAState.ACTIVE:
+                    return nn
+            except NamenodeError:
+                continue
+        return None

@@ -1,0 +1,167 @@
+"""``hafs`` as a user runs it: real processes only. Three JournalNode processes and two
+``hanamenode run`` processes (nn1 formatted, nn2 bootstrapped from it, nn1 made active over
+HAServiceProtocol: ``hanamenode.process``), then the shell as a subprocess per command, with
+exact output, error lines and exit statuses in the habit of ``hdfs dfs``; then a manual
+failover to nn2 and a crash of nn1, after which the same commands still work."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hanamenode.client import HaFsClient
+from hanamenode.ha import HAState
+from hanamenode.process import NameNodeProcessCluster, run_hafs
+
+pytestmark = pytest.mark.timeout(120)
+
+FAST_CONF: dict[str, str | int | float | bool] = {
+    "dfs.ha.tail-edits.period": "0.1",
+    "dfs.ha.log-roll.period": "0.5",
+    "dfs.qjournal.heartbeat.interval.ms": "200",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NameNodeProcessCluster]:
+    with NameNodeProcessCluster(tmp_path_factory.mktemp("hafs"), extra_conf=FAST_CONF) as c:
+        assert c.state("nn1") is HAState.STANDBY and c.state("nn2") is HAState.STANDBY
+        c.transition_to_active("nn1")
+        yield c
+
+
+def hafs(c: NameNodeProcessCluster, *args: str) -> tuple[int, str, str]:
+    result = run_hafs(c.conf_path, *args)
+    return result.returncode, result.stdout, result.stderr
+
+
+def ok(c: NameNodeProcessCluster, *args: str) -> str:
+    code, out, err = hafs(c, *args)
+    assert (code, err) == (0, ""), (args, code, out, err)
+    return out
+
+
+def fails(c: NameNodeProcessCluster, *args: str) -> str:
+    """The one error line of a command that must fail with status 1 and print nothing."""
+    code, out, err = hafs(c, *args)
+    assert (code, out) == (1, ""), (args, code, out, err)
+    assert err.count("\n") == 1, err
+    return err.rstrip("\n")
+
+
+def minute(mtime_ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime_ms / 1000))
+
+
+def dir_line(fs: HaFsClient, path: str) -> str:
+    return f"drwxr-xr-x   - hdfs supergroup          0 {minute(fs.stat(path).mtime_ms)} {path}"
+
+
+def file_line(fs: HaFsClient, path: str, length: str = "0") -> str:
+    mtime = minute(fs.stat(path).mtime_ms)
+    return f"-rw-r--r--   3 hdfs supergroup {length:>10} {mtime} {path}"
+
+
+def test_the_shell_end_to_end_across_a_failover(cluster: NameNodeProcessCluster) -> None:
+    c = cluster
+    # mkdir
+    assert ok(c, "mkdir", "-p", "/user/alice/data") == ""
+    assert ok(c, "mkdir", "-p", "/user/alice/data") == ""  # -p: an existing dir is fine
+    assert ok(c, "mkdir", "/empty", "/keep") == ""
+    assert fails(c, "mkdir", "/user/alice/data") == "mkdir: `/user/alice/data': File exists"
+    assert fails(c, "mkdir", "/nope/x") == "mkdir: `/nope/x': No such file or directory"
+    assert fails(c, "mkdir", "relative").startswith("mkdir: invalid path 'relative': ")
+    # touch
+    assert ok(c, "touch", "/user/alice/notes", "/keep/f") == ""
+    with HaFsClient(c.settings()) as fs:
+        before = fs.stat("/user/alice/notes")
+        assert ok(c, "touch", "/user/alice/notes") == ""  # exists: left unchanged
+        assert fs.stat("/user/alice/notes") == before
+        assert fails(c, "touch", "/user/alice") == "touch: `/user/alice': Is a directory"
+        assert fails(c, "touch", "/keep/f/x") == "touch: `/keep/f/x': Is not a directory"
+
+        # ls, ls -R, ls -d, errors
+        assert ok(c, "ls", "/user/alice") == "\n".join(
+            [
+                "Found 2 items",
+                dir_line(fs, "/user/alice/data"),
+                file_line(fs, "/user/alice/notes"),
+                "",
+            ]
+        )
+        assert ok(c, "ls", "/empty") == ""
+        assert ok(c, "ls", "/keep/f") == file_line(fs, "/keep/f") + "\n"
+        assert ok(c, "ls", "-d", "/keep") == dir_line(fs, "/keep") + "\n"
+        tree = [
+            dir_line(fs, "/empty"),
+            dir_line(fs, "/keep"),
+            file_line(fs, "/keep/f"),
+            dir_line(fs, "/user"),
+            dir_line(fs, "/user/alice"),
+            dir_line(fs, "/user/alice/data"),
+            file_line(fs, "/user/alice/notes"),
+        ]
+        assert ok(c, "ls", "-R", "/") == "\n".join([*tree, ""])
+        assert fails(c, "ls", "/nope") == "ls: `/nope': No such file or directory"
+        code, out, err = hafs(c, "ls", "/nope", "/empty", "/keep")
+        assert code == 1 and err == "ls: `/nope': No such file or directory\n"
+        assert out == "\n".join(["Found 1 items", file_line(fs, "/keep/f"), ""])
+
+        # stat
+        notes = fs.stat("/user/alice/notes")
+        assert ok(c, "stat", "%F %u:%g %b %r %a %A %n %Y", "/user/alice/notes") == (
+            f"regular file hdfs:supergroup 0 3 644 rw-r--r-- notes {notes.mtime_ms}\n"
+        )
+        assert ok(c, "stat", "%F %n", "/user", "/") == "directory user\ndirectory \n"
+        utc = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(notes.mtime_ms / 1000))
+        assert ok(c, "stat", "/user/alice/notes") == utc + "\n"
+        assert fails(c, "stat", "/nope") == "stat: `/nope': No such file or directory"
+
+        # mv
+        assert ok(c, "mv", "/user/alice/notes", "/user/alice/data") == ""
+        assert [s.path for s in fs.list("/user/alice/data")] == ["/user/alice/data/notes"]
+        assert fails(c, "mv", "/user/alice/missing", "/keep") == (
+            "mv: `/user/alice/missing': No such file or directory"
+        )
+        assert fails(c, "mv", "/keep", "/nope/dst") == "mv: `/nope/dst': No such file or directory"
+        assert fails(c, "mv", "/empty", "/keep/f") == "mv: `/keep/f': File exists"
+        assert fails(c, "mv", "/user", "/user/alice").startswith("mv: cannot rename /user to ")
+
+        # rm
+        assert fails(c, "rm", "/user/alice") == "rm: `/user/alice': Is a directory"
+        assert fails(c, "rm", "/empty") == "rm: `/empty': Is a directory"  # even when empty
+        assert fails(c, "rm", "/nope") == "rm: `/nope': No such file or directory"
+        assert ok(c, "rm", "-f", "/nope") == ""
+        assert ok(c, "rm", "/user/alice/data/notes") == "Deleted /user/alice/data/notes\n"
+        assert ok(c, "rm", "-r", "/user/alice") == "Deleted /user/alice\n"
+        assert ok(c, "rm", "-r", "/empty") == "Deleted /empty\n"
+        assert fails(c, "rm", "-r", "/").startswith("rm: cannot delete the root directory")
+        final = [dir_line(fs, "/keep"), file_line(fs, "/keep/f"), dir_line(fs, "/user")]
+
+    # Manual failover: nn1 -> standby, nn2 -> active. A new hafs process tries nn1 first
+    # (configured order), is refused as standby, and fails over; --log-format json shows it.
+    c.transition_to_standby("nn1")
+    c.transition_to_active("nn2")
+    assert ok(c, "ls", "-R", "/") == "\n".join([*final, ""])
+    code, out, err = hafs(c, "--log-format", "json", "--log-level", "info", "ls", "/keep")
+    assert code == 0 and out.startswith("Found 1 items\n")
+    events = [json.loads(line) for line in err.splitlines()]
+    assert [(e["event"], e["failed"], e["next"]) for e in events] == [
+        ("failing over", "nn1", "nn2")
+    ]
+    assert "state standby" in events[0]["reason"]
+    assert ok(c, "mkdir", "/after") == ""
+
+    # nn1 crashes: an unreachable NameNode is skipped the same way.
+    c["nn1"].kill(signal.SIGKILL)
+    assert ok(c, "stat", "%F", "/after") == "directory\n"
+    assert ok(c, "ls", "/").startswith("Found 3 items\n")
+
+    # Bad configuration: one line, status 1.
+    result = run_hafs(Path(c.conf_path).with_name("missing.xml"), "ls", "/")
+    assert result.returncode == 1 and result.stderr.startswith("Error: bad configuration: ")
