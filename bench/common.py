@@ -5,6 +5,9 @@ object; it never asserts. The table uses rich when it is installed, aligned text
 
     print_table("Journal RPC", ["metric", "value"], [["p50 us", "412.0"]])
     print_json({"journal_p50_us": 412.0})
+
+Also the measurements several benchmarks take: the fdatasync floor of a directory's
+filesystem, and a JournalNode's own counters for one journal from its ``/metrics``.
 """
 
 from __future__ import annotations
@@ -12,11 +15,23 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import sys
+import time
+import urllib.request
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["percentile", "print_json", "print_table"]
+from prometheus_client.parser import text_string_to_metric_families
+
+__all__ = [
+    "journal_metrics",
+    "percentile",
+    "print_json",
+    "print_table",
+    "raw_fdatasync_latencies",
+]
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -55,3 +70,34 @@ def print_json(result: Mapping[str, Any]) -> None:
     """The machine-readable result: one JSON object, the last line of the output."""
     sys.stdout.flush()
     print(json.dumps(dict(result), sort_keys=True), flush=True)
+
+
+def raw_fdatasync_latencies(path: Path, record_len: int, calls: int) -> list[float]:
+    """Seconds each of ``calls`` appends of ``record_len`` bytes plus ``os.fdatasync`` took,
+    as a JournalNode writes a batch: the floor under any durable 1-edit write."""
+    record = b"r" * record_len
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        out = []
+        for _ in range(calls):
+            began = time.perf_counter()
+            os.write(fd, record)
+            os.fdatasync(fd)
+            out.append(time.perf_counter() - began)
+        return out
+    finally:
+        os.close(fd)
+
+
+def journal_metrics(metrics_url: str, journal_id: str) -> dict[str, float]:
+    """A JournalNode's samples for one journal from its ``/metrics`` page, by sample name
+    (``journalnode_txns_written_total``, ``journalnode_sync_seconds_sum``, ...); histogram
+    buckets are left out."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.labels.get("journal") == journal_id and "le" not in sample.labels
+    }

@@ -2,7 +2,7 @@
 
 Run from the checkout: ``.venv/bin/python -m bench.journal_append [--dir D] [--calls 2000]``.
 
-It starts one ``python -m journalnode run`` process (``tests.process.jnproc``), opens a
+It starts one ``python -m journalnode run`` process (``journalnode.process``), opens a
 segment through ``GrpcJournalChannel`` and measures
 
 (a) the latency of a synchronous Journal RPC carrying one ~100-byte record (the JournalNode
@@ -22,21 +22,23 @@ reported, never asserted (DESIGN.md section 2 ``bench/``).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from bench.common import percentile, print_json, print_table
+from bench.common import (
+    journal_metrics,
+    percentile,
+    print_json,
+    print_table,
+    raw_fdatasync_latencies,
+)
+from journalnode.process import JournalNodeProcess, start_journalnode
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RequestInfo
 from qjm.channel import GrpcJournalChannel
-from tests.process.jnproc import JournalNodeProcess, start_journalnode
 
 JID = "bench"
 NS = NamespaceInfo("CID-bench", 1)
@@ -103,22 +105,6 @@ def journal_latencies(writer: Writer, calls: int) -> list[float]:
     return [writer.send(first, 1, framed) for first, framed in _take(batches, calls)]
 
 
-def raw_latencies(path: Path, record_len: int, calls: int) -> list[float]:
-    """Append ``record_len`` bytes and fdatasync, ``calls`` times, as the JournalNode does."""
-    record = b"r" * record_len
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-    try:
-        out = []
-        for _ in range(calls):
-            began = time.perf_counter()
-            os.write(fd, record)
-            os.fdatasync(fd)
-            out.append(time.perf_counter() - began)
-        return out
-    finally:
-        os.close(fd)
-
-
 def rpc_latencies(channel: GrpcJournalChannel, calls: int) -> list[float]:
     """IsFormatted round trips: the same gRPC path without validation, write or sync."""
     out = []
@@ -153,18 +139,11 @@ def _take(it: Iterator[tuple[int, bytes]], n: int) -> Iterator[tuple[int, bytes]
 
 def scrape_sync(jn: JournalNodeProcess) -> tuple[float, float]:
     """(count, sum of seconds) of the JournalNode's own fdatasync histogram for the journal."""
-    with urllib.request.urlopen(jn.metrics_url, timeout=10) as response:
-        text = response.read().decode()
-    count = total = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.labels.get("journal") != JID:
-                continue
-            if sample.name == "journalnode_sync_seconds_count":
-                count = sample.value
-            elif sample.name == "journalnode_sync_seconds_sum":
-                total = sample.value
-    return count, total
+    values = journal_metrics(jn.metrics_url, JID)
+    return (
+        values.get("journalnode_sync_seconds_count", 0.0),
+        values.get("journalnode_sync_seconds_sum", 0.0),
+    )
 
 
 def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[str, float]:
@@ -176,14 +155,14 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
             raw_path = jn.edits_dir / "raw-fdatasync-floor"
             # Warm up the connection, the JournalNode's code paths and the raw file.
             journal_latencies(writer, 100)
-            raw_latencies(raw_path, writer.record_len, 100)
+            raw_fdatasync_latencies(raw_path, writer.record_len, 100)
 
             journal: list[float] = []
             raw: list[float] = []
             rpc: list[float] = []
             per_block = max(1, calls // BLOCKS)
             for _ in range(BLOCKS):
-                raw += raw_latencies(raw_path, writer.record_len, per_block)
+                raw += raw_fdatasync_latencies(raw_path, writer.record_len, per_block)
                 journal += journal_latencies(writer, per_block)
                 rpc += rpc_latencies(channel, per_block)
             sync_count, sync_sum = scrape_sync(jn)
@@ -191,7 +170,7 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
             rates = {size: throughput(writer, size, seconds) for size in BATCH_SIZES}
         finally:
             channel.close()
-        jn.terminate()
+        jn.stop()
 
     journal.sort()
     raw.sort()

@@ -2,8 +2,9 @@
 
 What ``make demo`` runs until the NameNode exists (README.md). In a temporary directory (or
 ``--dir``) it writes one Hadoop-style configuration for three JournalNodes on free loopback
-ports, starts them as real processes (``python -m journalnode run --conf C --id jnN``), and
-then, through ``QuorumJournalManager`` (DESIGN.md section 3):
+ports, starts them as real processes (``python -m journalnode run --conf C --id jnN``, through
+``journalnode.process.JournalNodeProcessCluster``), and then, through
+``QuorumJournalManager`` (DESIGN.md section 3):
 
 1. formats the journal on every JournalNode and fences with a new epoch
    (``recover_unfinalized_segments``);
@@ -22,43 +23,48 @@ always stopped (SIGTERM, then SIGKILL).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from conf import Settings, load_settings, write_xml
+from conf import load_settings
 from conf.logging import setup_logging
 from journalnode.errors import JournalUnavailableError
 from journalnode.file_storage import FileJournalStorage
+from journalnode.process import JournalNodeProcessCluster
 from proto import edits_pb2
 from proto.values import NamespaceInfo
-from qjm.channel import GrpcJournalChannel
 from qjm.logger import AsyncLogger
 from qjm.manager import QuorumJournalManager, QuorumOutputStream, connect_from_settings
 
 JOURNAL_ID = "demo"
 JN_IDS = ("jn1", "jn2", "jn3")
 NAMESPACE = NamespaceInfo("CID-demo", 2024)
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-START_TIMEOUT = 20.0
-STOP_TIMEOUT = 10.0
 BATCH = 50
-JOURNALNODE_COMMAND = (sys.executable, "-m", "journalnode", "run")
-PORT_IN_USE = "address already in use"  # conf.rpc.PortInUseError, as the CLI prints it
+SHARED_EDITS_DIR = "dfs.namenode.shared.edits.dir"
+# A demo should fail in seconds, not in Hadoop's minutes.
+DEMO_TIMEOUTS = {
+    f"dfs.qjournal.{op}.timeout.ms": "10s"
+    for op in (
+        "write-txns",
+        "start-segment",
+        "finalize-segment",
+        "new-epoch",
+        "prepare-recovery",
+        "accept-recovery",
+        "get-journal-state",
+        "format",
+    )
+}
 METRICS = (
     ("journalnode_txns_written_total", "txns written"),
     ("journalnode_batches_written_total", "batches"),
@@ -121,137 +127,6 @@ class Printer:
         for row in cells:
             print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
         print(flush=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# JournalNode processes
-# ---------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A loopback port that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@dataclass
-class JournalNodeDaemon:
-    """One ``python -m journalnode run`` child process, its output in ``log_path``."""
-
-    jn_id: str
-    conf: Path
-    address: str
-    metrics_url: str
-    edits_dir: Path
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-
-    def start(self) -> None:
-        env = dict(os.environ)
-        env.pop("HANAMENODE_CONF", None)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p
-        )
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [*JOURNALNODE_COMMAND, "--conf", str(self.conf), "--id", self.jn_id],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-
-    def wait_serving(self, timeout: float = START_TIMEOUT) -> None:
-        """Until an IsFormatted RPC is answered; DemoError if the process exits or times out."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc is None or self.proc.poll() is not None:
-                raise DemoError(
-                    f"{self.jn_id} exited before serving: {self.last_log_line()} "
-                    f"(log: {self.log_path})"
-                )
-            channel = GrpcJournalChannel(self.address)
-            try:
-                channel.is_formatted(JOURNAL_ID, timeout=0.5)
-                return
-            except JournalUnavailableError:
-                pass
-            finally:
-                channel.close()
-            if time.monotonic() > deadline:
-                raise DemoError(f"{self.jn_id} did not serve on {self.address} within {timeout}s")
-            time.sleep(0.05)
-
-    def last_log_line(self) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").strip().splitlines()
-        except FileNotFoundError:
-            return "no output"
-        return lines[-1] if lines else "no output"
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, nothing flushed or closed by the JournalNode itself."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(STOP_TIMEOUT)
-
-    def send_sigterm(self) -> None:
-        """Ask it to stop, without waiting (``terminate`` waits)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-
-    def terminate(self) -> int | None:
-        """SIGTERM, then SIGKILL if it does not exit in time; the exit status."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT)
-        return self.proc.returncode
-
-
-def write_config(workdir: Path) -> Path:
-    """One configuration for the three JournalNodes and the writer (qjournal:// URI)."""
-    props: dict[str, str] = {"dfs.journalnode.ids": ",".join(JN_IDS)}
-    addresses = []
-    for jn_id in JN_IDS:
-        rpc = f"127.0.0.1:{free_port()}"
-        addresses.append(rpc)
-        props[f"dfs.journalnode.rpc-address.{jn_id}"] = rpc
-        props[f"dfs.journalnode.http-address.{jn_id}"] = f"127.0.0.1:{free_port()}"
-        props[f"dfs.journalnode.edits.dir.{jn_id}"] = str(workdir / jn_id)
-    props["dfs.namenode.shared.edits.dir"] = f"qjournal://{';'.join(addresses)}/{JOURNAL_ID}"
-    # A demo should fail in seconds, not in Hadoop's minutes.
-    for op in ("write-txns", "start-segment", "finalize-segment", "new-epoch"):
-        props[f"dfs.qjournal.{op}.timeout.ms"] = "10s"
-    for op in ("prepare-recovery", "accept-recovery", "get-journal-state", "format"):
-        props[f"dfs.qjournal.{op}.timeout.ms"] = "10s"
-    return write_xml(props, workdir / "demo-site.xml")
-
-
-def daemons_from(settings: Settings, workdir: Path) -> dict[str, JournalNodeDaemon]:
-    daemons = {}
-    for jn_id in JN_IDS:
-        jn = settings.journalnode(jn_id)
-        daemons[jn_id] = JournalNodeDaemon(
-            jn_id=jn_id,
-            conf=settings.source,
-            address=jn.rpc_address,
-            metrics_url=f"http://{jn.http_address}/metrics",
-            edits_dir=jn.edits_dir,
-            log_path=workdir / f"{jn_id}.log",
-        )
-    return daemons
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,23 +232,15 @@ class JournalOnDisk:
     """What one stopped JournalNode holds: files with sizes, md5 of verified finalized segments."""
 
     files: list[tuple[str, int]]
-    finalized_md5: dict[tuple[int, int], str]
+    finalized_md5: dict[str, str]
 
 
 def inspect_storage(edits_dir: Path) -> JournalOnDisk:
-    """Open the (stopped) JournalNode's storage, list it, and verify and hash each finalized
-    segment record by record (``verify_finalized`` raises CorruptSegmentError on a bad one)."""
+    """Open the (stopped) JournalNode's storage, list it, and hash each finalized segment,
+    verifying it record by record (CorruptSegmentError names file and offset on a bad one)."""
     with FileJournalStorage(edits_dir, JOURNAL_ID) as storage:
         files = [(f"{JOURNAL_ID}/{rel}", size) for rel, size in storage.describe()]
-        digests = {}
-        for state in storage.load().segments:
-            if state.is_in_progress:
-                continue
-            storage.verify_finalized(state.start_txid)
-            digest = hashlib.md5()
-            for chunk in storage.read_segment(state.start_txid):
-                digest.update(chunk)
-            digests[(state.start_txid, state.end_txid)] = digest.hexdigest()
+        digests = storage.finalized_md5s()
     root_files = [(p.name, p.stat().st_size) for p in sorted(edits_dir.iterdir()) if p.is_file()]
     return JournalOnDisk(root_files + files, digests)
 
@@ -383,58 +250,37 @@ def inspect_storage(edits_dir: Path) -> JournalOnDisk:
 # ---------------------------------------------------------------------------------------------
 
 
-def start_cluster(workdir: Path, out: Printer) -> tuple[Settings, dict[str, JournalNodeDaemon]]:
-    """Write the configuration and start the three JournalNodes; with fresh ports if one was
-    taken by another process between choosing and binding it."""
-    attempts = 3
-    for attempt in range(1, attempts + 1):
-        conf = write_config(workdir)
-        settings = load_settings(conf)
-        daemons = daemons_from(settings, workdir)
-        try:
-            for jn in daemons.values():
-                jn.start()
-            for jn in daemons.values():
-                jn.wait_serving()
-        except BaseException as exc:
-            for jn in daemons.values():
-                jn.terminate()
-            if not isinstance(exc, DemoError) or PORT_IN_USE not in str(exc):
-                raise
-            if attempt == attempts:
-                raise
-            out.note(f"a port was taken meanwhile ({exc}); trying fresh ports")
-            continue
-        out.step(f"configuration {conf}")
-        out.note(f"dfs.namenode.shared.edits.dir = {settings.raw['dfs.namenode.shared.edits.dir']}")
-        for jn in daemons.values():
-            assert jn.proc is not None
-            out.step(f"{jn.jn_id} serving on {jn.address} (pid {jn.proc.pid}), {jn.metrics_url}")
-        return settings, daemons
-    raise AssertionError("unreachable")
+def start_cluster(workdir: Path, out: Printer) -> JournalNodeProcessCluster:
+    """Write one configuration for the three JournalNodes and the writer (a qjournal:// URI)
+    and start them as processes; the caller stops them (``close``)."""
+    cluster = JournalNodeProcessCluster(
+        len(JN_IDS), workdir, journal_id=JOURNAL_ID, extra_conf=DEMO_TIMEOUTS
+    )
+    cluster.start()
+    out.step(f"configuration {cluster.conf_path}")
+    out.note(f"dfs.namenode.shared.edits.dir = {cluster.properties()[SHARED_EDITS_DIR]}")
+    for jn in cluster:
+        out.step(f"{jn.jn_id} serving on {jn.address} (pid {jn.pid}), {jn.metrics_url}")
+    return cluster
 
 
 def run_demo(workdir: Path, out: Printer, segment_edits: int) -> None:
-    settings, daemons = start_cluster(workdir, out)
+    cluster = start_cluster(workdir, out)
     try:
-        with connect_from_settings(settings, NAMESPACE) as qjm:
-            demo_writes(qjm, daemons, out, segment_edits)
-        show_metrics(daemons, out)
+        with connect_from_settings(load_settings(cluster.conf_path), NAMESPACE) as qjm:
+            demo_writes(qjm, cluster, out, segment_edits)
+        show_metrics(cluster, out)
         out.step("stopping the JournalNodes with SIGTERM")
-        for jn in daemons.values():
-            jn.send_sigterm()
-        for jn in daemons.values():
-            status = jn.terminate()
+        for jn, status in zip(cluster, cluster.stop(), strict=True):
             if status != 0:
                 raise DemoError(f"{jn.jn_id} exited with status {status} after SIGTERM")
-        show_storage(daemons, out)
+        show_storage(cluster, out)
     finally:
-        for jn in daemons.values():
-            jn.terminate()
+        cluster.close()
 
 
 def demo_writes(
-    qjm: QuorumJournalManager, daemons: dict[str, JournalNodeDaemon], out: Printer, n: int
+    qjm: QuorumJournalManager, cluster: JournalNodeProcessCluster, out: Printer, n: int
 ) -> None:
     qjm.format()
     out.step(f"formatted journal {JOURNAL_ID!r} on all 3 JournalNodes ({NAMESPACE.cluster_id})")
@@ -448,13 +294,12 @@ def demo_writes(
     seg1 = w.finalize()
     out.step(f"segment {first}: wrote {n} mkdirs (/demo/dir-1 ...), finalized {name(seg1)}")
 
-    victim = daemons["jn3"]
+    victim = cluster[2]
     lg = logger_for(qjm, victim.address)
     first = w.start_segment()
     w.mkdirs(n // 2)
     out.step(f"segment {first}: wrote {n // 2} mkdirs on all 3")
-    assert victim.proc is not None
-    pid = victim.proc.pid
+    pid = victim.pid
     victim.kill()
     out.step(f"kill -9 jn3 (pid {pid})")
     w.mkdirs(n // 2)
@@ -463,16 +308,18 @@ def demo_writes(
     out.step(f"wrote {n // 2} more mkdirs with 2 of 3 JournalNodes: a quorum acknowledged each")
     out.note(f"jn3's logger is out of sync, last acknowledged txid {lg.highest_acked_txid}")
 
-    victim.start()
-    victim.wait_serving()
+    victim.restart()
     wait_reconnected(lg)
-    out.step(f"restarted jn3 (pid {victim.proc.pid}); it stays out of sync until the next segment")
+    out.step(f"restarted jn3 (pid {victim.pid}); it stays out of sync until the next segment")
     seg2 = w.finalize()
     first = w.start_segment()
     out.step(f"rolled: finalized {name(seg2)} on the quorum, started segment {first}")
     out.note(f"jn3 keeps its partial copy of segment {seg2[0]} in progress: never finalized there")
     w.mkdirs(n // 2)
     seg3 = w.finalize()
+    # The quorum may have answered without jn3; a logger's calls are answered in order, so
+    # once a heartbeat after them is, jn3 has answered every batch of the segment.
+    lg.heartbeat().result(10)
     if lg.out_of_sync or lg.highest_acked_txid != seg3[1]:
         raise DemoError(f"jn3 did not rejoin: acknowledged up to {lg.highest_acked_txid}")
     out.step(f"segment {first}: jn3 rejoined and acknowledged every batch; finalized {name(seg3)}")
@@ -490,9 +337,9 @@ def demo_writes(
     )
 
 
-def show_metrics(daemons: dict[str, JournalNodeDaemon], out: Printer) -> None:
+def show_metrics(cluster: JournalNodeProcessCluster, out: Printer) -> None:
     rows = []
-    for jn in daemons.values():
+    for jn in cluster:
         values = scrape(jn.metrics_url)
         count = values.get("journalnode_sync_seconds_count", 0.0)
         total = values.get("journalnode_sync_seconds_sum", 0.0)
@@ -505,13 +352,13 @@ def show_metrics(daemons: dict[str, JournalNodeDaemon], out: Printer) -> None:
     )
 
 
-def show_storage(daemons: dict[str, JournalNodeDaemon], out: Printer) -> None:
-    disks = {jn_id: inspect_storage(jn.edits_dir) for jn_id, jn in daemons.items()}
-    for jn_id, disk in disks.items():
+def show_storage(cluster: JournalNodeProcessCluster, out: Printer) -> None:
+    disks = {jn.jn_id: inspect_storage(jn.edits_dir) for jn in cluster}
+    for jn in cluster:
         out.table(
-            f"{jn_id}: {daemons[jn_id].edits_dir}",
+            f"{jn.jn_id}: {jn.edits_dir}",
             ["file", "bytes"],
-            [[name, f"{size:,}"] for name, size in disk.files],
+            [[name, f"{size:,}"] for name, size in disks[jn.jn_id].files],
         )
     segments = sorted({seg for disk in disks.values() for seg in disk.finalized_md5})
     rows = []
@@ -523,7 +370,7 @@ def show_storage(daemons: dict[str, JournalNodeDaemon], out: Printer) -> None:
             mismatched.append(seg)
         verdict = "identical" if len(present) == 1 else "DIFFERENT"
         cells = [d[:12] if d else "(not finalized here)" for d in digests.values()]
-        rows.append([name(seg), *cells, verdict])
+        rows.append([seg, *cells, verdict])
     out.table(
         "md5 of each finalized segment (each verified record by record)",
         ["segment", *disks, ""],

@@ -1,7 +1,8 @@
 """The JournalNode's error hierarchy and its one mapping to and from gRPC status codes.
 
 The servicer turns a ``JournalError`` into a status with ``to_status``; the QJM client turns
-the status back into the same exception class with ``from_rpc_error``, so a writer sees
+the status back into the same exception class with ``from_rpc_error`` (a unary call's status)
+or ``from_status`` (a JournalStream answer carries the same three parts), so a writer sees
 ``EpochError`` whether the Journal ran in-process (the simulator) or behind gRPC.
 """
 
@@ -113,14 +114,32 @@ def to_status(exc: JournalError) -> tuple[grpc.StatusCode, str, tuple[tuple[str,
     return exc.code, str(exc), ((ERROR_CLASS_KEY, type(exc).__name__),)
 
 
+def from_status(
+    code: grpc.StatusCode | None, details: str, error_class: str | None = None
+) -> Exception:
+    """The exception for a failed status: the JournalError class named ``error_class`` (what
+    ``to_status`` put in the trailing metadata), else ``JournalUnavailableError``."""
+    if error_class is not None and error_class in _BY_NAME:
+        return _BY_NAME[error_class](details)
+    return JournalUnavailableError(f"{code.name if code else 'RPC failed'}: {details}")
+
+
 def from_rpc_error(err: grpc.RpcError) -> Exception:
     """The JournalError a servicer raised, rebuilt from its status; other failures
     (unreachable node, deadline) come back as ``JournalUnavailableError``."""
     call = err if isinstance(err, grpc.Call) else None
-    details = call.details() if call is not None else str(err)
-    if call is not None:
-        for key, value in call.trailing_metadata() or ():
-            if key == ERROR_CLASS_KEY and value in _BY_NAME:
-                return _BY_NAME[str(value)](details)
-    code = call.code() if call is not None else None
-    return JournalUnavailableError(f"{code.name if code else 'RPC failed'}: {details}")
+    if call is None:
+        return from_status(None, str(err))
+    error_class = None
+    for key, value in call.trailing_metadata() or ():
+        if key == ERROR_CLASS_KEY:
+            error_class = str(value)
+    return from_status(call.code(), call.details(), error_class)
+
+
+def status_code(value: int) -> grpc.StatusCode:
+    """The StatusCode whose number is ``value`` (UNKNOWN for a number gRPC does not define)."""
+    return _CODES.get(value, grpc.StatusCode.UNKNOWN)
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}

@@ -24,6 +24,7 @@ them (a segment renamed or purged under a reader keeps streaming from the open i
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -523,6 +524,22 @@ class FileJournalStorage:
         for _ in self.read_segment(start_txid):
             pass
         return SegmentState(start_txid, found[1], False)
+
+    def finalized_md5s(self) -> dict[str, str]:
+        """md5 of every finalized segment file, by file name, each verified record by record
+        as it is read (CorruptSegmentError naming file and offset on a bad one).
+
+        The design doc's system test (7.4.1) collates these across JournalNodes: files of the
+        same name must be byte-identical everywhere. Nothing on disk is changed.
+        """
+        digests: dict[str, str] = {}
+        for name in self._list(self.current_dir):
+            if m := _FINALIZED.fullmatch(name):
+                digest = hashlib.md5()
+                for chunk in self.read_segment(int(m.group(1))):
+                    digest.update(chunk)
+                digests[name] = digest.hexdigest()
+        return digests
 
     def describe(self) -> list[tuple[str, int]]:
         """(path relative to the journal dir, size) of every file, for printing the layout."""

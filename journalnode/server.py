@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 import structlog
@@ -28,7 +28,13 @@ from prometheus_client.registry import Collector
 
 from conf import TLSSettings
 from conf.rpc import BindError, PortInUseError, bind, make_channel, make_server
-from journalnode.errors import JournalError, StorageLockedError, from_rpc_error, to_status
+from journalnode.errors import (
+    ERROR_CLASS_KEY,
+    JournalError,
+    StorageLockedError,
+    from_rpc_error,
+    to_status,
+)
 from journalnode.file_storage import FileJournalStorage, validate_journal_id
 from journalnode.journal import Journal
 from proto import journal_pb2, journal_pb2_grpc
@@ -112,23 +118,36 @@ class JournalMetricsCollector(Collector):
             yield metric
 
 
+def _status(exc: Exception, rpc: str) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
+    """The status a failed call answers with: a JournalError's own (``to_status``), or
+    INTERNAL for anything else, which is a bug and logged with its traceback."""
+    if isinstance(exc, JournalError):
+        return to_status(exc)
+    log.exception("journal RPC failed", rpc=rpc, error=str(exc))
+    return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}", ()
+
+
+def _abort(context: grpc.ServicerContext, exc: Exception, rpc: str) -> NoReturn:
+    code, details, trailers = _status(exc, rpc)
+    context.set_trailing_metadata(trailers)
+    context.abort(code, details)
+    raise AssertionError("unreachable: context.abort raises")
+
+
 def _unary(method: Callable[..., T]) -> Callable[..., T]:
     """Run a servicer method, turning JournalErrors into their status and logging the rest."""
 
     def wrapper(self: QJournalServicer, request: Any, context: grpc.ServicerContext) -> T:
         try:
             return method(self, request, context)
-        except JournalError as exc:
-            code, details, trailers = to_status(exc)
-            context.set_trailing_metadata(trailers)
-            context.abort(code, details)
         except Exception as exc:
-            log.exception("journal RPC failed", rpc=method.__name__, error=str(exc))
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-        raise AssertionError("unreachable: context.abort raises")
+            _abort(context, exc, method.__name__)
 
     wrapper.__name__ = method.__name__
     return wrapper
+
+
+JOURNAL_STREAM_OK = journal_pb2.JournalStreamResponse()
 
 
 def _req(pb: journal_pb2.RequestInfo) -> RequestInfo:
@@ -183,8 +202,7 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         self._journal(req.journal_id).start_log_segment(req, request.txid)
         return EMPTY
 
-    @_unary
-    def Journal(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def _write_batch(self, request: Any) -> None:
         req = _req(request.req_info)
         self._journal(req.journal_id).journal(
             req,
@@ -193,7 +211,30 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
             num_txns=request.num_txns,
             framed=request.records,
         )
+
+    @_unary
+    def Journal(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._write_batch(request)
         return EMPTY
+
+    def JournalStream(
+        self, request_iterator: Iterator[Any], context: grpc.ServicerContext
+    ) -> Iterator[Any]:
+        """Each batch of the stream exactly as a Journal call, answered in order; a failed
+        batch is answered with the status the unary call would have failed with, and the
+        stream goes on (the writer decides what a failure means, as for unary calls)."""
+        for request in request_iterator:
+            try:
+                self._write_batch(request)
+            except Exception as exc:
+                code, details, trailers = _status(exc, "JournalStream")
+                yield journal_pb2.JournalStreamResponse(
+                    code=code.value[0],
+                    details=details,
+                    error_class=dict(trailers).get(ERROR_CLASS_KEY, ""),
+                )
+                continue
+            yield JOURNAL_STREAM_OK
 
     @_unary
     def Heartbeat(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -250,13 +291,8 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
             journal.segment_for_reading(request.cluster_id, request.start_txid, end)
             for chunk in journal.storage.read_segment(request.start_txid, end):
                 yield journal_pb2.SegmentChunk(data=chunk)
-        except JournalError as exc:
-            code, details, trailers = to_status(exc)
-            context.set_trailing_metadata(trailers)
-            context.abort(code, details)
         except Exception as exc:
-            log.exception("GetSegment failed", journal=request.journal_id, error=str(exc))
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            _abort(context, exc, "GetSegment")
 
     def GetJournaledEdits(self, request: Any, context: grpc.ServicerContext) -> Any:
         context.abort(

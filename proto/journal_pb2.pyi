@@ -136,6 +136,16 @@ class JournalRequest(_message.Message):
     segment_txid: int
     def __init__(self, req_info: _Optional[_Union[RequestInfo, _Mapping]] = ..., first_txid: _Optional[int] = ..., num_txns: _Optional[int] = ..., records: _Optional[bytes] = ..., segment_txid: _Optional[int] = ...) -> None: ...
 
+class JournalStreamResponse(_message.Message):
+    __slots__ = ("code", "details", "error_class")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CLASS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    details: str
+    error_class: str
+    def __init__(self, code: _Optional[int] = ..., details: _Optional[str] = ..., error_class: _Optional[str] = ...) -> None: ...
+
 class HeartbeatRequest(_message.Message):
     __slots__ = ("req_info",)
     REQ_INFO_FIELD_NUMBER: _ClassVar[int]

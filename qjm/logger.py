@@ -7,6 +7,13 @@ JournalNode errors on a write, or falls further behind than the bound, is *out o
 refuses edits until the next segment starts (design doc 2.2), so one slow or dead JournalNode
 costs the writer nothing while a quorum keeps up.
 
+Over gRPC, edits do not take the worker: ``send_edits`` pipelines them on the channel's
+long-lived ``JournalStream`` straight from the writer's thread (the 1-edit sync path then
+costs no thread hop and no per-call RPC set-up), unless calls are waiting in the worker, in
+which case the batch queues behind them. Every worker call first waits until the batches
+sent before it are answered. Either way the JournalNode sees one logger's calls in the order
+they were made, with the same checks and the same errors as unary Journal calls.
+
 An ``AsyncLoggerSet`` sends one call to every logger and returns a ``QuorumCall``.
 
 The executor is injectable: real loggers use one named thread each; the deterministic
@@ -18,12 +25,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import structlog
 
-from journalnode.errors import JournalError
+from journalnode.errors import JournalError, JournalUnavailableError
 from proto.values import (
     NamespaceInfo,
     PrepareRecoveryResult,
@@ -31,7 +39,7 @@ from proto.values import (
     RequestInfo,
     SegmentState,
 )
-from qjm.channel import JournalChannel
+from qjm.channel import JournalChannel, StreamingJournalChannel
 from qjm.errors import QJMError
 from qjm.metrics import LOGGER_METRICS
 from qjm.quorum import QuorumCall, majority, wait_for_write_quorum
@@ -84,7 +92,16 @@ class AsyncLogger:
         self._executor = executor or ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"logger-{channel.address}"
         )
-        self._lock = threading.Lock()
+        # Re-entrant: with DirectExecutor a call runs inside ``_enqueue`` under this lock.
+        self._lock = threading.RLock()
+        self._stream_drained = threading.Condition(self._lock)
+        # gRPC channels pipeline edits on a JournalStream; other channels use the worker.
+        self._stream: StreamingJournalChannel | None = (
+            channel if isinstance(channel, StreamingJournalChannel) else None
+        )
+        self._backlog = 0  # calls queued on or running in the worker (streaming channels)
+        self._stream_unanswered = 0  # batches sent on the stream, not yet answered
+        self._segments_starting = 0  # start_log_segment calls queued or running
         self.epoch = 0
         self._ipc_serial = 0
         self.committed_txid = 0
@@ -106,23 +123,64 @@ class AsyncLogger:
             float(getattr(self.timeouts, name, default)) if self.timeouts is not None else default
         )
 
-    def _req(self) -> RequestInfo:
-        # Stamped at submission: the single worker runs calls in submission order, so the
-        # serials reach the JournalNode strictly increasing.
-        with self._lock:
-            serial = self._ipc_serial
-            self._ipc_serial += 1
-            return RequestInfo(
-                self.journal_id,
-                self.namespace_info.cluster_id,
-                self.epoch,
-                serial,
-                self.committed_txid,
-            )
+    def _req_locked(self) -> RequestInfo:
+        serial = self._ipc_serial
+        self._ipc_serial += 1
+        return RequestInfo(
+            self.journal_id,
+            self.namespace_info.cluster_id,
+            self.epoch,
+            serial,
+            self.committed_txid,
+        )
 
     def _submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        with self._lock:
+            return self._enqueue(fn, args)
+
+    def _submit_req(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Queue ``fn(req, *args)`` with a freshly stamped RequestInfo. Stamping and queueing
+        are one step under the lock, so the IPC serials reach the JournalNode strictly
+        increasing even when two threads (the writer, the heartbeat thread) call at once."""
+        with self._lock:
+            return self._enqueue(fn, (self._req_locked(), *args))
+
+    def _enqueue(self, fn: Callable[..., T], args: tuple[Any, ...]) -> Future[T]:
+        """Queue a call on the single worker (the caller holds the lock)."""
         self.last_call_time = time.monotonic()
-        return self._executor.submit(fn, *args)
+        if self._stream is None:
+            return self._executor.submit(fn, *args)
+        self._backlog += 1
+        try:
+            return self._executor.submit(self._after_stream, fn, args)
+        except BaseException:
+            self._backlog -= 1
+            raise
+
+    def _after_stream(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """Worker: run ``fn`` once every batch sent earlier on the journal stream has been
+        answered, so the JournalNode sees this logger's calls in the order they were made,
+        as when every call went through the one worker."""
+        try:
+            self._wait_stream_drained()
+            return fn(*args)
+        finally:
+            with self._lock:
+                self._backlog -= 1
+
+    def _wait_stream_drained(self) -> None:
+        # Each batch is answered or failed by its own deadline; this bound is a safety net.
+        limit = self._timeout("write_txns_timeout", 20) + 5.0
+        deadline = time.monotonic() + limit
+        with self._stream_drained:
+            while self._stream_unanswered:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise JournalUnavailableError(
+                        f"{self.address}: {self._stream_unanswered} journal batches sent before "
+                        f"this call are still unanswered after {limit:.0f}s"
+                    )
+                self._stream_drained.wait(left)
 
     def set_epoch(self, epoch: int) -> None:
         with self._lock:
@@ -174,25 +232,47 @@ class AsyncLogger:
         )
 
     def start_log_segment(self, txid: int) -> Future[None]:
-        req = self._req()
-
-        def call() -> None:
-            self.channel.start_log_segment(req, txid, self._timeout("start_segment_timeout", 20))
+        def call(req: RequestInfo) -> None:
+            try:
+                self.channel.start_log_segment(
+                    req, txid, self._timeout("start_segment_timeout", 20)
+                )
+            except BaseException:
+                with self._lock:
+                    self._segments_starting -= 1
+                raise
             # A new segment is a fresh start for a logger that fell out of sync.
             with self._lock:
+                self._segments_starting -= 1
                 self.out_of_sync = False
-                self.queued_bytes = 0
             self._metrics.out_of_sync.set(0)
 
-        return self._submit(call)
+        with self._lock:
+            self._segments_starting += 1
+            try:
+                return self._enqueue(call, (self._req_locked(),))
+            except BaseException:
+                self._segments_starting -= 1
+                raise
 
     def send_edits(
         self, segment_txid: int, first_txid: int, num_txns: int, framed: bytes
     ) -> Future[None]:
-        """Queue a batch for this JournalNode; fails at once when out of sync or over the bound."""
+        """Queue a batch for this JournalNode; fails at once when out of sync (and no new
+        segment is starting) or over the bound.
+
+        Over a streaming channel the batch goes on the JournalStream straight from the
+        caller's thread when the worker is idle (the 1-edit sync path: no thread hop), else
+        behind the calls queued before it. Either way this logger's calls reach the
+        JournalNode in order, and the Future completes after the bookkeeping (out of sync on
+        failure, acked txid on success).
+        """
         size = len(framed)
         with self._lock:
-            if self.out_of_sync:
+            # Out of sync, a logger refuses edits until a new segment starts; edits sent once
+            # that start is queued belong to the new segment and wait behind it instead.
+            rejoining = self._stream is not None and self._segments_starting > 0
+            if self.out_of_sync and not rejoining:
                 return _failed(
                     LoggerOutOfSyncError(
                         f"{self.address} is out of sync until the next segment; "
@@ -208,37 +288,99 @@ class AsyncLogger:
                     )
                 )
             self.queued_bytes += size
-        self._metrics.queued_bytes.set(self.queued_bytes)
-        req = self._req()
-        submitted = time.perf_counter()
-        last = first_txid + num_txns - 1
-
-        def call() -> None:
-            started = time.perf_counter()
-            try:
-                self.channel.journal(
-                    req,
+            self.last_call_time = time.monotonic()
+            batch = _Batch(
+                args=(
+                    self._req_locked(),
                     segment_txid,
                     first_txid,
                     num_txns,
                     framed,
                     self._timeout("write_txns_timeout", 20),
-                )
-            except BaseException:
-                with self._lock:
-                    self._mark_out_of_sync_locked()
-                raise
-            finally:
-                with self._lock:
-                    self.queued_bytes -= size
-                self._metrics.queued_bytes.set(self.queued_bytes)
-            done = time.perf_counter()
-            self._metrics.rpc_seconds.observe(done - started)
-            self._metrics.write_seconds.observe(done - submitted)
-            self.highest_acked_txid = last
-            self.last_ack_time = time.monotonic()
+                ),
+                size=size,
+                last_txid=first_txid + num_txns - 1,
+                submitted=time.perf_counter(),
+            )
+            if self._stream is None:
+                unary = self._executor.submit(self.channel.journal, *batch.args)
+                self._complete_after(unary, batch)
+            elif self._backlog == 0:
+                self._send_on_stream(batch)
+            else:
+                self._backlog += 1
+                try:
+                    self._executor.submit(self._send_queued, batch)
+                except BaseException:
+                    self._backlog -= 1
+                    raise
+        self._metrics.queued_bytes.set(self.queued_bytes)
+        return batch.result
 
-        return self._submit(call)
+    def _send_on_stream(self, batch: _Batch) -> None:
+        """Send on the journal stream now; the caller holds the lock, so batches go out in the
+        order their serials were stamped."""
+        assert self._stream is not None
+        self._stream_unanswered += 1
+        started = time.perf_counter()
+        try:
+            sent = self._stream.send_journal(*batch.args)
+        except Exception as exc:  # send_journal reports failures in its Future; be safe
+            sent = _failed(exc)
+        self._complete_after(sent, batch, started, on_stream=True)
+
+    def _send_queued(self, batch: _Batch) -> None:
+        """Worker: send a batch that was queued behind other calls, unless one of them left
+        this logger out of sync (a failed batch, a failed segment start)."""
+        try:
+            with self._lock:
+                if self.out_of_sync:
+                    first = batch.args[2]
+                    error = LoggerOutOfSyncError(
+                        f"{self.address} is out of sync until the next segment; "
+                        f"batch {first} not sent"
+                    )
+                    self._complete_after(_failed(error), batch)
+                else:
+                    self._send_on_stream(batch)
+        finally:
+            with self._lock:
+                self._backlog -= 1
+
+    def _complete_after(
+        self,
+        sent: Future[None],
+        batch: _Batch,
+        started: float | None = None,
+        *,
+        on_stream: bool = False,
+    ) -> None:
+        """When ``sent`` completes: update queue, lag and out-of-sync state, then complete
+        ``batch.result`` the same way."""
+
+        def done(future: Future[None]) -> None:
+            exc = CancelledError() if future.cancelled() else future.exception()
+            now = time.perf_counter()
+            with self._lock:
+                self.queued_bytes -= batch.size
+                queued = self.queued_bytes
+                if on_stream:
+                    self._stream_unanswered -= 1
+                    if not self._stream_unanswered:
+                        self._stream_drained.notify_all()
+                if exc is not None:
+                    self._mark_out_of_sync_locked()
+            self._metrics.queued_bytes.set(queued)
+            if exc is not None:
+                batch.result.set_exception(exc)
+                return
+            self._metrics.rpc_seconds.observe(now - (started or batch.submitted))
+            self._metrics.write_seconds.observe(now - batch.submitted)
+            self.highest_acked_txid = batch.last_txid
+            self.last_ack_time = time.monotonic()
+            batch.result.set_result(None)
+
+        sent.add_done_callback(done)
 
     def _mark_out_of_sync_locked(self) -> None:
         if not self.out_of_sync:
@@ -247,24 +389,19 @@ class AsyncLogger:
         self._metrics.out_of_sync.set(1)
 
     def heartbeat(self) -> Future[None]:
-        req = self._req()
-        return self._submit(self.channel.heartbeat, req, self._timeout("write_txns_timeout", 20))
+        return self._submit_req(self.channel.heartbeat, self._timeout("write_txns_timeout", 20))
 
     def finalize_log_segment(self, start: int, end: int) -> Future[None]:
-        req = self._req()
-        return self._submit(
+        return self._submit_req(
             self.channel.finalize_log_segment,
-            req,
             start,
             end,
             self._timeout("finalize_segment_timeout", 120),
         )
 
     def purge_logs(self, min_txid_to_keep: int) -> Future[None]:
-        req = self._req()
-        return self._submit(
+        return self._submit_req(
             self.channel.purge_logs,
-            req,
             min_txid_to_keep,
             self._timeout("finalize_segment_timeout", 120),
         )
@@ -282,19 +419,15 @@ class AsyncLogger:
         )
 
     def prepare_recovery(self, segment_txid: int) -> Future[PrepareRecoveryResult]:
-        req = self._req()
-        return self._submit(
+        return self._submit_req(
             self.channel.prepare_recovery,
-            req,
             segment_txid,
             self._timeout("prepare_recovery_timeout", 120),
         )
 
     def accept_recovery(self, state: SegmentState, from_url: str) -> Future[None]:
-        req = self._req()
-        return self._submit(
+        return self._submit_req(
             self.channel.accept_recovery,
-            req,
             state,
             from_url,
             self._timeout("accept_recovery_timeout", 120),
@@ -314,6 +447,17 @@ class AsyncLogger:
         lag = max(0, quorum_txid - self.highest_acked_txid)
         self._metrics.lag_txns.set(lag)
         self._metrics.lag_seconds.set(0.0 if lag == 0 else time.monotonic() - self.last_ack_time)
+
+
+@dataclass
+class _Batch:
+    """One send_edits call on its way: the channel arguments and what completes it."""
+
+    args: tuple[RequestInfo, int, int, int, bytes, float]
+    size: int
+    last_txid: int
+    submitted: float
+    result: Future[None] = field(default_factory=Future)
 
 
 def _failed(exc: BaseException) -> Future[Any]:

@@ -63,7 +63,9 @@ def run_logtester(
                 batch = []
                 for _ in range(rng.randint(1, 5)):
                     path = f"/{name}/e{qjm.epoch}/d{rng.randrange(1 << 30)}"
-                    op = edits_pb2.EditOp(txid=txid, mkdir=edits_pb2.MkdirOp(path=path, mtime_ms=txid))
+                    op = edits_pb2.EditOp(
+                        txid=txid, mkdir=edits_pb2.MkdirOp(path=path, mtime_ms=txid)
+                    )
                     stream.write(op)
                     batch.append(op)
                     txid += 1
@@ -74,7 +76,9 @@ def run_logtester(
             qjm.finalize_log_segment(stream.segment_txid, txid - 1)
         return 0
     except Exception as exc:
-        log.warning("logtester aborting", name=name, epoch=qjm.epoch, error=f"{type(exc).__name__}: {exc}")
+        log.warning(
+            "logtester aborting", name=name, epoch=qjm.epoch, error=f"{type(exc).__name__}: {exc}"
+        )
         return 1
     finally:
         os.close(fd)
@@ -102,7 +106,9 @@ def read_acked(path: Path) -> dict[int, str]:
 
 
 def verify_logtesters(
-    acked_files: Mapping[str, Path], log_ops: Iterable[edits_pb2.EditOp], finalized_md5s: Mapping[str, Mapping[str, str]]
+    acked_files: Mapping[str, Path],
+    log_ops: Iterable[edits_pb2.EditOp],
+    finalized_md5s: Mapping[str, Mapping[str, str]],
 ) -> LogTesterReport:
     """The design doc's checks: no txid acked to two LogTesters; finalized segment files of the
     same name are identical on every JN. Also every acked txid is in the log with its bytes.
@@ -117,33 +123,55 @@ def verify_logtesters(
             digests[txid] = digest
     duplicates = {txid: names for txid, names in owners.items() if len(names) > 1}
     in_log = {op.txid: op_digest(op) for op in log_ops}
-    missing = [
-        f"txid {txid} acked to {owners[txid][0]} is {'missing' if txid not in in_log else 'different'} in the log"
-        for txid, digest in sorted(digests.items())
-        if in_log.get(txid) != digest
-    ]
+    missing = []
+    for txid, digest in sorted(digests.items()):
+        if in_log.get(txid) != digest:
+            how = "missing from" if txid not in in_log else "different in"
+            missing.append(f"txid {txid} acked to {owners[txid][0]} is {how} the log")
     by_name: dict[str, dict[str, str]] = {}
     for jn, files in finalized_md5s.items():
         for fname, md5 in files.items():
             by_name.setdefault(fname, {})[jn] = md5
-    mismatches = [f"{fname}: {copies}" for fname, copies in sorted(by_name.items()) if len(set(copies.values())) > 1]
+    mismatches = [
+        f"{fname}: {copies}"
+        for fname, copies in sorted(by_name.items())
+        if len(set(copies.values())) > 1
+    ]
     return LogTesterReport(len(digests), duplicates, missing, mismatches)
 
 
 @click.command()
-@click.option("--journalnodes", required=True, help="Comma-separated host:port of every JournalNode.")
+@click.option(
+    "--journalnodes", required=True, help="Comma-separated host:port of every JournalNode."
+)
 @click.option("--journal-id", required=True)
 @click.option("--cluster-id", required=True)
 @click.option("--namespace-id", type=int, default=1, show_default=True)
 @click.option("--name", required=True, help="This LogTester's name (used in its paths).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="File the acknowledged txids are appended to.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="File the acknowledged txids are appended to.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--max-seconds", type=float, default=None, help="Stop after this long (default: run until fenced).")
+@click.option(
+    "--max-seconds",
+    type=float,
+    default=None,
+    help="Stop after this long (default: run until fenced).",
+)
 @LOG_FORMAT_OPTION
 def main(
-    journalnodes: str, journal_id: str, cluster_id: str, namespace_id: int, name: str, out: Path,
-    seed: int, max_seconds: float | None, log_format: str,
+    journalnodes: str,
+    journal_id: str,
+    cluster_id: str,
+    namespace_id: int,
+    name: str,
+    out: Path,
+    seed: int,
+    max_seconds: float | None,
+    log_format: str,
 ) -> None:
     """Run one LogTester until it is fenced or fails."""
     setup_logging(log_format)

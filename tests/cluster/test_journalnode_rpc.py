@@ -5,12 +5,16 @@ back from ``GrpcJournalChannel`` as the same exception class, with a message tha
 problem: malformed requests are INVALID_ARGUMENT, a stale epoch FAILED_PRECONDITION/EpochError,
 a foreign cluster id NamespaceMismatchError, a corrupt finalized segment DATA_LOSS naming
 file and offset. acceptRecovery downloads a segment from another JournalNode over gRPC.
+Batches pipelined on a JournalStream are answered in order, each with exactly the exception
+the unary Journal call raises for the same request.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ from journalnode.errors import (
     EpochError,
     InvalidRequestError,
     JournalNotFormattedError,
+    JournalOutOfSyncError,
     JournalUnavailableError,
     NamespaceMismatchError,
 )
@@ -72,6 +77,13 @@ class Client:
     def journal(self, segment: int, first: int, count: int, framed: bytes | None = None) -> None:
         framed = batch(first, count) if framed is None else framed
         self.channel.journal(self.req(), segment, first, count, framed, TIMEOUT)
+
+    def send(
+        self, segment: int, first: int, count: int, framed: bytes | None = None
+    ) -> Future[None]:
+        """The same batch as ``journal``, on the channel's JournalStream."""
+        framed = batch(first, count) if framed is None else framed
+        return self.channel.send_journal(self.req(), segment, first, count, framed, TIMEOUT)
 
     def raw_journal(self, journal_id: str, first: int, count: int, framed: bytes) -> None:
         req = self.req().to_pb()
@@ -310,3 +322,103 @@ def test_accept_recovery_from_an_unreachable_source_fails_without_changes(
             assert state.accepted_in_epoch is None
         finally:
             c.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# JournalStream: the unary Journal's checks and answers, pipelined
+# ---------------------------------------------------------------------------------------------
+
+
+def test_journal_stream_answers_pipelined_batches_in_order(client: Client) -> None:
+    client.setup_writer()
+    rng = random.Random(5)
+    sent: list[bytes] = []
+    futures: list[Future[None]] = []
+    answered: list[int] = []
+
+    def note(i: int) -> Callable[[Future[None]], None]:
+        return lambda _: answered.append(i)
+
+    first = 1
+    for i in range(200):  # none waits for the previous answer
+        count = rng.randint(1, 20)
+        sent.append(batch(first, count))
+        futures.append(client.send(1, first, count, sent[-1]))
+        futures[-1].add_done_callback(note(i))
+        first += count
+    for future in futures:
+        assert future.result(TIMEOUT) is None
+    assert answered == list(range(200))
+    segment = b"".join(client.channel.get_segment(JID, NS.cluster_id, 1, first - 1, TIMEOUT))
+    assert segment == records.SEGMENT_HEADER + b"".join(sent)
+
+
+def _wrong_cluster(c: Client) -> dict[str, Any]:
+    req = c.req()
+    return {"req": RequestInfo(req.journal_id, "CID-other", req.epoch, req.ipc_serial_number)}
+
+
+def _unformatted_journal(c: Client) -> dict[str, Any]:
+    req = c.req()
+    return {"req": RequestInfo("other", req.cluster_id, req.epoch, req.ipc_serial_number)}
+
+
+def _unsafe_journal_id(c: Client) -> dict[str, Any]:
+    req = c.req()
+    return {"req": RequestInfo("../x", req.cluster_id, req.epoch, req.ipc_serial_number)}
+
+
+# Each case: the Journal arguments that break one rule (a fresh IPC serial each time), and
+# the exception class both forms of the call must raise.
+STREAM_ERROR_CASES: dict[str, tuple[Callable[[Client], dict[str, Any]], type[Exception]]] = {
+    "gap": (lambda c: {"first": 9}, JournalOutOfSyncError),
+    "garbage": (lambda c: {"framed": b"\xff" * 16}, InvalidRequestError),
+    "count-mismatch": (lambda c: {"count": 3}, InvalidRequestError),
+    "no-transactions": (lambda c: {"count": 0, "framed": b""}, InvalidRequestError),
+    "wrong-cluster": (_wrong_cluster, NamespaceMismatchError),
+    "unformatted-journal": (_unformatted_journal, JournalNotFormattedError),
+    "unsafe-journal-id": (_unsafe_journal_id, InvalidRequestError),
+    "old-ipc-serial": (
+        lambda c: {"req": RequestInfo(JID, NS.cluster_id, c.epoch, 0)},
+        JournalOutOfSyncError,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STREAM_ERROR_CASES))
+def test_journal_stream_raises_what_the_unary_call_raises_and_goes_on(
+    client: Client, case: str
+) -> None:
+    client.setup_writer()
+    client.journal(1, 1, 2)
+    change, expected = STREAM_ERROR_CASES[case]
+
+    def arguments() -> tuple[RequestInfo, int, int, int, bytes, float]:
+        call = {"req": client.req(), "first": 3, "count": 1, "framed": None, **change(client)}
+        framed = batch(call["first"], 1) if call["framed"] is None else call["framed"]
+        return call["req"], 1, call["first"], call["count"], framed, TIMEOUT
+
+    with pytest.raises(expected) as unary:
+        client.channel.journal(*arguments())
+    streamed = client.channel.send_journal(*arguments()).exception(TIMEOUT)
+    assert type(streamed) is expected
+    assert str(streamed) == str(unary.value)
+    # The stream is still usable: the next good batch is written.
+    client.send(1, 3, 4).result(TIMEOUT)
+    logs, _ = client.channel.get_edit_log_manifest(JID, NS.cluster_id, 0, True, TIMEOUT)
+    assert logs == [RemoteEditLog(1, 6, True)]
+
+
+def test_journal_stream_of_a_fenced_writer_raises_epoch_error(client: Client) -> None:
+    client.setup_writer(epoch=1)
+    client.send(1, 1, 2).result(TIMEOUT)
+    newer = Client(client.channel.address)
+    try:
+        newer.new_epoch(2)
+    finally:
+        newer.close()
+    with pytest.raises(EpochError) as unary:
+        client.journal(1, 3, 1)
+    streamed = client.send(1, 3, 1).exception(TIMEOUT)
+    assert type(streamed) is EpochError
+    assert str(streamed) == str(unary.value)

@@ -1,8 +1,10 @@
 """The JournalNode as a real process: kill -9 durability, start-up errors, signals, metrics.
 
 Every JournalNode here is ``python -m journalnode run --conf C --id jnX`` on free loopback
-ports (``tests.process.jnproc``), writing with real fsyncs to a real directory, talked to
+ports (``journalnode.process``), writing with real fsyncs to a real directory, talked to
 over gRPC by ``GrpcJournalChannel``.
+
+``JournalNodeProcessCluster`` (three processes, one configuration) is checked at the end.
 
 The kill -9 test is randomized from one seed, printed at the start; replay a failure with
 ``JN_KILL_SEED=<seed> pytest tests/process -k kill``.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import socket
 import threading
 import time
@@ -23,7 +26,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conf import write_xml
+from conf import load_settings, write_xml
 from journalnode.errors import (
     EpochError,
     JournalError,
@@ -32,16 +35,18 @@ from journalnode.errors import (
     NamespaceMismatchError,
 )
 from journalnode.file_storage import finalized_name, in_progress_name
-from proto import edits_pb2, records
-from proto.values import NamespaceInfo, RemoteEditLog, RequestInfo
-from qjm.channel import GrpcJournalChannel
-from tests.process.jnproc import (
+from journalnode.process import (
     JournalNodeProcess,
+    JournalNodeProcessCluster,
     free_ports,
     journalnode_config,
     run_journalnode,
     start_journalnode,
 )
+from proto import edits_pb2, records
+from proto.values import NamespaceInfo, RemoteEditLog, RequestInfo
+from qjm.channel import GrpcJournalChannel
+from qjm.manager import QuorumJournalManager
 
 JID = "ns1"
 NS = NamespaceInfo("CID-process", 4242)
@@ -219,7 +224,7 @@ def test_kill_9_mid_stream_loses_no_acknowledged_edit(tmp_path: Path) -> None:
         for round_no in range(KILL_ROUNDS):
             this = write_until_killed(writer, jn, rng, kill_after=rng.uniform(0.05, 0.4))
             writer.channel.close()
-            assert jn.proc is not None and jn.proc.returncode == -9
+            assert jn.returncode == -9
 
             jn.restart()
             writer.channel = GrpcJournalChannel(jn.address)
@@ -245,7 +250,7 @@ def test_kill_9_mid_stream_loses_no_acknowledged_edit(tmp_path: Path) -> None:
             end = start + records.scan(content[records.HEADER_LEN :], start).count - 1
             assert finalized_name(start, end) in names
         writer.channel.close()
-        assert jn.terminate() == 0
+        assert jn.stop() == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,7 +337,7 @@ def test_hanamenode_conf_is_used_without_conf_option(tmp_path: Path) -> None:
             channel.close()
         # It runs with the configured directory, which only the file named in the env gives.
         assert (jn.edits_dir / JID / "current" / "VERSION").is_file()
-        assert jn.terminate() == 0
+        assert jn.stop() == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,8 +376,8 @@ def test_sigterm_stops_cleanly_and_releases_the_directory(
 ) -> None:
     channel.format(JID, NS, False, RPC_TIMEOUT)
     started = time.monotonic()
-    assert jn.terminate() == 0
-    assert time.monotonic() - started < 8  # well before terminate() would resort to SIGKILL
+    assert jn.stop() == 0
+    assert time.monotonic() - started < 8  # well before stop() would resort to SIGKILL
     assert "journalnode stopping" in jn.log_text()
     # The lock went with the process: a new JournalNode takes the directory and its data.
     jn.restart()
@@ -437,3 +442,50 @@ def test_unreachable_journalnode_is_unavailable(tmp_path: Path) -> None:
         finally:
             channel.close()
         assert isinstance(info.value, JournalError)
+
+
+# ---------------------------------------------------------------------------------------------
+# (i) JournalNodeProcessCluster: one configuration, crash, pause, restart on the same ports
+# ---------------------------------------------------------------------------------------------
+
+
+def test_process_cluster_shares_one_configuration_and_restarts_on_the_same_ports(
+    tmp_path: Path,
+) -> None:
+    with JournalNodeProcessCluster(3, tmp_path, journal_id=JID) as cluster:
+        settings = load_settings(cluster.conf_path)
+        assert settings.journal_uri is not None
+        assert list(settings.journal_uri.addresses) == cluster.addresses
+        assert settings.journal_uri.journal_id == JID
+        assert [settings.journalnode(jn.jn_id).edits_dir for jn in cluster] == [
+            tmp_path / f"jn{i}" for i in (1, 2, 3)
+        ]
+        with QuorumJournalManager.connect(cluster.addresses, JID, NS) as qjm:
+            qjm.format()
+        addresses, pids = cluster.addresses, [jn.pid for jn in cluster]
+
+        cluster.kill(0)  # SIGKILL: reaped at once
+        assert cluster[0].returncode == -9 and not cluster[0].running
+        cluster.kill(1, signal.SIGSTOP)  # paused: running, but answers nothing
+        with pytest.raises(JournalUnavailableError):
+            is_formatted(cluster[1], 0.5)
+        assert cluster[1].running
+        cluster.kill(1, signal.SIGCONT)
+        assert is_formatted(cluster[1]) == (True, NS)
+
+        cluster.restart(0)
+        assert cluster.addresses == addresses and cluster[0].pid != pids[0]
+        assert is_formatted(cluster[0]) == (True, NS)
+        assert cluster.stop() == [0, 0, 0]
+    assert all(not jn.running for jn in cluster)
+
+
+def is_formatted(
+    jn: JournalNodeProcess, timeout: float = RPC_TIMEOUT
+) -> tuple[bool, NamespaceInfo | None]:
+    """IsFormatted on a fresh channel (one that timed out would still be backing off)."""
+    channel = GrpcJournalChannel(jn.address)
+    try:
+        return channel.is_formatted(JID, timeout)
+    finally:
+        channel.close()

@@ -1,0 +1,550 @@
+"""JournalNode daemons as child processes: the one launcher of the demo, benchmarks and tests.
+
+DESIGN.md section 1 (``journalnode run --conf C --id jnX``) and section 2 (``bench/`` and
+``tests/`` both run real JournalNodes, and nothing imports ``tests/``, so it lives here).
+
+A ``JournalNodeProcess`` is ``python -m journalnode run --conf C --id jnX`` run by this
+interpreter with this checkout first on PYTHONPATH, its stdout and stderr appended to a log
+file; ``start`` returns once the daemon answers an IsFormatted RPC. A
+``JournalNodeProcessCluster`` is n of them on free loopback ports sharing one generated
+configuration (``conf.write_xml``), which a writer can load too::
+
+    with JournalNodeProcessCluster(3, base_dir, journal_id="ns1") as cluster:
+        qjm = QuorumJournalManager.connect(cluster.addresses, "ns1", ns_info)
+        cluster.kill(2)                   # SIGKILL: a crash, reaped
+        cluster.kill(1, signal.SIGSTOP)   # a pause, until cluster.kill(1, signal.SIGCONT)
+        cluster.restart(2)                # same directory, same ports
+    # leaving the block stops every process it started: SIGTERM, then SIGKILL
+
+``start_journalnode`` starts a single JournalNode with a one-node configuration of its own;
+``run_journalnode`` runs the command line to completion (start-up failures).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import grpc
+
+from conf import CONF_ENV, write_xml
+from conf.rpc import make_channel
+from conf.xmlconf import ConfigValue
+from journalnode.errors import JournalUnavailableError, from_rpc_error
+from proto import journal_pb2, journal_pb2_grpc
+
+__all__ = [
+    "CODE_ROOT",
+    "JournalNodeProcess",
+    "JournalNodeProcessCluster",
+    "JournalNodeStartError",
+    "child_environment",
+    "free_ports",
+    "journalnode_command",
+    "journalnode_config",
+    "run_journalnode",
+    "start_journalnode",
+]
+
+CODE_ROOT = Path(__file__).resolve().parents[1]
+"""The directory holding the ``journalnode`` package: put first on a child's PYTHONPATH."""
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+# What the CLI prints when its RPC or HTTP port is taken (conf.rpc.PortInUseError).
+_PORT_IN_USE = "address already in use"
+
+
+class JournalNodeStartError(RuntimeError):
+    """The process exited, or did not serve, within the start timeout.
+
+    The message is one line (with the last line of output); ``output`` is the end of the log.
+    """
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
+
+    @property
+    def port_in_use(self) -> bool:
+        """The daemon could not listen because another process took one of its ports."""
+        return _PORT_IN_USE in self.output
+
+
+def free_ports(n: int = 1, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports that were free a moment ago (bound to port 0, then closed).
+
+    Another process may take one before the JournalNode binds it; a first ``start`` retries
+    with fresh ports when that happens.
+    """
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(n):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(sock.getsockname()[1])
+        return ports
+
+
+def journalnode_command(jn_id: str, conf: Path | None = None) -> list[str]:
+    """``python -m journalnode run [--conf C] --id jnX`` with this interpreter."""
+    args = [sys.executable, "-m", "journalnode", "run"]
+    if conf is not None:
+        args += ["--conf", str(conf)]
+    return [*args, "--id", jn_id]
+
+
+def journalnode_config(
+    rpc_port: int, http_port: int, edits_dir: Path, extra: Mapping[str, ConfigValue] | None = None
+) -> dict[str, ConfigValue]:
+    """The properties of a one-JournalNode configuration on 127.0.0.1."""
+    return {
+        "dfs.journalnode.rpc-address": f"127.0.0.1:{rpc_port}",
+        "dfs.journalnode.http-address": f"127.0.0.1:{http_port}",
+        "dfs.journalnode.edits.dir": edits_dir,
+        **(extra or {}),
+    }
+
+
+def child_environment(conf_env: Path | None = None) -> dict[str, str]:
+    """The environment for a child Python process that must run this checkout's code.
+
+    The caller's environment, without its HANAMENODE_CONF (unless ``conf_env`` is given) and
+    with ``CODE_ROOT`` first on PYTHONPATH; output unbuffered so a log shows the last words of
+    a killed process.
+    """
+    env = {k: v for k, v in os.environ.items() if k != CONF_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(CODE_ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    env["PYTHONUNBUFFERED"] = "1"
+    if conf_env is not None:
+        env[CONF_ENV] = str(conf_env)
+    return env
+
+
+def _probe(address: str, journal_id: str) -> bool:
+    """Whether the JournalNode at ``address`` answers an IsFormatted RPC (any answer counts:
+    even a refusal means the servicer runs). A fresh channel each time: one that failed to
+    connect would wait out its reconnect backoff instead of trying again at once."""
+    channel = make_channel(address)
+    try:
+        stub = journal_pb2_grpc.QJournalServiceStub(channel)
+        stub.IsFormatted(journal_pb2.IsFormattedRequest(journal_id=journal_id), timeout=0.5)
+        return True
+    except grpc.RpcError as err:
+        return not isinstance(from_rpc_error(err), JournalUnavailableError)
+    finally:
+        channel.close()
+
+
+class JournalNodeProcess:
+    """One JournalNode daemon in a child process; a context manager that always stops it.
+
+    Alone (``start_journalnode``) it writes its own configuration ``<workdir>/<id>-site.xml``
+    with ``extra_conf`` on top; in a cluster, ``conf_path`` and ``properties`` are the
+    cluster's shared file and the function that renders it. Its output goes to
+    ``<workdir>/<id>.log``, appended across restarts.
+    """
+
+    def __init__(
+        self,
+        jn_id: str,
+        workdir: Path,
+        *,
+        edits_dir: Path | None = None,
+        rpc_port: int = 0,
+        http_port: int = 0,
+        conf_path: Path | None = None,
+        properties: Callable[[], Mapping[str, ConfigValue]] | None = None,
+        extra_conf: Mapping[str, ConfigValue] | None = None,
+        probe_journal: str = "probe",
+        conf_via_env: bool = False,
+    ) -> None:
+        self.jn_id = jn_id
+        self.workdir = Path(workdir)
+        self.edits_dir = edits_dir if edits_dir is not None else self.workdir / f"{jn_id}-edits"
+        if not (rpc_port and http_port):
+            rpc_port, http_port = free_ports(2)
+        self.rpc_port = rpc_port
+        self.http_port = http_port
+        self.conf_path = conf_path if conf_path is not None else self.workdir / f"{jn_id}-site.xml"
+        self._properties = properties
+        self.extra_conf = dict(extra_conf or {})
+        self.probe_journal = probe_journal
+        self.conf_via_env = conf_via_env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self._stop_requested = False
+
+    def __repr__(self) -> str:
+        state = f"pid {self.proc.pid}" if self.running and self.proc else "not running"
+        return f"JournalNodeProcess({self.jn_id}, {self.address}, {state})"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.rpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}/metrics"
+
+    @property
+    def log_path(self) -> Path:
+        """stdout and stderr of every start, appended."""
+        return self.workdir / f"{self.jn_id}.log"
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError(f"journalnode {self.jn_id} was never started")
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        """Started and not yet exited (a SIGSTOPped process is running)."""
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status of the last run: None while running or never started, -N for signal N."""
+        return None if self.proc is None else self.proc.poll()
+
+    def properties(self) -> Mapping[str, ConfigValue]:
+        """What the configuration file holds now (ports may change on a first start)."""
+        if self._properties is not None:
+            return self._properties()
+        return journalnode_config(self.rpc_port, self.http_port, self.edits_dir, self.extra_conf)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Write the configuration and start the process, without waiting for it to serve."""
+        if self.running:
+            raise RuntimeError(f"journalnode {self.jn_id} is already running (pid {self.pid})")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        write_xml(self.properties(), self.conf_path)
+        self.starts += 1
+        self._stop_requested = False
+        with open(self.log_path, "ab") as out:
+            out.write(f"--- start {self.starts} ---\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(
+                journalnode_command(self.jn_id, None if self.conf_via_env else self.conf_path),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=child_environment(self.conf_path if self.conf_via_env else None),
+            )
+        return self.proc
+
+    def wait_serving(self, timeout: float = START_TIMEOUT) -> None:
+        """Block until an IsFormatted RPC gets an answer; JournalNodeStartError when the
+        process exits first, or (after killing it) when ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc is None or self.proc.poll() is not None:
+                code = None if self.proc is None else self.proc.returncode
+                raise self._start_error(f"exited with status {code} before serving")
+            if _probe(self.address, self.probe_journal):
+                return
+            if time.monotonic() > deadline:
+                self.kill()
+                raise self._start_error(f"did not serve on {self.address} within {timeout}s")
+            time.sleep(0.05)
+
+    def _start_error(self, what: str) -> JournalNodeStartError:
+        output = self.log_text()[-4000:]
+        lines = output.strip().splitlines()
+        last = lines[-1] if lines else "no output"
+        return JournalNodeStartError(
+            f"journalnode {self.jn_id} {what}: {last} (log: {self.log_path})", output
+        )
+
+    def start(
+        self, timeout: float = START_TIMEOUT, *, fresh_ports: bool = True, attempts: int = 5
+    ) -> JournalNodeProcess:
+        """Spawn and wait until serving. With ``fresh_ports``, a port taken by another process
+        between choosing and binding it is replaced by a fresh one (up to ``attempts`` times);
+        without, that is a JournalNodeStartError like any other."""
+        for attempt in range(1, attempts + 1):
+            self.spawn()
+            try:
+                self.wait_serving(timeout)
+                return self
+            except JournalNodeStartError as exc:
+                if not (fresh_ports and exc.port_in_use) or attempt == attempts:
+                    raise
+            self.rpc_port, self.http_port = free_ports(2)
+        raise AssertionError("unreachable")
+
+    def restart(self, timeout: float = START_TIMEOUT) -> JournalNodeProcess:
+        """Stop it if it runs (SIGTERM), then start again on the same directory and ports."""
+        self.stop()
+        return self.start(timeout, fresh_ports=False)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` if it runs. SIGKILL (the default) is a crash: nothing flushed or closed
+        by the process itself, and the process is reaped before this returns. SIGSTOP pauses
+        it, SIGCONT resumes it."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.proc.wait(STOP_TIMEOUT)
+
+    def request_stop(self) -> None:
+        """Send SIGTERM (and SIGCONT, in case it is paused) without waiting; once per run: a
+        second SIGTERM could land after the daemon's handler is gone, in interpreter
+        shutdown, and turn a clean exit into death by signal."""
+        if self.running and not self._stop_requested:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGCONT)
+            self._stop_requested = True
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+        """``request_stop`` and wait; SIGKILL if it does not exit within ``timeout``. Returns
+        the exit status (0 for a clean stop), None if never started."""
+        if self.proc is None:
+            return None
+        self.request_stop()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT)
+        return self.proc.returncode
+
+    def __enter__(self) -> JournalNodeProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def start_journalnode(
+    workdir: Path,
+    jn_id: str = "jn1",
+    *,
+    edits_dir: Path | None = None,
+    probe_journal: str = "probe",
+    extra_conf: Mapping[str, ConfigValue] | None = None,
+    conf_via_env: bool = False,
+    timeout: float = START_TIMEOUT,
+) -> JournalNodeProcess:
+    """A serving JournalNode process with its files under ``workdir`` (storage in
+    ``workdir/<jn_id>-edits`` unless ``edits_dir`` is given), on free loopback ports.
+
+    ``probe_journal`` is the journal id asked IsFormatted while waiting: the JournalNode
+    creates a journal's directory on first use, so pass the journal the caller will use.
+    """
+    jn = JournalNodeProcess(
+        jn_id,
+        workdir,
+        edits_dir=edits_dir,
+        extra_conf=extra_conf,
+        probe_journal=probe_journal,
+        conf_via_env=conf_via_env,
+    )
+    try:
+        return jn.start(timeout)
+    except BaseException:
+        jn.stop()
+        raise
+
+
+class JournalNodeProcessCluster:
+    """``n`` JournalNode processes ``jn1..jnN`` on loopback, one shared configuration file.
+
+    Node ``i`` (0-based) keeps its directory ``<base_dir>/jn<i+1>`` and its ports across
+    ``stop``/``kill``/``restart``, so a restarted node is the same JournalNode to its writers.
+    ``conf_path`` lists every node (``dfs.journalnode.ids`` and per-id keys) and, when a
+    ``journal_id`` is given, ``dfs.namenode.shared.edits.dir`` for writers that load it with
+    ``conf.load_settings``. A context manager: entering starts every node, leaving stops every
+    process it started (and removes ``base_dir`` if it made it).
+    """
+
+    def __init__(
+        self,
+        n: int = 3,
+        base_dir: Path | None = None,
+        *,
+        journal_id: str | None = None,
+        extra_conf: Mapping[str, ConfigValue] | None = None,
+    ) -> None:
+        if n < 1:
+            raise ValueError(f"a journal cluster needs at least one node, got {n}")
+        self._own_dir = base_dir is None
+        self.base_dir = (
+            Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="jnprocs-"))
+        )
+        self.journal_id = journal_id
+        self.extra_conf = dict(extra_conf or {})
+        self.conf_path = self.base_dir / "journalnodes-site.xml"
+        ports = free_ports(2 * n)
+        self.nodes = [
+            JournalNodeProcess(
+                f"jn{i + 1}",
+                self.base_dir,
+                edits_dir=self.base_dir / f"jn{i + 1}",
+                rpc_port=ports[2 * i],
+                http_port=ports[2 * i + 1],
+                conf_path=self.conf_path,
+                properties=self.properties,
+                probe_journal=journal_id or "probe",
+            )
+            for i in range(n)
+        ]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __getitem__(self, index: int) -> JournalNodeProcess:
+        return self.nodes[index]
+
+    def __iter__(self) -> Iterator[JournalNodeProcess]:
+        return iter(self.nodes)
+
+    @property
+    def addresses(self) -> list[str]:
+        """``host:port`` of every node's QJournalService, in node order."""
+        return [node.address for node in self.nodes]
+
+    def properties(self) -> dict[str, ConfigValue]:
+        """The shared configuration, as ``conf_path`` holds it (ports as they are now)."""
+        props: dict[str, ConfigValue] = {
+            "dfs.journalnode.ids": ",".join(node.jn_id for node in self.nodes)
+        }
+        for node in self.nodes:
+            props[f"dfs.journalnode.rpc-address.{node.jn_id}"] = node.address
+            props[f"dfs.journalnode.http-address.{node.jn_id}"] = f"127.0.0.1:{node.http_port}"
+            props[f"dfs.journalnode.edits.dir.{node.jn_id}"] = node.edits_dir
+        if self.journal_id is not None:
+            uri = f"qjournal://{';'.join(self.addresses)}/{self.journal_id}"
+            props["dfs.namenode.shared.edits.dir"] = uri
+        return {**props, **self.extra_conf}
+
+    def journal_dir(self, index: int, journal_id: str | None = None) -> Path:
+        """``<edits dir>/<journal id>/current`` of node ``index``."""
+        jid = journal_id or self.journal_id
+        if jid is None:
+            raise ValueError("no journal id given and the cluster has none")
+        return self.nodes[index].edits_dir / jid / "current"
+
+    def _indexes(self, index: int | None) -> list[int]:
+        return list(range(len(self.nodes))) if index is None else [index]
+
+    def start(
+        self, index: int | None = None, timeout: float = START_TIMEOUT
+    ) -> JournalNodeProcessCluster:
+        """Start node ``index`` (default: every node not running), the processes in parallel.
+
+        On a node's first start a port taken meanwhile is replaced by a fresh one (and the
+        shared file rewritten); later starts keep the node's ports. If starting the whole
+        cluster fails, whatever did start is stopped again.
+        """
+        todo = [self.nodes[i] for i in self._indexes(index) if not self.nodes[i].running]
+        try:
+            for node in todo:
+                node.spawn()
+            for node in todo:
+                try:
+                    node.wait_serving(timeout)
+                except JournalNodeStartError as exc:
+                    if not (exc.port_in_use and node.starts == 1):
+                        raise
+                    node.rpc_port, node.http_port = free_ports(2)
+                    node.start(timeout)
+        except BaseException:
+            if index is None:
+                self.stop()
+            raise
+        return self
+
+    def stop(self, index: int | None = None, timeout: float = STOP_TIMEOUT) -> list[int | None]:
+        """Stop node ``index`` (default: all) with SIGTERM, then SIGKILL after ``timeout``.
+
+        Returns the exit statuses of those nodes (None for one never started), in order; the
+        signals go to every process before waiting for any.
+        """
+        nodes = [self.nodes[i] for i in self._indexes(index)]
+        for node in nodes:
+            node.request_stop()
+        return [node.stop(timeout) for node in nodes]
+
+    def kill(self, index: int, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to node ``index`` (see ``JournalNodeProcess.kill``)."""
+        self.nodes[index].kill(sig)
+
+    def restart(self, index: int, timeout: float = START_TIMEOUT) -> JournalNodeProcess:
+        """Stop node ``index`` if it runs, then start it on the same directory and ports."""
+        return self.nodes[index].restart(timeout)
+
+    def __enter__(self) -> JournalNodeProcessCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every process (removing ``base_dir`` if this object made it)."""
+        try:
+            self.stop()
+        finally:
+            if self._own_dir:
+                shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+def run_journalnode(
+    args: Sequence[str],
+    *,
+    conf_env: Path | None = None,
+    timeout: float = START_TIMEOUT,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m journalnode <args>`` to completion (start-up failures); output captured.
+
+    A process still running after ``timeout`` is killed; its status is then -9.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "journalnode", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=CODE_ROOT,
+        env=child_environment(conf_env),
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
