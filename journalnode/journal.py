@@ -370,12 +370,22 @@ class Journal:
             if last <= self._committed_txid:
                 stats.batches_written_while_lagging += 1
 
-    def finalize_log_segment(self, req: RequestInfo, start_txid: int, end_txid: int) -> None:
+    def finalize_log_segment(
+        self, req: RequestInfo, start_txid: int, end_txid: int, md5: bytes = b""
+    ) -> None:
+        """Finalize a segment (idempotent; invariant 1: never un-finalize).
+
+        The open segment the writer just wrote is finalized on its length alone. Any other
+        in-progress copy may hold another epoch's records of the same length, so it is
+        finalized only when the caller vouches for its content: recovery passes the accepted
+        segment's md5, a writer finalizing its own segment must be the last writer here.
+        """
         with self._lock:
             self._check_request(req)
             if end_txid < start_txid:
                 raise InvalidRequestError(f"can't finalize segment {start_txid} at txid {end_txid}")
-            if start_txid == self._cur_segment:
+            was_open = start_txid == self._cur_segment
+            if was_open:
                 # The segment this writer just wrote: its state is known, no need to re-read it.
                 self._cur_segment = None
                 if self._next_txid != end_txid + 1:
@@ -401,12 +411,32 @@ class Journal:
                         f"trying to finalize in-progress segment {start_txid} at txid {end_txid} "
                         f"but it holds transactions up to {state.end_txid}"
                     )
+                if not was_open:
+                    self._check_finalize_content(req, state, md5)
                 self.storage.finalize_segment(start_txid, end_txid)
                 self._segments[start_txid] = SegmentState(start_txid, end_txid, False)
             # A finalized segment is itself the decision; the accepted recovery is moot.
             if start_txid in self._accepted:
                 self.storage.clear_accepted_recovery(start_txid)
                 del self._accepted[start_txid]
+
+    def _check_finalize_content(self, req: RequestInfo, state: SegmentState, md5: bytes) -> None:
+        if md5:
+            mine = self._segment_md5(state.start_txid, state.end_txid)
+            if mine != md5:
+                raise JournalOutOfSyncError(
+                    f"in-progress segment {state} holds other records than the recovered one "
+                    "(md5 differs); it needs acceptRecovery before it can be finalized"
+                )
+            return
+        accepted = self._accepted.get(state.start_txid)
+        if accepted is not None and accepted.accepted_in_epoch == req.epoch:
+            return  # this epoch's own acceptRecovery installed these records
+        if self._last_writer_epoch != req.epoch:
+            raise JournalOutOfSyncError(
+                f"in-progress segment {state} was not started by epoch {req.epoch} here "
+                f"(last writer epoch {self._last_writer_epoch}); refusing to finalize it"
+            )
 
     def purge_logs(self, req: RequestInfo, min_txid_to_keep: int) -> list[str]:
         with self._lock:

@@ -246,7 +246,7 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
     def FinalizeLogSegment(self, request: Any, context: grpc.ServicerContext) -> Any:
         req = _req(request.req_info)
         self._journal(req.journal_id).finalize_log_segment(
-            req, request.start_txid, request.end_txid
+            req, request.start_txid, request.end_txid, request.md5
         )
         return EMPTY
 

@@ -153,14 +153,16 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, req_info: _Optional[_Union[RequestInfo, _Mapping]] = ...) -> None: ...
 
 class FinalizeLogSegmentRequest(_message.Message):
-    __slots__ = ("req_info", "start_txid", "end_txid")
+    __slots__ = ("req_info", "start_txid", "end_txid", "md5")
     REQ_INFO_FIELD_NUMBER: _ClassVar[int]
     START_TXID_FIELD_NUMBER: _ClassVar[int]
     END_TXID_FIELD_NUMBER: _ClassVar[int]
+    MD5_FIELD_NUMBER: _ClassVar[int]
     req_info: RequestInfo
     start_txid: int
     end_txid: int
-    def __init__(self, req_info: _Optional[_Union[RequestInfo, _Mapping]] = ..., start_txid: _Optional[int] = ..., end_txid: _Optional[int] = ...) -> None: ...
+    md5: bytes
+    def __init__(self, req_info: _Optional[_Union[RequestInfo, _Mapping]] = ..., start_txid: _Optional[int] = ..., end_txid: _Optional[int] = ..., md5: _Optional[bytes] = ...) -> None: ...
 
 class PurgeLogsRequest(_message.Message):
     __slots__ = ("req_info", "min_txid_to_keep")

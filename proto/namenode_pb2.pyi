@@ -196,6 +196,18 @@ class TransitionRequest(_message.Message):
     source: RequestSource
     def __init__(self, source: _Optional[_Union[RequestSource, str]] = ...) -> None: ...
 
+class CedeRequest(_message.Message):
+    __slots__ = ("millis_to_cede",)
+    MILLIS_TO_CEDE_FIELD_NUMBER: _ClassVar[int]
+    millis_to_cede: int
+    def __init__(self, millis_to_cede: _Optional[int] = ...) -> None: ...
+
+class GracefulFailoverResponse(_message.Message):
+    __slots__ = ("previous_active",)
+    PREVIOUS_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    previous_active: str
+    def __init__(self, previous_active: _Optional[str] = ...) -> None: ...
+
 class RollEditLogResponse(_message.Message):
     __slots__ = ("segment_txid",)
     SEGMENT_TXID_FIELD_NUMBER: _ClassVar[int]

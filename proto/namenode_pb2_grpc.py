@@ -341,6 +341,16 @@ class HAServiceProtocolStub:
                 request_serializer=proto_dot_namenode__pb2.HAEmpty.SerializeToString,
                 response_deserializer=proto_dot_namenode__pb2.HAEmpty.FromString,
                 _registered_method=True)
+        self.CedeActive = channel.unary_unary(
+                '/hanamenode.namenode.HAServiceProtocol/CedeActive',
+                request_serializer=proto_dot_namenode__pb2.CedeRequest.SerializeToString,
+                response_deserializer=proto_dot_namenode__pb2.HAEmpty.FromString,
+                _registered_method=True)
+        self.GracefulFailover = channel.unary_unary(
+                '/hanamenode.namenode.HAServiceProtocol/GracefulFailover',
+                request_serializer=proto_dot_namenode__pb2.HAEmpty.SerializeToString,
+                response_deserializer=proto_dot_namenode__pb2.GracefulFailoverResponse.FromString,
+                _registered_method=True)
 
 
 class HAServiceProtocolServicer:
@@ -371,6 +381,22 @@ class HAServiceProtocolServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CedeActive(self, request, context):
+        """Automatic failover only, served by the NameNode's embedded elector (HDFS ZKFCProtocol):
+        CedeActive asks the active to step down and stay out of the election for a while;
+        GracefulFailover asks this NameNode to become active by having the active (and every
+        other contender) cede, then winning the lock itself (hactl failover).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GracefulFailover(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HAServiceProtocolServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -393,6 +419,16 @@ def add_HAServiceProtocolServicer_to_server(servicer, server):
                     servicer.MonitorHealth,
                     request_deserializer=proto_dot_namenode__pb2.HAEmpty.FromString,
                     response_serializer=proto_dot_namenode__pb2.HAEmpty.SerializeToString,
+            ),
+            'CedeActive': grpc.unary_unary_rpc_method_handler(
+                    servicer.CedeActive,
+                    request_deserializer=proto_dot_namenode__pb2.CedeRequest.FromString,
+                    response_serializer=proto_dot_namenode__pb2.HAEmpty.SerializeToString,
+            ),
+            'GracefulFailover': grpc.unary_unary_rpc_method_handler(
+                    servicer.GracefulFailover,
+                    request_deserializer=proto_dot_namenode__pb2.HAEmpty.FromString,
+                    response_serializer=proto_dot_namenode__pb2.GracefulFailoverResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -503,6 +539,60 @@ class HAServiceProtocol:
             '/hanamenode.namenode.HAServiceProtocol/MonitorHealth',
             proto_dot_namenode__pb2.HAEmpty.SerializeToString,
             proto_dot_namenode__pb2.HAEmpty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CedeActive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hanamenode.namenode.HAServiceProtocol/CedeActive',
+            proto_dot_namenode__pb2.CedeRequest.SerializeToString,
+            proto_dot_namenode__pb2.HAEmpty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GracefulFailover(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hanamenode.namenode.HAServiceProtocol/GracefulFailover',
+            proto_dot_namenode__pb2.HAEmpty.SerializeToString,
+            proto_dot_namenode__pb2.GracefulFailoverResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -71,7 +71,7 @@ class JournalChannel(Protocol):
     def heartbeat(self, req: RequestInfo, timeout: float) -> None: ...
 
     def finalize_log_segment(
-        self, req: RequestInfo, start: int, end: int, timeout: float
+        self, req: RequestInfo, start: int, end: int, timeout: float, md5: bytes = b""
     ) -> None: ...
 
     def purge_logs(self, req: RequestInfo, min_txid_to_keep: int, timeout: float) -> None: ...
@@ -336,9 +336,11 @@ class GrpcJournalChannel:
             self._stub.Heartbeat, journal_pb2.HeartbeatRequest(req_info=req.to_pb()), timeout
         )
 
-    def finalize_log_segment(self, req: RequestInfo, start: int, end: int, timeout: float) -> None:
+    def finalize_log_segment(
+        self, req: RequestInfo, start: int, end: int, timeout: float, md5: bytes = b""
+    ) -> None:
         request = journal_pb2.FinalizeLogSegmentRequest(
-            req_info=req.to_pb(), start_txid=start, end_txid=end
+            req_info=req.to_pb(), start_txid=start, end_txid=end, md5=md5
         )
         self._call(self._stub.FinalizeLogSegment, request, timeout)
 

@@ -391,12 +391,13 @@ class AsyncLogger:
     def heartbeat(self) -> Future[None]:
         return self._submit_req(self.channel.heartbeat, self._timeout("write_txns_timeout", 20))
 
-    def finalize_log_segment(self, start: int, end: int) -> Future[None]:
+    def finalize_log_segment(self, start: int, end: int, md5: bytes = b"") -> Future[None]:
         return self._submit_req(
             self.channel.finalize_log_segment,
             start,
             end,
             self._timeout("finalize_segment_timeout", 120),
+            md5,
         )
 
     def purge_logs(self, min_txid_to_keep: int) -> Future[None]:
@@ -525,8 +526,10 @@ class AsyncLoggerSet:
     def heartbeat(self) -> QuorumCall[AsyncLogger, None]:
         return self._each(lambda lg: lg.heartbeat())
 
-    def finalize_log_segment(self, start: int, end: int) -> QuorumCall[AsyncLogger, None]:
-        return self._each(lambda lg: lg.finalize_log_segment(start, end))
+    def finalize_log_segment(
+        self, start: int, end: int, md5: bytes = b""
+    ) -> QuorumCall[AsyncLogger, None]:
+        return self._each(lambda lg: lg.finalize_log_segment(start, end, md5))
 
     def purge_logs(self, min_txid_to_keep: int) -> QuorumCall[AsyncLogger, None]:
         return self._each(lambda lg: lg.purge_logs(min_txid_to_keep))

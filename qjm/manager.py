@@ -230,9 +230,14 @@ class QuorumJournalManager:
             self.timeouts.accept_recovery_timeout,
             f"acceptRecovery({plan.segment_state})",
         )
-        # A logger that missed acceptRecovery still validates length before finalizing.
+        # Finalize everywhere, as Hadoop does, but with the accepted segment's md5: a logger
+        # that missed acceptRecovery may hold another writer's copy of the same length, and
+        # it must refuse to finalize that (``python -m qjm.sim --unique-first-txn`` found it:
+        # a writer's first batch on jn0 only, the next writer's on jn1 only, a recovery from
+        # jn1 whose acceptRecovery failed on jn0). A logger whose acceptRecovery arrives late
+        # still finalizes: its calls run in order, so the accept lands before the finalize.
         self._wait(
-            self.loggers.finalize_log_segment(segment_txid, plan.end_txid),
+            self.loggers.finalize_log_segment(segment_txid, plan.end_txid, plan.segment_state.md5),
             self.timeouts.finalize_segment_timeout,
             f"finalizeLogSegment({segment_txid}-{plan.end_txid})",
         )

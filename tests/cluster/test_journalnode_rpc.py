@@ -293,7 +293,7 @@ def test_accept_recovery_downloads_the_segment_from_another_journalnode(tmp_path
             assert paxos.is_file()
 
             for c in (a, b):
-                c.channel.finalize_log_segment(c.req(), 1, 30, TIMEOUT)
+                c.channel.finalize_log_segment(c.req(), 1, 30, TIMEOUT, chosen.md5)
             assert not paxos.exists()  # finalizing is the decision; the paxos file is moot
             finalized = b"".join(b.channel.get_segment(JID, NS.cluster_id, 1, None, TIMEOUT))
             assert finalized == records.SEGMENT_HEADER + batch(1, 30)

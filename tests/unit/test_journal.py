@@ -405,9 +405,11 @@ def test_finalize_of_a_recovered_segment_checks_its_length_on_disk() -> None:
     w.write(1, 1, 4)
     w2 = Writer(journal, 2)
     w2.new_epoch()
+    recovered = journal.prepare_recovery(w2.req(), 1).segment_state
+    assert recovered is not None
     with pytest.raises(JournalOutOfSyncError, match="holds transactions up to 4"):
-        w2.finalize(1, 5)
-    w2.finalize(1, 4)
+        journal.finalize_log_segment(w2.req(), 1, 5, recovered.md5)
+    journal.finalize_log_segment(w2.req(), 1, 4, recovered.md5)
     assert journal.segments() == [SegmentState(1, 4, False)]
 
 
@@ -612,3 +614,36 @@ def test_accept_recovery_replaces_a_copy_of_equal_length_but_other_content() -> 
     stale.accept_recovery(w3_stale.req(), chosen, "src", fetch_from(source))
     w3_stale.finalize(1, 3)
     assert b"".join(stale.storage.read_segment(1)) == b"".join(source.storage.read_segment(1, 3))
+
+
+def test_recovery_finalize_refuses_a_copy_with_other_records() -> None:
+    # A JN that missed acceptRecovery may hold another epoch's copy of the same length; the
+    # recovery's finalize names the accepted md5, and the stale copy is not finalized.
+    source = formatted()
+    writer_with_segment(source, epoch=2).write(1, 1, 3, payload=b"epoch-2")
+    stale = formatted()
+    writer_with_segment(stale, epoch=1).write(1, 1, 3, payload=b"epoch-1")
+    w3 = Writer(source, 3)
+    w3.new_epoch()
+    chosen = source.prepare_recovery(w3.req(), 1).segment_state
+    assert chosen is not None
+    w3_stale = Writer(stale, 3)
+    w3_stale.new_epoch()
+    with pytest.raises(JournalOutOfSyncError, match="md5 differs"):
+        stale.finalize_log_segment(w3_stale.req(), 1, 3, chosen.md5)
+    assert stale.segments() == [SegmentState(1, 3, True)]
+    stale.accept_recovery(w3_stale.req(), chosen, "src", fetch_from(source))
+    stale.finalize_log_segment(w3_stale.req(), 1, 3, chosen.md5)
+    assert stale.segments() == [SegmentState(1, 3, False)]
+
+
+def test_writer_finalize_refuses_a_copy_it_never_started() -> None:
+    # Writer 2's finalize reaches a JN that missed its startLogSegment and still holds
+    # writer 1's copy of that segment: same length, other records; it must stay unfinalized.
+    journal = formatted()
+    writer_with_segment(journal, epoch=1, start=1).write(1, 1, 1, payload=b"epoch-1")
+    w2 = Writer(journal, 2)
+    w2.new_epoch()
+    with pytest.raises(JournalOutOfSyncError, match="was not started by epoch 2"):
+        w2.finalize(1, 1)
+    assert journal.segments() == [SegmentState(1, 1, True)]

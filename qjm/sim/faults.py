@@ -1,0 +1,224 @@
+"""What can go wrong, and how often: the simulator's fault kinds and the one RNG that picks them.
+
+Design doc section 7.3 (``TestQJMWithFaults.testRandomized``): a fault-injecting proxy between
+the writers and the JournalNodes fails some percentage of the RPCs, and every choice comes from
+one seeded random number generator so that a seed replays the run. ``FaultInjector`` is that
+proxy's brain: the simulated channel asks it, once per delivered RPC, what happens to this one
+(``RpcFault``), and it counts every fault it injects by ``FaultKind``.
+
+The probabilities (``FaultPlan``) are a budget of about 0.1 per RPC for the plain faults
+(fail before the JournalNode acts, fail after it acted, kill the JournalNode at the fault point),
+plus the targeted ones that reach the protocol's edge cases: writers that die after the first
+batch of a segment reached only some JournalNodes or in the middle of a recovery (HDFS-3845,
+``writer-epoch-edge-case.txt``), a torn append, an acceptRecovery whose decision is lost after
+its segment was synced (HDFS-3955).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+
+class FaultKind(enum.Enum):
+    """Every fault the simulator injects; ``SimResult.fault_counts`` counts them by value."""
+
+    FAIL_BEFORE = "fail-before"
+    """The RPC is lost on the way: the JournalNode never acts (JournalUnavailableError)."""
+    FAIL_AFTER = "fail-after"
+    """The JournalNode acted (durably) but its answer is lost."""
+    JN_CRASH = "jn-crash"
+    """The JournalNode is killed at the RPC's fault point, before or after acting; it comes
+    back later as a new ``Journal`` over the same storage (kill -9 and restart)."""
+    JN_RESTART = "jn-restart"
+    """A JournalNode is restarted between two steps."""
+    TORN_APPEND = "torn-append"
+    """The JournalNode dies in the middle of an append: a prefix of the batch's bytes is on
+    disk, the rest is not; the next load truncates the torn tail."""
+    LOST_ACCEPT = "lost-accept"
+    """The JournalNode dies after acceptRecovery synced the segment but before it persisted
+    the accepted recovery (design doc 2.8 step 3b; HDFS-3955)."""
+    FETCH_FAIL = "fetch-fail"
+    """acceptRecovery's download of the segment from the recovery source fails."""
+    READ_FAIL = "read-fail"
+    """A reader's getSegment fails, before the first byte or in the middle of the stream."""
+    WRITER_CRASH_BATCH = "writer-crash-batch"
+    """The writer dies in the middle of sending a batch: it reached only a prefix of the
+    JournalNodes, in their fixed order (design doc 2.10.1, 2.10.6)."""
+    WRITER_CRASH_RECOVERY = "writer-crash-recovery"
+    """The writer dies in the middle of taking over: newEpoch, prepareRecovery, acceptRecovery
+    or the recovery's finalize reached only some JournalNodes (design doc 2.10.7, HDFS-3845)."""
+    WRITER_CRASH_OTHER = "writer-crash-other"
+    """The writer dies in the middle of another call (startLogSegment, finalize, purge)."""
+
+
+class RpcFault(enum.Enum):
+    """What happens to one delivered RPC (the channel acts on it)."""
+
+    NONE = "none"
+    FAIL_BEFORE = "fail-before"
+    FAIL_AFTER = "fail-after"
+    JN_CRASH_BEFORE = "jn-crash-before"
+    JN_CRASH_AFTER = "jn-crash-after"
+    TORN_APPEND = "torn-append"
+    LOST_ACCEPT = "lost-accept"
+    WRITER_CRASH_BEFORE = "writer-crash-before"
+    WRITER_CRASH_AFTER = "writer-crash-after"
+
+
+class RpcContext(enum.Enum):
+    """Which part of the protocol an RPC belongs to, for the writer-crash probabilities."""
+
+    FIRST_BATCH = "first-batch"
+    """journal() of the first batch of a segment."""
+    BATCH = "batch"
+    """journal() of a later batch."""
+    RECOVERY = "recovery"
+    """Any call while the writer is taking over (getJournalState .. recovery's finalize)."""
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class FaultPlan:
+    """Probabilities of every fault, per delivered RPC unless said otherwise.
+
+    ``fail_before + fail_after + jn_crash`` is the plain budget of about 0.1 per RPC (design
+    doc 7.3: "inject an IOException in some percentage of the RPC calls"). The writer-crash
+    probabilities are per delivery too, so a crash lands before or after a uniformly random
+    JournalNode of the fixed order and the call reaches only a prefix of them.
+    """
+
+    fail_before: float = 0.055
+    fail_after: float = 0.04
+    jn_crash: float = 0.005
+    torn_append: float = 0.02
+    """Extra, on journal() only."""
+    lost_accept: float = 0.04
+    """Extra, on acceptRecovery only."""
+    jn_crash_after_accept: float = 0.06
+    """Extra, on acceptRecovery only: the JournalNode persisted the accepted recovery and
+    died before answering. When it is the recovery source the others' downloads fail too
+    (design doc 2.8, footnote 6), and it may stay down while the next writer takes over."""
+    fetch_fail: float = 0.1
+    """Per download of a segment by acceptRecovery."""
+    read_fail: float = 0.1
+    """Per getSegment by a reader; half of them fail in the middle of the stream."""
+    writer_crash_first_batch: float = 0.1
+    """A writer dies while its segment's first batch reached only some JournalNodes: the
+    start of HDFS-3845's sequence (writer-epoch-edge-case.txt)."""
+    writer_crash_batch: float = 0.01
+    writer_crash_recovery: float = 0.01
+    """getJournalState, newEpoch, prepareRecovery and the recovery's finalize."""
+    writer_crash_accept: float = 0.08
+    """A recovering writer dies after its acceptRecovery reached only some JournalNodes
+    (design doc 2.10.7; the second step of HDFS-3845's sequence)."""
+    writer_crash_other: float = 0.01
+    jn_restart_between_steps: float = 0.01
+    """Per JournalNode per step."""
+    jn_down_steps: tuple[int, ...] = (1, 1, 2, 2, 3, 4)
+    """How many steps a killed JournalNode stays down, chosen uniformly (0: back next step)."""
+    interleave: float = 0.03
+    """Per delivery: first run one action of another live writer (re-entrant, depth 1)."""
+    interleave_new_writer: float = 0.3
+    """Share of interleavings that start a brand-new writer's take-over instead."""
+    failover: float = 0.04
+    """Per step: a new writer takes over although a writer is alive (its NameNode was
+    declared dead by ZooKeeper but is still running)."""
+    reader: float = 0.05
+    """Per step: a reader reads the finalized log over faulty channels."""
+
+
+DEFAULT_FAULT_PLAN = FaultPlan()
+
+
+class FaultInjector:
+    """Draws every fault from the simulation's one ``random.Random`` and counts them."""
+
+    def __init__(self, rng: random.Random, plan: FaultPlan = DEFAULT_FAULT_PLAN) -> None:
+        self.rng = rng
+        self.plan = plan
+        self.enabled = True
+        self.counts: Counter[FaultKind] = Counter()
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def count(self, kind: FaultKind) -> None:
+        self.counts[kind] += 1
+
+    def chance(self, p: float) -> bool:
+        """One draw: True with probability ``p`` (always False while faults are disabled)."""
+        return self.enabled and self.rng.random() < p
+
+    def draw_rpc(self, rpc: str, context: RpcContext, *, writer: bool) -> RpcFault:
+        """The fault, if any, for one RPC about to be delivered (one or two draws)."""
+        if not self.enabled:
+            return RpcFault.NONE
+        plan = self.plan
+        crash_p = 0.0
+        if writer and rpc == "accept_recovery":
+            crash_p = plan.writer_crash_accept
+        elif writer:
+            crash_p = {
+                RpcContext.FIRST_BATCH: plan.writer_crash_first_batch,
+                RpcContext.BATCH: plan.writer_crash_batch,
+                RpcContext.RECOVERY: plan.writer_crash_recovery,
+                RpcContext.OTHER: plan.writer_crash_other,
+            }[context]
+        extras: tuple[tuple[float, RpcFault], ...] = ()
+        if rpc == "journal":
+            extras = ((plan.torn_append, RpcFault.TORN_APPEND),)
+        elif rpc == "accept_recovery":
+            extras = (
+                (plan.lost_accept, RpcFault.LOST_ACCEPT),
+                (plan.jn_crash_after_accept, RpcFault.JN_CRASH_AFTER),
+            )
+        # One draw picks at most one fault: the probabilities are stacked on [0, 1).
+        r = self.rng.random()
+        fault = RpcFault.NONE
+        for p, candidate in (
+            (crash_p, RpcFault.WRITER_CRASH_BEFORE),
+            (plan.fail_before, RpcFault.FAIL_BEFORE),
+            (plan.fail_after, RpcFault.FAIL_AFTER),
+            (plan.jn_crash, RpcFault.JN_CRASH_BEFORE),
+            *extras,
+        ):
+            if r < p:
+                fault = candidate
+                break
+            r -= p
+        if fault is RpcFault.NONE:
+            return fault
+        # Crashes happen before or after the JournalNode acted, one more draw decides which.
+        if fault is RpcFault.WRITER_CRASH_BEFORE:
+            self.count(
+                {
+                    RpcContext.FIRST_BATCH: FaultKind.WRITER_CRASH_BATCH,
+                    RpcContext.BATCH: FaultKind.WRITER_CRASH_BATCH,
+                    RpcContext.RECOVERY: FaultKind.WRITER_CRASH_RECOVERY,
+                    RpcContext.OTHER: FaultKind.WRITER_CRASH_OTHER,
+                }[context]
+            )
+            return RpcFault.WRITER_CRASH_AFTER if self.rng.random() < 0.5 else fault
+        if fault is RpcFault.JN_CRASH_BEFORE:
+            self.count(FaultKind.JN_CRASH)
+            return RpcFault.JN_CRASH_AFTER if self.rng.random() < 0.5 else fault
+        if fault is RpcFault.JN_CRASH_AFTER:
+            self.count(FaultKind.JN_CRASH)
+            return fault
+        self.count(
+            {
+                RpcFault.FAIL_BEFORE: FaultKind.FAIL_BEFORE,
+                RpcFault.FAIL_AFTER: FaultKind.FAIL_AFTER,
+                RpcFault.TORN_APPEND: FaultKind.TORN_APPEND,
+                RpcFault.LOST_ACCEPT: FaultKind.LOST_ACCEPT,
+            }[fault]
+        )
+        return fault
+
+    def down_steps(self) -> int:
+        """How long a killed JournalNode stays down."""
+        return self.rng.choice(self.plan.jn_down_steps)

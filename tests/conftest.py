@@ -1,0 +1,30 @@
+"""Options shared by the whole test suite (keep this file minimal).
+
+``--sim-seeds N``: how many seeds the simulator tests sweep (default 200).
+``--soak``: run the tests marked ``@pytest.mark.slow`` (skipped by default).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--sim-seeds",
+        type=int,
+        default=200,
+        help="number of seeds the qjm.sim tests run (default 200)",
+    )
+    parser.addoption(
+        "--soak", action="store_true", default=False, help="run the slow, opt-in soak tests"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--soak"):
+        return
+    skip_slow = pytest.mark.skip(reason="opt-in: run with --soak")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)
