@@ -26,6 +26,7 @@ from prometheus_client import start_http_server
 
 from conf import Settings
 from conf.rpc import BindError, PortInUseError, bind, make_server
+from failover.elector import ActiveStandbyElector
 from hanamenode import fsimage
 from hanamenode.checkpointer import image_chunks
 from hanamenode.errors import (
@@ -33,6 +34,7 @@ from hanamenode.errors import (
     FSImageError,
     InvalidArgumentError,
     NamenodeError,
+    ServiceFailedError,
     to_status,
 )
 from hanamenode.ha import HAState
@@ -163,11 +165,27 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
 
 
 class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolServicer):
-    """What ``hactl`` and the elector call."""
+    """What ``hactl`` and the elector call. ``elector`` returns the NameNode's embedded
+    elector (None without automatic failover), which serves CedeActive and GracefulFailover."""
 
-    def __init__(self, fsn: FSNamesystem, automatic_failover: bool) -> None:
+    def __init__(
+        self,
+        fsn: FSNamesystem,
+        automatic_failover: bool,
+        elector: Callable[[], ActiveStandbyElector | None] = lambda: None,
+    ) -> None:
         super().__init__(fsn)
         self.automatic_failover = automatic_failover
+        self._elector = elector
+
+    def _running_elector(self) -> ActiveStandbyElector:
+        elector = self._elector()
+        if elector is None:
+            raise ServiceFailedError(
+                f"automatic failover is not enabled on NameNode {self.fsn.nn_id} "
+                "(dfs.ha.automatic-failover.enabled)"
+            )
+        return elector
 
     def _check_manual_control(self, request: Any) -> None:
         # HDFS NameNode.checkHaStateChange: with automatic failover, only the ZKFC (or a user
@@ -206,6 +224,16 @@ class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolSe
     def MonitorHealth(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.fsn.check_health()
         return EMPTY
+
+    @_rpc
+    def CedeActive(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._running_elector().cede_active(request.millis_to_cede / 1000.0)
+        return EMPTY
+
+    @_rpc
+    def GracefulFailover(self, request: Any, context: grpc.ServicerContext) -> Any:
+        previous = self._running_elector().graceful_failover()
+        return namenode_pb2.GracefulFailoverResponse(previous_active=previous)
 
 
 class NamenodeProtocolServicer(_Servicer, namenode_pb2_grpc.NamenodeProtocolServicer):
@@ -284,7 +312,8 @@ class NamenodeProtocolServicer(_Servicer, namenode_pb2_grpc.NamenodeProtocolServ
 
 
 class NameNodeServer:
-    """One NameNode: name dir (locked), namesystem, gRPC server, metrics. A context manager.
+    """One NameNode: name dir (locked), namesystem, gRPC server, metrics, and with
+    ``dfs.ha.automatic-failover.enabled`` its ``ActiveStandbyElector``. A context manager.
 
     ``rpc_address``/``metrics_address`` override the configured ones (port 0: any free
     port); ``metrics_address=""`` serves no metrics. ``qjm_factory`` and ``peers`` are for
@@ -313,6 +342,7 @@ class NameNodeServer:
         self._peers = peers
         self.metrics = NameNodeMetrics()
         self._fsn: FSNamesystem | None = None
+        self._elector: ActiveStandbyElector | None = None
         self._server: grpc.Server | None = None
         self._metrics_server: Any = None
         self.port = 0
@@ -324,6 +354,11 @@ class NameNodeServer:
         if self._fsn is None:
             raise RuntimeError(f"NameNode {self.nn_id} is not started")
         return self._fsn
+
+    @property
+    def elector(self) -> ActiveStandbyElector | None:
+        """The embedded elector while automatic failover runs, else None."""
+        return self._elector
 
     @property
     def address(self) -> str:
@@ -353,7 +388,9 @@ class NameNodeServer:
                 ClientProtocolServicer(fsn), server
             )
             namenode_pb2_grpc.add_HAServiceProtocolServicer_to_server(
-                HAServiceProtocolServicer(fsn, self.settings.ha.automatic_failover_enabled),
+                HAServiceProtocolServicer(
+                    fsn, self.settings.ha.automatic_failover_enabled, lambda: self._elector
+                ),
                 server,
             )
             namenode_pb2_grpc.add_NamenodeProtocolServicer_to_server(
@@ -364,6 +401,11 @@ class NameNodeServer:
                 self._start_metrics_server(self.metrics_address)
             server.start()
             fsn.start()
+            if self.settings.ha.automatic_failover_enabled:
+                self._elector = ActiveStandbyElector(
+                    self.settings, self.nn_id, fsn, address=self.address,
+                    registry=self.metrics.registry,
+                ).start()
         except BaseException:
             self.stop()
             raise
@@ -389,7 +431,14 @@ class NameNodeServer:
         self.metrics_port = self._metrics_server.server_port
 
     def stop(self, grace: float | None = 1.0) -> None:
-        """Leave ACTIVE if active (finalizing the segment when possible), stop serving."""
+        """Leave ACTIVE if active (finalizing the segment when possible), stop serving.
+
+        The elector stops first but keeps a lock it holds until the namesystem has left the
+        active state and the RPC server is down: no other NameNode wins meanwhile, and the
+        next winner finds the breadcrumb naming this one and fences it."""
+        elector = self._elector
+        if elector is not None:
+            elector.stop()
         if self._fsn is not None:
             try:
                 self._fsn.stop()
@@ -398,6 +447,9 @@ class NameNodeServer:
         if self._server is not None:
             self._server.stop(grace).wait(timeout=(grace or 0) + 5)
             self._server = None
+        if elector is not None:
+            elector.close()
+            self._elector = None
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()

@@ -1,0 +1,256 @@
+"""The failover controller's RPC side and ZooKeeper formatting (DESIGN.md section 6): what
+``hactl`` and the elector call on a NameNode, the manual failover of a cluster without
+automatic failover (HDFS ``FailoverController``), and ``format-zk``.
+
+    nn1 = HAServiceTarget.from_settings(settings, "nn1")
+    nn1.state()                                   # HAState.ACTIVE
+    nn1.transition_to_standby(REQUEST_BY_ZKFC, timeout=5.0)
+    HAServiceTarget.from_settings(settings, "nn2").graceful_failover(timeout=70.0)
+
+    format_zk(settings, force=False, confirm=None)   # creates /hanamenode/<ns>/members
+
+Every RPC uses a fresh channel: one that failed to connect would wait out its reconnect
+backoff, and a fence or a status check must try *now*.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import structlog
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+
+from conf import ConfigError, Settings, TLSSettings
+from conf.rpc import make_channel
+from failover.errors import (
+    FailoverFailedError,
+    FormatDeniedError,
+    UnknownNameNodeError,
+    ZooKeeperUnavailableError,
+)
+from failover.fencing import FenceTarget, NodeFencer
+from hanamenode.errors import NamenodeError, from_rpc_error
+from hanamenode.ha import HAState
+from hanamenode.peers import connect_address
+from proto import namenode_pb2, namenode_pb2_grpc
+from zk.client import client_from_settings, close_client, split_quorum
+from zk.paths import ElectorPaths
+
+__all__ = [
+    "REQUEST_BY_USER",
+    "REQUEST_BY_USER_FORCED",
+    "REQUEST_BY_ZKFC",
+    "HAServiceTarget",
+    "format_zk",
+    "manual_failover",
+    "working_znode_exists",
+]
+
+log = structlog.get_logger(__name__)
+
+REQUEST_BY_USER = namenode_pb2.REQUEST_BY_USER
+REQUEST_BY_USER_FORCED = namenode_pb2.REQUEST_BY_USER_FORCED
+REQUEST_BY_ZKFC = namenode_pb2.REQUEST_BY_ZKFC
+
+
+@dataclass(frozen=True, slots=True)
+class HAServiceTarget:
+    """One NameNode's HAServiceProtocol, by id and address (HDFS ``HAServiceTarget``).
+
+    Every method raises the ``NamenodeError`` the NameNode answered with, or
+    ``NamenodeUnavailableError`` when it cannot be reached in ``timeout``.
+    """
+
+    nn_id: str
+    address: str
+    tls: TLSSettings | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, nn_id: str) -> HAServiceTarget:
+        """UnknownNameNodeError when ``nn_id`` is not a NameNode of the nameservice."""
+        if nn_id not in settings.namenode_ids:
+            raise UnknownNameNodeError(nn_id, settings.namenode_ids)
+        address = connect_address(settings.namenode(nn_id).rpc_address)
+        return cls(nn_id, address, settings.tls)
+
+    def __str__(self) -> str:
+        return f"NameNode {self.nn_id} at {self.address}"
+
+    def fence_target(self, nameservice: str) -> FenceTarget:
+        return FenceTarget(nameservice, self.nn_id, self.address)
+
+    def _call(self, rpc: str, request: Any, timeout: float) -> Any:
+        channel = make_channel(self.address, self.tls)
+        try:
+            stub = namenode_pb2_grpc.HAServiceProtocolStub(channel)
+            return getattr(stub, rpc)(request, timeout=timeout)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        finally:
+            channel.close()
+
+    def status(self, timeout: float) -> namenode_pb2.ServiceStatus:
+        reply = self._call("GetServiceStatus", namenode_pb2.HAEmpty(), timeout)
+        assert isinstance(reply, namenode_pb2.ServiceStatus)
+        return reply
+
+    def state(self, timeout: float) -> HAState:
+        name = namenode_pb2.HAState.Name(self.status(timeout).state)
+        return HAState[name] if name in HAState.__members__ else HAState.INITIALIZING
+
+    def transition_to_active(self, source: namenode_pb2.RequestSource, timeout: float) -> None:
+        self._call("TransitionToActive", namenode_pb2.TransitionRequest(source=source), timeout)
+
+    def transition_to_standby(self, source: namenode_pb2.RequestSource, timeout: float) -> None:
+        self._call("TransitionToStandby", namenode_pb2.TransitionRequest(source=source), timeout)
+
+    def monitor_health(self, timeout: float) -> None:
+        """Returns when healthy; ``HealthCheckFailedError`` naming the problem otherwise."""
+        self._call("MonitorHealth", namenode_pb2.HAEmpty(), timeout)
+
+    def cede_active(self, seconds: float, timeout: float) -> None:
+        """Step down if active and stay out of the election for ``seconds`` (<= 0: rejoin)."""
+        request = namenode_pb2.CedeRequest(millis_to_cede=int(seconds * 1000))
+        self._call("CedeActive", request, timeout)
+
+    def graceful_failover(self, timeout: float) -> str:
+        """Make this NameNode active through the election; the previously active id ("" when
+        it already was)."""
+        reply = self._call("GracefulFailover", namenode_pb2.HAEmpty(), timeout)
+        return str(reply.previous_active)
+
+
+def manual_failover(
+    source: HAServiceTarget,
+    target: HAServiceTarget,
+    fencer: NodeFencer,
+    *,
+    nameservice: str,
+    graceful_timeout: float,
+    rpc_timeout: float,
+    transition_timeout: float,
+) -> None:
+    """Failover without ZooKeeper (HDFS ``FailoverController.failover``): check that
+    ``target`` is ready, ask ``source`` to step down (fencing it with ``fencer`` if that
+    fails), make ``target`` active; if that fails and ``source`` stepped down gracefully, make
+    ``source`` active again. FailoverFailedError naming the failed step otherwise."""
+    try:
+        status = target.status(rpc_timeout)
+    except NamenodeError as exc:
+        raise FailoverFailedError(f"Can't failover to an unreachable {target}: {exc}") from None
+    if status.state == namenode_pb2.ACTIVE:
+        raise FailoverFailedError(f"Can't failover to an active {target}")
+    if not status.ready_to_become_active:
+        raise FailoverFailedError(
+            f"{target} is not ready to become active: {status.not_ready_reason}"
+        )
+    graceful = True
+    try:
+        source.transition_to_standby(REQUEST_BY_USER, graceful_timeout)
+    except NamenodeError as exc:
+        graceful = False
+        log.warning("graceful transition to standby failed; fencing", source=str(source),
+                    error=str(exc))
+        result = fencer.fence(source.fence_target(nameservice))
+        if not result.succeeded:
+            raise FailoverFailedError(
+                f"Unable to fence {source}: {result.describe()}"
+            ) from None
+    try:
+        target.transition_to_active(REQUEST_BY_USER, transition_timeout)
+    except NamenodeError as exc:
+        message = f"Unable to make {target} active ({exc})."
+        if graceful:
+            try:
+                source.transition_to_active(REQUEST_BY_USER, transition_timeout)
+                message += f" Failed back to {source}."
+            except NamenodeError as back:
+                message += f" Failback to {source} failed too: {back}"
+        raise FailoverFailedError(message) from None
+
+
+def _start(client: KazooClient, timeout: float) -> None:
+    try:
+        client.start(timeout=timeout)
+    except Exception as exc:
+        close_client(client)
+        raise ZooKeeperUnavailableError(
+            f"cannot connect to ZooKeeper {client.hosts} within {timeout:g}s: {exc}"
+        ) from None
+
+
+def _connect_timeout(settings: Settings) -> float:
+    return max(5.0, settings.zk.session_timeout)
+
+
+def working_znode_exists(settings: Settings, timeout: float | None = None) -> bool:
+    """Whether ``<parent>/<nameservice>`` exists (``format-zk`` was run)."""
+    client = client_from_settings(settings)
+    _start(client, timeout or _connect_timeout(settings))
+    try:
+        return client.exists(ElectorPaths.from_settings(settings).working) is not None
+    finally:
+        close_client(client)
+
+
+def format_zk(
+    settings: Settings,
+    *,
+    force: bool = False,
+    confirm: Callable[[str], bool] | None = None,
+    timeout: float | None = None,
+) -> str:
+    """Create the working znode of the nameservice and its ``members`` child (``hdfs zkfc
+    -formatZK``), with the chroot of ``ha.zookeeper.quorum`` first if there is one; return
+    the working znode's path.
+
+    If it exists already it is cleared (recursively) only with ``force`` or when
+    ``confirm(question)`` says yes; FormatDeniedError otherwise. Clearing it while
+    NameNodes run removes their lock and breadcrumb: stop them first.
+    """
+    if not settings.zk.quorum:
+        raise ConfigError("not set: format-zk needs ZooKeeper", key="ha.zookeeper.quorum")
+    paths = ElectorPaths.from_settings(settings)
+    wait = timeout or _connect_timeout(settings)
+    _, chroot = split_quorum(settings.zk.quorum)
+    try:
+        if chroot is not None:
+            root = client_from_settings(settings, chroot=False)
+            _start(root, wait)
+            try:
+                root.ensure_path(chroot)
+            finally:
+                close_client(root)
+        client = client_from_settings(settings)
+        _start(client, wait)
+        try:
+            if client.exists(paths.working) is not None:
+                question = (
+                    f"The configured parent znode {paths.working} already exists.\n"
+                    "Are you sure you want to clear all failover information from ZooKeeper?\n"
+                    "WARNING: Before proceeding, ensure that all NameNodes are stopped!"
+                )
+                if not force and (confirm is None or not confirm(question)):
+                    raise FormatDeniedError(
+                        f"{paths.working} already exists; not clearing it "
+                        "(use --force, or answer yes)"
+                    )
+                started = time.monotonic()
+                client.delete(paths.working, recursive=True)
+                log.info("cleared working znode", path=paths.working,
+                         seconds=round(time.monotonic() - started, 3))
+            client.ensure_path(paths.working)
+            client.ensure_path(paths.members)
+        finally:
+            close_client(client)
+    except KazooException as exc:
+        raise ZooKeeperUnavailableError(
+            f"ZooKeeper refused formatting {paths.working}: {type(exc).__name__} {exc}"
+        ) from None
+    log.info("formatted ZooKeeper for automatic failover", path=paths.working)
+    return paths.working

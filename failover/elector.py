@@ -1,0 +1,880 @@
+"""The ActiveStandbyElector embedded in every NameNode (DESIGN.md section 6; HDFS
+``ActiveStandbyElector`` and ``ZKFailoverController`` in one): a kazoo ``Lock`` plus a
+breadcrumb and a fence step.
+
+    elector = ActiveStandbyElector(settings, "nn1", fsn)   # fsn: FSNamesystem (an HATarget)
+    elector.start()          # threads elector-nn1 and health-monitor-nn1
+    ...
+    elector.stop()           # no new attempt; a held lock stays held ...
+    fsn.stop()               # ... while the NameNode leaves the active state
+    elector.close()          # closes the ZooKeeper session: the lock is free
+
+One round of thread ``elector-<nn>``:
+
+1. Wait until eligible: healthy (``health-monitor-<nn>`` runs the NameNode's check every
+   ``ha.health-monitor.check-interval.ms``), not ceding, connected, and the working znode
+   exists (``hactl format-zk``).
+2. Queue for ``ActiveStandbyElectorLock`` (``Lock.acquire``, blocking). Turning unhealthy,
+   ceding or stopping cancels the wait.
+3. Holding the lock: read ``ActiveBreadCrumb``. If it names another NameNode, fence it:
+   ask it to step down (TransitionToStandby, ``ha.failover-controller.graceful-fence.
+   rpc-timeout.ms``), and if that fails run ``dfs.ha.fencing.methods`` in order; if every
+   method fails, give the lock back and try again after a pause. Then write the breadcrumb
+   (version-checked) and make the NameNode active; if that fails, give the lock back.
+4. While active, step down (transition to standby, give the lock back) as soon as: the
+   session expired (LOST), the connection has been down longer than the session timeout
+   (the server may have expired the session and another NameNode may be winning), the lock
+   znode was deleted, the NameNode turned unhealthy, it was asked to cede, or it left the
+   active state on its own (edit log failure).
+
+Safety never rests on one ZooKeeper request finishing promptly (DESIGN.md section 9,
+ZOOKEEPER-4537: a lone client's request may wait a third of the session timeout): a slow
+request only delays; stepping down needs no request at all; a lock znode is deleted by
+requests of its own session, which ZooKeeper applies in order; and the QJM epoch fences an
+old active that has not noticed yet. ``ephemeral members/<nn>`` says which NameNodes run an
+elector.
+
+Graceful failover (``hactl failover nn1 nn2``, HDFS ``gracefulFailoverToYou``): the target's
+``graceful_failover`` asks the lock holder, then every other NameNode, to ``cede_active``
+(step down, delete its own breadcrumb, give the lock back and stay out for twice the graceful
+fence timeout), wins the lock itself with nothing to fence, then lets the others rejoin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    CancelledError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.recipe.lock import Lock
+from kazoo.retry import KazooRetry
+from prometheus_client import CollectorRegistry
+
+from conf import Settings
+from failover.controller import REQUEST_BY_ZKFC, HAServiceTarget
+from failover.errors import UnknownNameNodeError
+from failover.fencing import FenceTarget, NodeFencer
+from failover.health import HealthMonitor
+from failover.metrics import ElectorMetrics
+from hanamenode.errors import NamenodeError, ServiceFailedError
+from hanamenode.ha import HAState
+from hanamenode.peers import connect_address
+from zk.client import SessionWatcher, client_from_settings, close_client, describe_acls
+from zk.paths import ActiveNodeInfo, ElectorPaths
+
+__all__ = ["ActiveAttempt", "ActiveStandbyElector", "ElectorState", "HATarget"]
+
+log = structlog.get_logger(__name__)
+
+_POLL = 0.1
+"""How often a waiting thread looks at stop and session loss (seconds)."""
+_LOCK_SEQUENCE = re.compile(r"__lock__(\d{10})$")
+
+
+class ElectorState(enum.Enum):
+    STOPPED = "stopped"
+    OUT = "out"
+    """Not in the election: unhealthy, ceding, disconnected or ZooKeeper not formatted."""
+    WAITING = "waiting"
+    """Queued for the lock."""
+    BECOMING_ACTIVE = "becoming_active"
+    """Holding the lock: fencing, breadcrumb, transition."""
+    ACTIVE = "active"
+    """Holding the lock, the NameNode active."""
+
+
+_HOLDING = (ElectorState.BECOMING_ACTIVE, ElectorState.ACTIVE)
+
+
+class HATarget(Protocol):
+    """What the elector needs of its NameNode (``FSNamesystem`` is one)."""
+
+    @property
+    def state(self) -> HAState: ...
+
+    def check_health(self) -> None: ...
+
+    def transition_to_active(self) -> None: ...
+
+    def transition_to_standby(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveAttempt:
+    """The outcome of one attempt to become active after winning the lock."""
+
+    seq: int
+    succeeded: bool
+    message: str
+
+
+class _Abort(Exception):
+    """This attempt to become active ends; the message says why."""
+
+
+class _Stopping(Exception):
+    """The elector is stopping: leave at once (``close`` ends the session)."""
+
+
+class _ElectorLock(Lock):
+    """kazoo's Lock whose retries (while disconnected) back off to at most ``max_delay``
+    instead of a minute, and end at once when the wait is cancelled."""
+
+    def __init__(self, client: KazooClient, path: str, identifier: str, max_delay: float):
+        super().__init__(client, path, identifier)
+        self._retry = KazooRetry(
+            max_tries=None,
+            delay=0.05,
+            backoff=2,
+            max_delay=max_delay,
+            sleep_func=client.handler.sleep_func,
+            interrupt=lambda: self.cancelled,
+        )
+
+
+class ActiveStandbyElector:
+    """The election of one NameNode; see the module docstring for what a round does.
+
+    ``address`` is where the other NameNodes reach this one (default: its configured RPC
+    address); ``registry`` receives the metrics (default: a private one);
+    ``failure_backoff`` is the pause after a failed attempt, before queueing again.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        nn_id: str,
+        target: HATarget,
+        *,
+        address: str | None = None,
+        registry: CollectorRegistry | None = None,
+        failure_backoff: float = 1.0,
+    ) -> None:
+        ha = settings.ha
+        self.settings = settings
+        self.nn_id = nn_id
+        self.paths = ElectorPaths.from_settings(settings)
+        self.info = ActiveNodeInfo(
+            settings.nameservice,
+            nn_id,
+            address or connect_address(settings.namenode(nn_id).rpc_address),
+        )
+        self.fencer = NodeFencer.from_settings(settings)
+        self.session_timeout = settings.zk.session_timeout
+        self.graceful_fence_timeout = ha.graceful_fence_timeout
+        self.new_active_timeout = ha.new_active_timeout
+        self.cede_seconds = max(1.0, 2 * ha.graceful_fence_timeout)
+        """How long a NameNode asked to cede by a graceful failover stays out (HDFS: twice
+        the graceful fence timeout)."""
+        self.failure_backoff = failure_backoff
+        self.zk_op_timeout = max(5.0, self.session_timeout)
+        self._target = target
+        self._client = client_from_settings(settings)
+        self._watcher = SessionWatcher(
+            self._client, on_change=self._on_zk_state, log_context={"nn": nn_id}
+        )
+        self._health = HealthMonitor(
+            lambda: target.check_health(),
+            ha.health_check_interval,
+            self._on_health_change,
+            name=nn_id,
+            on_tick=self._keep_membership,
+        )
+        self._cond = threading.Condition()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._state = ElectorState.STOPPED
+        self._healthy = False
+        self._health_reason = "not checked yet"
+        self._cede_until = 0.0
+        self._cede_for = 0.0
+        self._pending: _ElectorLock | None = None
+        self._attempt_seq = 0
+        self._last_attempt: ActiveAttempt | None = None
+        self._member_session: int | None = None
+        self._member_problem: str | None = None
+        self._watched_lock_path: str | None = None
+        self._lock_watch_armed = False
+        self._lock_node_lost = False
+        self._thread: threading.Thread | None = None
+        self._started = False
+        self.metrics = ElectorMetrics(
+            registry or CollectorRegistry(), lambda: self._state.value, lambda: self.zk_state
+        )
+        self._log = log.bind(nn=nn_id, ns=settings.nameservice)
+
+    # -- what it is ----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ElectorState:
+        return self._state
+
+    @property
+    def zk_state(self) -> str:
+        """kazoo's CONNECTED, SUSPENDED or LOST."""
+        return str(self._watcher.state)
+
+    @property
+    def healthy(self) -> bool:
+        return self._healthy
+
+    @property
+    def last_attempt(self) -> ActiveAttempt | None:
+        return self._last_attempt
+
+    @property
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive() and not self._stopping.is_set()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> ActiveStandbyElector:
+        """Connect to ZooKeeper (in the background) and start both threads."""
+        if self._thread is not None:
+            raise RuntimeError(f"the elector of {self.nn_id} was already started")
+        self._log.info(
+            "elector starting",
+            zk=self.settings.zk.quorum,
+            lock=self.paths.lock,
+            session_timeout=self.session_timeout,
+            fencing=[str(m) for m in self.fencer.methods],
+            acl=describe_acls(self._client.default_acl),
+        )
+        self._started = True
+        self._client.start_async()
+        self._health.start()
+        self._thread = threading.Thread(target=self._run, name=f"elector-{self.nn_id}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Leave the election: no new attempt, a wait for the lock cancelled, both threads
+        stopped (waiting up to ``timeout``). A lock this NameNode holds stays held until
+        ``close``, so that the NameNode can leave the active state first."""
+        self._stopping.set()
+        with self._cond:
+            pending = self._pending
+        if pending is not None:
+            pending.cancel()
+        self._wake.set()
+        self._health.stop(timeout)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+            if thread.is_alive():
+                # Blocked in a transition or a ZooKeeper request: close() ends the session,
+                # which fails every request and lets it go.
+                self._log.warning("elector thread still busy after stop", timeout=timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """``stop``; step the NameNode down if it is still active (it would be active without
+        the lock otherwise); close the session, which frees the lock and the membership
+        znode at once; unregister the metrics."""
+        self.stop(timeout)
+        if self._target.state is HAState.ACTIVE:
+            self._log.info("stepping down before leaving the election")
+            self._transition_to_standby("the elector is closing")
+        self._watcher.close()
+        if self._started:
+            close_client(self._client)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+            if thread.is_alive():
+                self._log.error("elector thread did not stop", timeout=timeout)
+        if self._target.state is HAState.ACTIVE:
+            # A transition to active that was in flight when the session closed.
+            self._transition_to_standby("the elector closed during a transition to active")
+        self.metrics.unregister()
+        self._set_state(ElectorState.STOPPED)
+        self._log.info("elector closed")
+
+    def __enter__(self) -> ActiveStandbyElector:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- requests from other threads (RPC) ------------------------------------------------------
+
+    def _require_running(self) -> None:
+        if not self.running:
+            raise ServiceFailedError(f"the elector of NameNode {self.nn_id} is not running")
+
+    def cede_active(self, seconds: float) -> None:
+        """Step down if active, give the lock back (or leave the queue) and stay out of the
+        election for ``seconds``; ``seconds <= 0`` ends an earlier cede at once. Returns once
+        this NameNode no longer holds the lock (ServiceFailedError if that takes longer than
+        ``ha.failover-controller.new-active.rpc-timeout.ms``)."""
+        self._require_running()
+        with self._cond:
+            if seconds <= 0:
+                self._cede_until = 0.0
+                self._cond.notify_all()
+                self._wake.set()
+                self._log.info("cede ended: rejoining the election")
+                return
+            self._cede_until = time.monotonic() + seconds
+            self._cede_for = seconds
+            pending = self._pending
+        self._log.info("asked to cede the election", seconds=seconds)
+        if pending is not None:
+            pending.cancel()
+        self._wake.set()
+        with self._cond:
+            released = self._cond.wait_for(
+                lambda: self._state not in _HOLDING, self.new_active_timeout
+            )
+        if not released:
+            raise ServiceFailedError(
+                f"NameNode {self.nn_id} did not step down within {self.new_active_timeout:g}s"
+            )
+        if self._target.state is HAState.ACTIVE:
+            # Active without the lock: made active by hand (--forcemanual).
+            self._transition_to_standby("ceding the election")
+
+    def graceful_failover(self) -> str:
+        """Become active without fencing: the lock holder and every other NameNode cede, this
+        one wins the lock, then the others rejoin. Returns the previous holder's id ("" if
+        none, or if this NameNode was active already); ServiceFailedError naming the step that
+        failed."""
+        self._require_running()
+        if self._target.state is HAState.ACTIVE and self._state is ElectorState.ACTIVE:
+            self._log.info("graceful failover asked of the active NameNode: nothing to do")
+            return ""
+        healthy, reason = self._health.check_now()
+        if not healthy:
+            raise ServiceFailedError(
+                f"NameNode {self.nn_id} is not healthy, so it cannot become active: {reason}"
+            )
+        with self._cond:
+            self._cede_until = 0.0
+            seq = self._attempt_seq
+        self._wake.set()
+        started = time.monotonic()
+        holder = self._lock_holder()
+        self._log.info("graceful failover to this NameNode", holder=holder)
+        ceded: list[HAServiceTarget] = []
+        if holder is not None and holder != self.nn_id:
+            try:
+                old = HAServiceTarget.from_settings(self.settings, holder)
+                old.cede_active(self.cede_seconds, self.new_active_timeout)
+            except (NamenodeError, UnknownNameNodeError) as exc:
+                raise ServiceFailedError(
+                    f"Unable to get the active NameNode {holder} to cede: {exc}"
+                ) from None
+            ceded.append(old)
+        for other in self.settings.namenode_ids:
+            if other in (self.nn_id, holder):
+                continue
+            peer = HAServiceTarget.from_settings(self.settings, other)
+            try:
+                peer.cede_active(self.cede_seconds, self.new_active_timeout)
+                ceded.append(peer)
+            except NamenodeError as exc:
+                self._log.warning("another NameNode did not cede", other=other, error=str(exc))
+        with self._cond:
+            done = self._cond.wait_for(lambda: self._attempt_seq > seq, self.new_active_timeout)
+            attempt = self._last_attempt
+        for peer in ceded:
+            try:
+                peer.cede_active(0, self.graceful_fence_timeout)
+            except NamenodeError as exc:
+                self._log.warning("could not ask a NameNode to rejoin the election",
+                                  other=peer.nn_id, error=str(exc))
+        if not done or attempt is None:
+            why = "" if self._healthy else f" (it is unhealthy: {self._health_reason})"
+            raise ServiceFailedError(
+                f"Unable to become active: NameNode {self.nn_id} did not win the election "
+                f"within {self.new_active_timeout:g}s{why}"
+            )
+        if not attempt.succeeded:
+            raise ServiceFailedError(f"Unable to become active: {attempt.message}")
+        self._log.info("graceful failover done", previous=holder,
+                       seconds=round(time.monotonic() - started, 3))
+        return holder or ""
+
+    def _lock_holder(self) -> str | None:
+        """The id in the lowest lock znode (the holder's), None when nobody holds it."""
+        try:
+            children = self._wait_result(
+                self._client.get_children_async(self.paths.lock), "listing the lock"
+            )
+            nodes = sorted(
+                (m.group(1), child)
+                for child in children
+                if (m := _LOCK_SEQUENCE.search(child)) is not None
+            )
+            for _, node in nodes:
+                try:
+                    data, _ = self._wait_result(
+                        self._client.get_async(f"{self.paths.lock}/{node}"), "reading the lock"
+                    )
+                except NoNodeError:
+                    continue  # released meanwhile: the next one holds it
+                return bytes(data).decode() or None
+        except NoNodeError:
+            return None
+        except (KazooException, TimeoutError) as exc:
+            raise ServiceFailedError(
+                f"cannot read the election lock {self.paths.lock}: {type(exc).__name__} {exc}"
+            ) from None
+        return None
+
+    def _wait_result(self, result: Any, what: str) -> Any:
+        """The value of a kazoo async result, waiting up to ``zk_op_timeout``."""
+        if not result.wait(self.zk_op_timeout):
+            raise TimeoutError(f"{what}: no answer from ZooKeeper in {self.zk_op_timeout:g}s")
+        return result.get(block=False)
+
+    # -- callbacks (other threads; never block) -------------------------------------------------
+
+    def _on_zk_state(self, state: KazooState) -> None:
+        if state != KazooState.CONNECTED:
+            self._lock_watch_armed = False
+        self._wake.set()
+
+    def _on_health_change(self, healthy: bool, reason: str) -> None:
+        with self._cond:
+            self._healthy, self._health_reason = healthy, reason
+            pending = self._pending
+            self._cond.notify_all()
+        if not healthy and pending is not None:
+            pending.cancel()
+        self._wake.set()
+
+    def _keep_membership(self) -> None:
+        """``members/<nn>``, ephemeral, once per session (run by the health monitor)."""
+        if self._stopping.is_set() or not self._watcher.connected:
+            return
+        client_id = self._client.client_id
+        if client_id is None or client_id[0] == self._member_session:
+            return
+        session = client_id[0]
+        try:
+            registered = self._register_membership(session)
+        except NoNodeError:
+            problem = f"{self.paths.members} does not exist: run `hactl format-zk`"
+        except (KazooException, TimeoutError) as exc:
+            problem = f"{type(exc).__name__} {exc}".strip()
+        else:
+            if registered:
+                self._member_session, self._member_problem = session, None
+                self._log.info("registered membership", path=self.paths.member(self.nn_id),
+                               session=hex(session))
+            return
+        if problem != self._member_problem:
+            self._log.warning("membership not registered; retrying", problem=problem)
+        self._member_problem = problem
+
+    def _register_membership(self, session: int) -> bool:
+        path = self.paths.member(self.nn_id)
+        try:
+            self._wait_result(
+                self._client.create_async(path, self.info.to_bytes(), ephemeral=True),
+                "creating the membership znode",
+            )
+            return True
+        except NodeExistsError:
+            pass
+        stat = self._wait_result(self._client.exists_async(path), "reading membership")
+        if stat is None or stat.ephemeralOwner == session:
+            return stat is not None
+        # Left by an earlier run of this NameNode whose session has not expired yet.
+        self._log.info("replacing a stale membership znode", path=path,
+                       owner=hex(stat.ephemeralOwner))
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            self._wait_result(self._client.delete_async(path, version=stat.version),
+                              "deleting a stale membership znode")
+        return False  # created at the next tick
+
+    # -- the election thread -------------------------------------------------------------------
+
+    def _set_state(self, state: ElectorState) -> None:
+        with self._cond:
+            if state is self._state:
+                return
+            previous, self._state = self._state, state
+            self._cond.notify_all()
+        self._log.info("elector state", state=state.value, previous=previous.value)
+
+    def _pause(self, seconds: float) -> None:
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _why_out(self) -> str | None:
+        """Why this NameNode may not be in the election now (None: it may)."""
+        if self._stopping.is_set():
+            return "stopping"
+        if not self._healthy:
+            return f"unhealthy: {self._health_reason}"
+        if time.monotonic() < self._cede_until:
+            return f"ceded the election for {self._cede_for:g}s"
+        if not self._watcher.connected:
+            return "not connected to ZooKeeper"
+        return None
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._round()
+            except _Stopping:
+                break
+            except Exception as exc:
+                self._log.exception("election round failed; retrying", error=repr(exc))
+                self._set_state(ElectorState.OUT)
+                self._pause(self.failure_backoff)
+        self._log.info("elector thread stopped", state=self._state.value)
+
+    def _wait_until_eligible(self) -> bool:
+        logged: str | None = None
+        while True:
+            why = self._why_out()
+            if why is None:
+                return True
+            if self._stopping.is_set():
+                return False
+            if why != logged:
+                self._log.info("staying out of the election", why=why)
+                logged = why
+            cede_left = self._cede_until - time.monotonic()
+            self._pause(min(0.5, cede_left) if cede_left > 0 else 0.5)
+
+    def _working_znode_exists(self) -> bool:
+        try:
+            stat = self._wait_result(self._client.exists_async(self.paths.working),
+                                     "checking the working znode")
+        except (KazooException, TimeoutError) as exc:
+            self._log.warning("cannot check the working znode", error=f"{type(exc).__name__}")
+            return False
+        if stat is None:
+            self._log.error(
+                "ZooKeeper is not formatted for automatic failover: run `hactl format-zk`",
+                missing=self.paths.working,
+            )
+            return False
+        return True
+
+    def _round(self) -> None:
+        self._set_state(ElectorState.OUT)
+        if not self._wait_until_eligible():
+            return
+        if not self._working_znode_exists():
+            self._pause(self.failure_backoff)
+            return
+        lock = _ElectorLock(self._client, self.paths.lock, self.nn_id,
+                            max_delay=max(0.2, self.session_timeout / 4))
+        with self._cond:
+            if self._why_out() is not None:
+                return  # a cancel that came before the lock was published
+            self._pending = lock
+            self._state, previous = ElectorState.WAITING, self._state
+            self._cond.notify_all()
+        self._log.info("elector state", state="waiting", previous=previous.value)
+        try:
+            acquired = bool(lock.acquire())
+        except CancelledError:
+            acquired = False
+        except KazooException as exc:
+            self._log.warning("waiting for the lock failed", error=f"{type(exc).__name__} {exc}")
+            acquired = False
+        finally:
+            with self._cond:
+                self._pending = None
+        if not acquired:
+            self._delete_lock_node(lock)  # kazoo's own clean-up is best effort
+            self._log.info("left the queue for the lock", why=self._why_out() or "cancelled")
+            return
+        generation = self._watcher.sessions_lost
+        self._log.info("won the election lock", node=lock.node)
+        release, backoff = True, False
+        try:
+            try:
+                self._check_own_lock_node(lock, generation)
+                why = self._why_out()
+                if why is not None:
+                    raise _Abort(f"no longer eligible: {why}")
+                self._become_active(generation)
+            except _Abort as exc:
+                self._record_attempt(False, str(exc))
+                self.metrics.failed_attempts.inc()
+                self._log.warning("not becoming active; giving the lock back", reason=str(exc))
+                backoff = True
+                return
+            backoff = self._stay_active(lock, generation)
+        except _Stopping:
+            release = False
+            raise
+        finally:
+            if release:
+                self._release(lock, generation)
+                self._set_state(ElectorState.OUT)
+                if backoff:
+                    self._pause(self.failure_backoff)
+
+    def _zk(self, result: Any, what: str, generation: int) -> Any:
+        """Wait for a request made while holding the lock: as long as it takes (a slow
+        request delays, it does not decide), but _Abort when the session is lost and
+        _Stopping when stopping. Kazoo's errors are raised as they are."""
+        while not result.wait(_POLL):
+            if self._stopping.is_set():
+                raise _Stopping()
+            if self._watcher.sessions_lost != generation:
+                raise _Abort(f"the ZooKeeper session expired while {what}")
+        return result.get(block=False)
+
+    def _check_own_lock_node(self, lock: _ElectorLock, generation: int) -> None:
+        path = f"{self.paths.lock}/{lock.node}"
+        try:
+            stat = self._zk(self._client.exists_async(path), "checking the lock", generation)
+        except KazooException as exc:
+            raise _Abort(f"cannot check the lock znode: {type(exc).__name__}") from exc
+        client_id = self._client.client_id
+        if stat is None or client_id is None or stat.ephemeralOwner != client_id[0]:
+            raise _Abort(f"the lock znode {path} does not belong to this session")
+
+    def _become_active(self, generation: int) -> None:
+        self._set_state(ElectorState.BECOMING_ACTIVE)
+        started = time.monotonic()
+        fenced = "nothing to fence"
+        path = self.paths.breadcrumb
+        try:
+            try:
+                data, stat = self._zk(self._client.get_async(path), "reading the breadcrumb",
+                                      generation)
+            except NoNodeError:
+                data, stat = None, None
+            if data is not None:
+                try:
+                    old = ActiveNodeInfo.from_bytes(bytes(data))
+                except ValueError as exc:
+                    raise _Abort(
+                        f"cannot read {path} ({exc}); after checking that no NameNode is "
+                        "active, `hactl format-zk --force` clears it"
+                    ) from None
+                if old.namenode_id != self.nn_id:
+                    fenced = self._fence(old)
+            new_data = self.info.to_bytes()
+            try:
+                if stat is None:
+                    self._zk(self._client.create_async(path, new_data),
+                             "creating the breadcrumb", generation)
+                else:
+                    self._zk(self._client.set_async(path, new_data, version=stat.version),
+                             "writing the breadcrumb", generation)
+            except (NodeExistsError, BadVersionError, NoNodeError) as exc:
+                raise _Abort(
+                    f"the breadcrumb changed while this NameNode held the lock "
+                    f"({type(exc).__name__})"
+                ) from None
+        except KazooException as exc:
+            raise _Abort(f"ZooKeeper request failed: {type(exc).__name__} {exc}") from exc
+        if self._watcher.sessions_lost != generation:
+            raise _Abort("the ZooKeeper session expired before the transition")
+        try:
+            self._target.transition_to_active()
+        except Exception as exc:
+            raise _Abort(f"the transition to active failed: {exc}") from exc
+        elapsed = time.monotonic() - started
+        self.metrics.became_active.inc()
+        self.metrics.become_active_seconds.observe(elapsed)
+        self._record_attempt(True, f"became active ({fenced}) in {elapsed:.3f}s")
+        self._log.info("now active through the election", fenced=fenced,
+                       seconds=round(elapsed, 3))
+
+    def _fence(self, old: ActiveNodeInfo) -> str:
+        """Make sure ``old`` is not active: graceful, then the configured methods; returns
+        what worked, _Abort when nothing did."""
+        self._log.info("fencing the previous active", old=old.namenode_id, address=old.address)
+        target = HAServiceTarget(old.namenode_id, old.address, self.settings.tls)
+        try:
+            target.transition_to_standby(REQUEST_BY_ZKFC, self.graceful_fence_timeout)
+        except NamenodeError as exc:
+            graceful_error = str(exc)
+            self.metrics.fencing_attempts.labels("graceful", "failure").inc()
+            self._log.warning("graceful fence failed; trying the fencing methods",
+                              old=old.namenode_id, error=graceful_error)
+        else:
+            self.metrics.fencing_attempts.labels("graceful", "success").inc()
+            self._log.info("fenced gracefully", old=old.namenode_id)
+            return f"{old.namenode_id} stepped down gracefully"
+        result = self.fencer.fence(FenceTarget(old.nameservice, old.namenode_id, old.address))
+        for attempt in result.attempts:
+            outcome = "success" if attempt.succeeded else "failure"
+            self.metrics.fencing_attempts.labels("shell", outcome).inc()
+        if not result.succeeded:
+            raise _Abort(
+                f"cannot fence {old.namenode_id} ({old.address}): graceful fence failed "
+                f"({graceful_error}); {result.describe()}"
+            )
+        return f"{old.namenode_id} fenced by {result.method}"
+
+    def _record_attempt(self, succeeded: bool, message: str) -> None:
+        with self._cond:
+            self._attempt_seq += 1
+            self._last_attempt = ActiveAttempt(self._attempt_seq, succeeded, message)
+            self._cond.notify_all()
+
+    def _stay_active(self, lock: _ElectorLock, generation: int) -> bool:
+        """Watch for a reason to step down; step down; True when the next round should wait
+        ``failure_backoff`` first."""
+        self._set_state(ElectorState.ACTIVE)
+        path = f"{self.paths.lock}/{lock.node}"
+        self._lock_node_lost = False
+        self._watched_lock_path = path
+        try:
+            while True:
+                self._pause(_POLL)
+                if self._stopping.is_set():
+                    raise _Stopping()
+                if not self._lock_watch_armed and self._watcher.connected:
+                    self._arm_lock_watch(path)
+                why, label = self._why_step_down(generation)
+                if why is None:
+                    continue
+                self._log.warning("stepping down", reason=why)
+                self.metrics.step_downs.labels(label).inc()
+                stepped = label == "left_active" or self._transition_to_standby(why)
+                if label == "ceded" and stepped:
+                    self._delete_own_breadcrumb(generation)
+                return label == "left_active"
+        finally:
+            self._watched_lock_path = None
+
+    def _why_step_down(self, generation: int) -> tuple[str | None, str]:
+        if self._watcher.sessions_lost != generation:
+            return "the ZooKeeper session expired", "session_lost"
+        suspended = self._watcher.suspended_for()
+        if suspended > self.session_timeout:
+            return (
+                f"disconnected from ZooKeeper for {suspended:.1f}s, longer than the session "
+                f"timeout ({self.session_timeout:g}s)",
+                "disconnected",
+            )
+        if self._lock_node_lost:
+            return "the election lock znode was deleted", "lock_lost"
+        if not self._healthy:
+            return f"the NameNode is unhealthy: {self._health_reason}", "unhealthy"
+        if time.monotonic() < self._cede_until:
+            return "asked to cede the election", "ceded"
+        state = self._target.state
+        if state is not HAState.ACTIVE:
+            return f"the NameNode left the active state on its own (now {state.value})", (
+                "left_active"
+            )
+        return None, ""
+
+    def _arm_lock_watch(self, path: str) -> None:
+        """Watch our lock znode, so that its deletion (``format-zk --force``, an operator)
+        makes us step down. Kazoo drops watches when the connection drops: re-armed then."""
+        self._lock_watch_armed = True
+
+        def on_event(event: WatchedEvent) -> None:
+            if path != self._watched_lock_path:
+                return
+            if event.type == EventType.DELETED:
+                self._lock_node_lost = True
+            else:
+                self._lock_watch_armed = False
+            self._wake.set()
+
+        def on_result(result: Any) -> None:
+            if path != self._watched_lock_path:
+                return
+            try:
+                exists = result.get(block=False) is not None
+            except KazooException:
+                self._lock_watch_armed = False
+            else:
+                if not exists:
+                    self._lock_node_lost = True
+            self._wake.set()
+
+        self._client.exists_async(path, watch=on_event).rawlink(on_result)
+
+    def _transition_to_standby(self, why: str) -> bool:
+        try:
+            self._target.transition_to_standby()
+        except Exception as exc:
+            self._log.error("could not transition to standby; the next active will fence "
+                            "this NameNode", why=why, error=str(exc))
+            return False
+        return True
+
+    def _delete_own_breadcrumb(self, generation: int) -> None:
+        """After a clean step-down, the next active needs no fence. Version-checked, so a
+        breadcrumb someone else wrote meanwhile stays; requests of one session apply in
+        order, so this is done before the lock is given back."""
+        path = self.paths.breadcrumb
+        try:
+            data, stat = self._zk(self._client.get_async(path), "reading the breadcrumb",
+                                  generation)
+            if ActiveNodeInfo.from_bytes(bytes(data)).namenode_id != self.nn_id:
+                return
+            self._zk(self._client.delete_async(path, version=stat.version),
+                     "deleting the breadcrumb", generation)
+            self._log.info("deleted own breadcrumb after stepping down")
+        except (NoNodeError, BadVersionError):
+            return
+        except (KazooException, ValueError, _Abort) as exc:
+            self._log.warning("could not delete own breadcrumb; the next active will fence "
+                              "this NameNode gracefully", error=str(exc) or type(exc).__name__)
+
+    def _release(self, lock: _ElectorLock, generation: int) -> None:
+        if self._watcher.sessions_lost != generation:
+            return  # the ephemeral lock znode went with the session
+        self._delete_lock_node(lock)
+
+    def _delete_lock_node(self, lock: _ElectorLock) -> None:
+        """Delete our lock znode and wait until it is gone (or the session ended, or we are
+        stopping: closing the session deletes it). Never gives up while the session lives:
+        a lock znode left behind would block every contender, ourselves included."""
+        node = lock.node
+        if not node:
+            return
+        path = f"{self.paths.lock}/{node}"
+        while not self._stopping.is_set():
+            result = self._client.delete_async(path)
+            while not result.wait(_POLL):
+                if self._stopping.is_set():
+                    return
+            try:
+                result.get(block=False)
+            except NoNodeError:
+                pass
+            except ConnectionClosedError:
+                return
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError) as exc:
+                self._log.info("lock znode not deleted yet; retrying", node=node,
+                               error=type(exc).__name__)
+                self._watcher.wait_connected(0.5)
+                continue
+            except KazooException as exc:
+                self._log.error("cannot delete the lock znode; retrying", node=node,
+                                error=f"{type(exc).__name__} {exc}")
+                self._pause(self.failure_backoff)
+                continue
+            lock.node = None
+            lock.is_acquired = False
+            self._log.info("gave the election lock back", node=node)
+            return

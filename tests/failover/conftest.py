@@ -1,0 +1,16 @@
+"""A real ZooKeeper server for the tests of this directory (one per module)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.failover.zkcluster import TICK_MS
+from zk.server import ZooKeeperServer
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer(tmp_path_factory.mktemp("zk"), tick_time_ms=TICK_MS) as zk:
+        yield zk
