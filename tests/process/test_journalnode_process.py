@@ -12,6 +12,7 @@ The kill -9 test is randomized from one seed, printed at the start; replay a fai
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import signal
@@ -96,8 +97,8 @@ class Writer:
         self.channel.journal(self.req(), self.segment_txid, first, count, framed, RPC_TIMEOUT)
         self.next_txid = first + count
 
-    def finalize(self, end: int) -> None:
-        self.channel.finalize_log_segment(self.req(), self.segment_txid, end, RPC_TIMEOUT)
+    def finalize(self, end: int, md5: bytes = b"") -> None:
+        self.channel.finalize_log_segment(self.req(), self.segment_txid, end, RPC_TIMEOUT, md5)
 
     def segment_bytes(self, start: int, end: int | None) -> bytes:
         chunks = self.channel.get_segment(self.journal_id, self.ns.cluster_id, start, end, 30.0)
@@ -236,7 +237,8 @@ def test_kill_9_mid_stream_loses_no_acknowledged_edit(tmp_path: Path) -> None:
             )
             if end >= this.segment_txid:
                 assert newest == this.segment_txid, f"seed={seed}"
-                writer.finalize(end)
+                # As recovery does: vouch for the recovered records by their md5.
+                writer.finalize(end, hashlib.md5(recovered[records.HEADER_LEN :]).digest())
                 finalized[this.segment_txid] = recovered
                 assert writer.segment_bytes(this.segment_txid, None) == recovered
             # Segments finalized in earlier rounds are unchanged, byte for byte.
