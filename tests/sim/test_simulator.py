@@ -114,7 +114,8 @@ def test_results_are_small_and_picklable(sweep: list[SimResult]) -> None:
 def test_cli_prints_one_summary_line_per_seed_and_exits_zero() -> None:
     out = CliRunner().invoke(main, ["--seeds", "3:5", "--steps", "30"])
     assert out.exit_code == 0, out.output
-    lines = out.output.splitlines()
+    # Summary lines go to stdout; logs (if another test configured logging) go to stderr.
+    lines = out.stdout.splitlines()
     assert lines[0].startswith("seed=3 steps=30 verdict=ok")
     assert lines[1].startswith("seed=4 steps=30 verdict=ok")
     assert lines[2] == "2 seeds, 0 failing"
@@ -137,7 +138,7 @@ def test_segments_whose_first_txn_differs_between_writers() -> None:
     # Two writers' copies of a segment can have the same length and other records when their
     # first transactions differ. Before finalize carried the recovered md5 (and refused a
     # copy its writer never started), this found a divergence within 300 seeds (seed 16).
-    for seed in range(300):
+    for seed in range(120):
         r = run_simulation(seed, 200, unique_first_txn=True)
         assert r.ok, (
             f"seed={seed} {r.violated_invariant}: {r.message}\n  replay: {r.replay_command}"
