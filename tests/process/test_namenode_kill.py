@@ -74,7 +74,9 @@ def test_kill_9_of_the_active_then_manual_transition_loses_nothing(tmp_path: Pat
         assert total > after_transition, "the new active acknowledged no write"
         with HaFsClient(cluster.settings()) as check:
             missing = [p for a in acked for p in a if not _exists(check, p)]
-        assert not missing, f"seed={seed}: {len(missing)} acknowledged mkdirs lost, e.g. {missing[:5]}"
+        assert not missing, (
+            f"seed={seed}: {len(missing)} acknowledged mkdirs lost, e.g. {missing[:5]}"
+        )
         for c in clients:
             c.close()
 
