@@ -86,6 +86,17 @@ class Writer:
             yield first, self.frame(first, count)
             first += count
 
+    def send_stream(self, first: int, count: int, framed: bytes) -> float:
+        """One batch on the JournalStream (the writer's path, qjm.logger); its latency."""
+        req = self.req()
+        began = time.perf_counter()
+        self.channel.send_journal(
+            req, self.segment_txid, first, count, framed, RPC_TIMEOUT
+        ).result()
+        took = time.perf_counter() - began
+        self.next_txid = first + count
+        return took
+
     def send(self, first: int, count: int, framed: bytes) -> float:
         """One Journal RPC; returns its latency in seconds."""
         req = self.req()
@@ -103,6 +114,11 @@ def _op(txid: int, payload: bytes) -> edits_pb2.EditOp:
 def journal_latencies(writer: Writer, calls: int) -> list[float]:
     batches = writer.batches(1)
     return [writer.send(first, 1, framed) for first, framed in _take(batches, calls)]
+
+
+def stream_latencies(writer: Writer, calls: int) -> list[float]:
+    batches = writer.batches(1)
+    return [writer.send_stream(first, 1, framed) for first, framed in _take(batches, calls)]
 
 
 def rpc_latencies(channel: GrpcJournalChannel, calls: int) -> list[float]:
@@ -155,15 +171,18 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
             raw_path = jn.edits_dir / "raw-fdatasync-floor"
             # Warm up the connection, the JournalNode's code paths and the raw file.
             journal_latencies(writer, 100)
+            stream_latencies(writer, 100)
             raw_fdatasync_latencies(raw_path, writer.record_len, 100)
 
             journal: list[float] = []
+            stream: list[float] = []
             raw: list[float] = []
             rpc: list[float] = []
             per_block = max(1, calls // BLOCKS)
             for _ in range(BLOCKS):
                 raw += raw_fdatasync_latencies(raw_path, writer.record_len, per_block)
                 journal += journal_latencies(writer, per_block)
+                stream += stream_latencies(writer, per_block)
                 rpc += rpc_latencies(channel, per_block)
             sync_count, sync_sum = scrape_sync(jn)
 
@@ -173,11 +192,14 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
         jn.stop()
 
     journal.sort()
+    stream.sort()
     raw.sort()
     rpc.sort()
     result: dict[str, float] = {
         "journal_p50_us": percentile(journal, 0.50) * 1e6,
         "journal_p99_us": percentile(journal, 0.99) * 1e6,
+        "journal_stream_p50_us": percentile(stream, 0.50) * 1e6,
+        "journal_stream_p99_us": percentile(stream, 0.99) * 1e6,
         "raw_fdatasync_p50_us": percentile(raw, 0.50) * 1e6,
         "raw_fdatasync_p99_us": percentile(raw, 0.99) * 1e6,
         "raw_fdatasync_mean_us": sum(raw) / len(raw) * 1e6,
@@ -187,6 +209,7 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
         "record_bytes": writer.record_len,
     }
     result["p50_ratio"] = result["journal_p50_us"] / result["raw_fdatasync_p50_us"]
+    result["stream_p50_ratio"] = result["journal_stream_p50_us"] / result["raw_fdatasync_p50_us"]
     for size, rate in rates.items():
         result[f"edits_per_s_at_{size}"] = rate
     result["target_p50_ratio_max"] = TARGET_P50_RATIO
@@ -206,6 +229,8 @@ def report(result: dict[str, float]) -> None:
     rows: list[list[str]] = [
         ["1-edit Journal RPC p50", us("journal_p50_us"), ""],
         ["1-edit Journal RPC p99", us("journal_p99_us"), ""],
+        ["1-edit JournalStream batch p50 (writer's path)", us("journal_stream_p50_us"), ""],
+        ["1-edit JournalStream batch p99", us("journal_stream_p99_us"), ""],
         ["raw write+fdatasync p50", us("raw_fdatasync_p50_us"), ""],
         ["raw write+fdatasync p99", us("raw_fdatasync_p99_us"), ""],
         ["raw write+fdatasync mean", us("raw_fdatasync_mean_us"), ""],
@@ -215,6 +240,11 @@ def report(result: dict[str, float]) -> None:
             "p50 ratio journal/raw",
             f"{result['p50_ratio']:.2f}x",
             f"<= {TARGET_P50_RATIO:.0f}x ({met(ratio_ok)})",
+        ],
+        [
+            "p50 ratio stream/raw",
+            f"{result['stream_p50_ratio']:.2f}x",
+            f"<= {TARGET_P50_RATIO:.0f}x ({met(result['stream_p50_ratio'] <= TARGET_P50_RATIO)})",
         ],
     ]
     for size in BATCH_SIZES:
