@@ -10,7 +10,7 @@ bootstrap:
 	@scripts/bootstrap.sh
 
 demo: bootstrap
-	$(PYTHON) -m journalnode.demo
+	$(PYTHON) -m failover.demo
 
 test: bootstrap
 	$(PYTHON) -m pytest -q tests $(TESTARGS)

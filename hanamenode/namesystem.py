@@ -572,9 +572,16 @@ class FSNamesystem:
                 qjm = self._qjm_factory(self.ns_info)
                 step = "fencing earlier writers and recovering the unfinalized segment"
                 end = qjm.recover_unfinalized_segments()
+                # These two events time the transition's parts (bench/failover.py reads them).
+                self._log.info("recovered the edit log", epoch=qjm.epoch, end_txid=end)
                 step = f"reading the log up to txid {end}"
                 assert self._tailer is not None
-                self._tailer.catch_up(qjm, end, self._apply_for_catch_up)
+                applied = self._tailer.catch_up(qjm, end, self._apply_for_catch_up)
+                self._log.info(
+                    "caught up with the edit log",
+                    applied=applied,
+                    last_applied_txid=self._namespace.last_applied_txid,
+                )
                 step = "opening the edit log for write"
                 with self._locked():
                     first = ha.next_segment_txid(self._namespace.last_applied_txid, end)

@@ -50,6 +50,7 @@ __all__ = [
     "NameNodeStartError",
     "get_service_state",
     "hanamenode_command",
+    "run_command",
     "run_hafs",
     "run_hanamenode",
     "transition",
@@ -87,9 +88,12 @@ def hanamenode_command(subcommand: str, nn_id: str, conf: Path | None = None) ->
     return [*args, "--id", nn_id]
 
 
-def _run(
-    args: Sequence[str], conf_env: Path | None, timeout: float
+def run_command(
+    args: Sequence[str], conf_env: Path | None = None, timeout: float = COMMAND_TIMEOUT
 ) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` (a command of this checkout, e.g. ``python -m failover.hactl ...``) to
+    completion in ``child_environment(conf_env)``, output captured; a process still running
+    after ``timeout`` is killed (status -9)."""
     proc = subprocess.Popen(
         list(args),
         stdin=subprocess.DEVNULL,
@@ -112,7 +116,7 @@ def run_hanamenode(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m hanamenode <args>`` to completion, output captured; a process still
     running after ``timeout`` is killed (status -9)."""
-    return _run([sys.executable, "-m", "hanamenode", *args], conf_env, timeout)
+    return run_command([sys.executable, "-m", "hanamenode", *args], conf_env, timeout)
 
 
 def run_hafs(
@@ -123,7 +127,7 @@ def run_hafs(
     command = [sys.executable, "-m", "hanamenode.client"]
     if conf is not None:
         command += ["--conf", str(conf)]
-    return _run([*command, *args], None, timeout)
+    return run_command([*command, *args], None, timeout)
 
 
 def _ha_call(
@@ -269,6 +273,8 @@ class NameNodeProcess:
         with open(self.log_path, "ab") as out:
             out.write(f"--- start {self.starts} ---\n".encode())
             out.flush()
+            # Its own session: a Ctrl-C meant for the launcher (``hadev up``) does not reach
+            # the daemon, which the launcher stops by pid, in order.
             self.proc = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
@@ -276,6 +282,7 @@ class NameNodeProcess:
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
                 env=child_environment(),
+                start_new_session=True,
             )
         return self.proc
 
@@ -361,8 +368,11 @@ class NameNodeProcess:
 
 class NameNodeProcessCluster:
     """``journal_nodes`` JournalNode processes and NameNode processes ``nn1..nnN`` on
-    loopback, with one configuration file ``conf_path`` (``<base_dir>/hdfs-site.xml``) that
-    describes all of them, for the NameNodes, ``hafs`` and any client.
+    loopback, with one configuration file ``conf_path`` (default ``<base_dir>/hdfs-site.xml``)
+    that describes all of them, for the JournalNodes, the NameNodes, ``hafs`` and any client.
+    Name dirs are ``<base_dir>/nn<i>``, JournalNode dirs ``<base_dir>/journal/jn<i>``, logs
+    ``<log_dir>/<id>.log`` (default: NameNodes in ``base_dir``, JournalNodes in
+    ``base_dir/journal``).
 
     ``start`` (entering the context) starts the JournalNodes, formats ``nn1`` and
     bootstraps the others unless their name dirs are formatted already (a restart on the same
@@ -380,6 +390,8 @@ class NameNodeProcessCluster:
         journal_id: str = "ns1",
         extra_conf: Mapping[str, ConfigValue] | None = None,
         log_format: str = "console",
+        conf_path: Path | None = None,
+        log_dir: Path | None = None,
     ) -> None:
         if namenodes < 1:
             raise ValueError(f"a nameservice needs at least one NameNode, got {namenodes}")
@@ -389,16 +401,21 @@ class NameNodeProcessCluster:
         )
         self.nameservice = nameservice
         self.extra_conf = dict(extra_conf or {})
-        self.conf_path = self.base_dir / "hdfs-site.xml"
+        self.conf_path = conf_path if conf_path is not None else self.base_dir / "hdfs-site.xml"
         self.journal = JournalNodeProcessCluster(
-            journal_nodes, self.base_dir / "journal", journal_id=journal_id
+            journal_nodes,
+            self.base_dir / "journal",
+            journal_id=journal_id,
+            conf_path=self.conf_path,
+            render=self.properties,
+            log_dir=log_dir,
         )
         ids = [f"nn{i}" for i in range(1, namenodes + 1)]
         ports = free_ports(2 * len(ids))
         self.namenodes: dict[str, NameNodeProcess] = {
             nn: NameNodeProcess(
                 nn,
-                self.base_dir,
+                log_dir if log_dir is not None else self.base_dir,
                 self.conf_path,
                 f"127.0.0.1:{ports[2 * i]}",
                 http_address=f"127.0.0.1:{ports[2 * i + 1]}",

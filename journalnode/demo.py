@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -396,8 +396,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.edits < 2:
         parser.error("--edits must be at least 2")
     setup_logging("console", "info" if args.verbose else "critical")
-    if args.dir is not None:
-        workdir = args.dir.absolute()
+    return run_in_workdir(
+        "hanamenode JournalNode demo",
+        args.dir,
+        args.keep,
+        lambda workdir, out: run_demo(workdir, out, args.edits),
+    )
+
+
+def run_in_workdir(
+    title: str, directory: Path | None, keep: bool, demo: Callable[[Path, Printer], object]
+) -> int:
+    """Run ``demo(workdir, printer)`` in ``directory`` (new or empty; kept) or in a temporary
+    directory (removed unless ``keep`` or the demo failed); the exit status: 0, or 1 after
+    one line on stderr saying what failed."""
+    if directory is not None:
+        workdir = directory.absolute()
         if workdir.exists() and any(workdir.iterdir()):
             print(f"demo: {workdir} is not empty; give a new or empty --dir", file=sys.stderr)
             return 1
@@ -405,17 +419,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         workdir = Path(tempfile.mkdtemp(prefix="hanamenode-demo-"))
     out = Printer()
-    out.step(f"hanamenode JournalNode demo in {workdir}")
+    out.step(f"{title} in {workdir}")
     ok = False
     try:
-        run_demo(workdir, out, args.edits)
+        demo(workdir, out)
         ok = True
     except Exception as exc:  # DemoError, a QuorumException, a JournalError: one line
         print(f"demo failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
-        keep = args.dir is not None or args.keep or not ok
-        if keep:
-            out.note(f"files and JournalNode logs kept in {workdir}")
+        if directory is not None or keep or not ok:
+            out.note(f"files and logs kept in {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     if ok:

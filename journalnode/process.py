@@ -244,6 +244,8 @@ class JournalNodeProcess:
         with open(self.log_path, "ab") as out:
             out.write(f"--- start {self.starts} ---\n".encode())
             out.flush()
+            # Its own session: a Ctrl-C meant for the launcher (``hadev up``) does not reach
+            # the daemon, which the launcher stops by pid, in order.
             self.proc = subprocess.Popen(
                 journalnode_command(self.jn_id, None if self.conf_via_env else self.conf_path),
                 stdin=subprocess.DEVNULL,
@@ -251,6 +253,7 @@ class JournalNodeProcess:
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
                 env=child_environment(self.conf_path if self.conf_via_env else None),
+                start_new_session=True,
             )
         return self.proc
 
@@ -381,10 +384,14 @@ class JournalNodeProcessCluster:
 
     Node ``i`` (0-based) keeps its directory ``<base_dir>/jn<i+1>`` and its ports across
     ``stop``/``kill``/``restart``, so a restarted node is the same JournalNode to its writers.
-    ``conf_path`` lists every node (``dfs.journalnode.ids`` and per-id keys) and, when a
-    ``journal_id`` is given, ``dfs.namenode.shared.edits.dir`` for writers that load it with
-    ``conf.load_settings``. A context manager: entering starts every node, leaving stops every
-    process it started (and removes ``base_dir`` if it made it).
+    ``conf_path`` (default ``<base_dir>/journalnodes-site.xml``) lists every node
+    (``dfs.journalnode.ids`` and per-id keys) and, when a ``journal_id`` is given,
+    ``dfs.namenode.shared.edits.dir`` for writers that load it with ``conf.load_settings``.
+    A launcher that shares one file between these and other daemons passes ``conf_path`` and
+    ``render``, the function that returns the whole file (default ``properties``). Logs go
+    to ``<log_dir>/jn<i>.log`` (default ``base_dir``). A context manager: entering starts
+    every node, leaving stops every process it started (and removes ``base_dir`` if it made
+    it).
     """
 
     def __init__(
@@ -394,6 +401,9 @@ class JournalNodeProcessCluster:
         *,
         journal_id: str | None = None,
         extra_conf: Mapping[str, ConfigValue] | None = None,
+        conf_path: Path | None = None,
+        render: Callable[[], Mapping[str, ConfigValue]] | None = None,
+        log_dir: Path | None = None,
     ) -> None:
         if n < 1:
             raise ValueError(f"a journal cluster needs at least one node, got {n}")
@@ -403,17 +413,19 @@ class JournalNodeProcessCluster:
         )
         self.journal_id = journal_id
         self.extra_conf = dict(extra_conf or {})
-        self.conf_path = self.base_dir / "journalnodes-site.xml"
+        self.conf_path = conf_path if conf_path is not None else (
+            self.base_dir / "journalnodes-site.xml"
+        )
         ports = free_ports(2 * n)
         self.nodes = [
             JournalNodeProcess(
                 f"jn{i + 1}",
-                self.base_dir,
+                log_dir if log_dir is not None else self.base_dir,
                 edits_dir=self.base_dir / f"jn{i + 1}",
                 rpc_port=ports[2 * i],
                 http_port=ports[2 * i + 1],
                 conf_path=self.conf_path,
-                properties=self.properties,
+                properties=render or self.properties,
                 probe_journal=journal_id or "probe",
             )
             for i in range(n)

@@ -2,6 +2,8 @@
 
 ``--sim-seeds N``: how many seeds the simulator tests sweep (default 200).
 ``--soak``: run the tests marked ``@pytest.mark.slow`` (skipped by default).
+``--chaos-rounds N``: rounds of the chaos tests' kill -9 of the active (default 20; the other
+chaos tests scale with it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addoption(
         "--soak", action="store_true", default=False, help="run the slow, opt-in soak tests"
+    )
+    parser.addoption(
+        "--chaos-rounds",
+        type=int,
+        default=20,
+        help="rounds of kill -9 of the active NameNode in tests/chaos (default 20)",
     )
 
 

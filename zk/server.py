@@ -27,6 +27,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -40,6 +41,7 @@ __all__ = [
     "ZooKeeperServer",
     "find_java",
     "four_letter_word",
+    "runs",
     "stop_pid_file",
     "zookeeper_classpath",
 ]
@@ -126,14 +128,17 @@ def _free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def _is_zookeeper(pid: int) -> bool:
+def runs(pid: int, command: Sequence[str] = (MAIN_CLASS,)) -> bool:
+    """Whether process ``pid`` is alive (not a zombie) and every string of ``command`` is one
+    of the arguments of its command line (default: a ZooKeeper server)."""
     try:
-        return MAIN_CLASS.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
+    return bool(args[0]) and all(word.encode() in args for word in command)
 
 
-def _terminate(pid: int, timeout: float) -> None:
+def _terminate(pid: int, timeout: float, command: Sequence[str]) -> None:
     """SIGCONT (it may be paused) and SIGTERM, then SIGKILL after ``timeout``; for a process
     that is not our child (a pid file)."""
     for sig in (signal.SIGCONT, signal.SIGTERM):
@@ -141,24 +146,28 @@ def _terminate(pid: int, timeout: float) -> None:
             os.kill(pid, sig)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _is_zookeeper(pid):
+        if not runs(pid, command):
             return
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
 
 
-def stop_pid_file(pid_file: Path, timeout: float = STOP_TIMEOUT) -> bool:
-    """Stop the ZooKeeper whose pid ``pid_file`` holds (``hadev down``), by pid: SIGTERM, then
-    SIGKILL. False when the file is missing or its pid is no longer a ZooKeeper server (the
-    pid may have been reused), True when one was stopped. The file is removed."""
+def stop_pid_file(
+    pid_file: Path, timeout: float = STOP_TIMEOUT, *, command: Sequence[str] = (MAIN_CLASS,)
+) -> bool:
+    """Stop the process whose pid ``pid_file`` holds (``hadev down``), by pid: SIGTERM, then
+    SIGKILL after ``timeout``. ``command`` says what it must be running (``runs``; default a
+    ZooKeeper server; the dev cluster passes its daemons' arguments too). False when the file
+    is missing or its pid no longer runs that (the pid may have been reused), True when one
+    was stopped. The file is removed."""
     try:
         pid = int(pid_file.read_text().strip())
     except (FileNotFoundError, ValueError):
         return False
     stopped = False
-    if _is_zookeeper(pid):
-        _terminate(pid, timeout)
+    if runs(pid, command):
+        _terminate(pid, timeout, command)
         stopped = True
     pid_file.unlink(missing_ok=True)
     return stopped
@@ -168,8 +177,9 @@ class ZooKeeperServer:
     """One standalone ZooKeeper server, a child process; a context manager that stops it.
 
     ``base_dir`` holds ``zoo.cfg``, ``data/`` and ``zookeeper.log`` (default: a temporary
-    directory, removed on ``stop``). ``port`` 0 picks a free one (and another if it is taken
-    before the server binds it). ``pid_file``, if given, holds the pid while it runs.
+    directory, removed on ``stop``; ``log_path`` puts the log elsewhere). ``port`` 0 picks a
+    free one (and another if it is taken before the server binds it). ``pid_file``, if given,
+    holds the pid while it runs.
     """
 
     def __init__(
@@ -183,6 +193,7 @@ class ZooKeeperServer:
         java: str | None = None,
         classpath: str | None = None,
         heap_mb: int = 256,
+        log_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir) if base_dir is not None else Path(
@@ -197,6 +208,7 @@ class ZooKeeperServer:
         self._java = java
         self._classpath = classpath
         self.heap_mb = heap_mb
+        self._log_path = Path(log_path) if log_path is not None else None
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self._log = log.bind(zk_dir=str(self.base_dir))
@@ -223,7 +235,7 @@ class ZooKeeperServer:
     @property
     def log_path(self) -> Path:
         """The server's stdout and stderr, every start appended."""
-        return self.base_dir / "zookeeper.log"
+        return self._log_path or self.base_dir / "zookeeper.log"
 
     @property
     def pid(self) -> int:
@@ -314,6 +326,7 @@ class ZooKeeperServer:
 
     def _spawn(self) -> None:
         self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.write_config()
         self.starts += 1
         with open(self.log_path, "ab") as out:

@@ -1,0 +1,285 @@
+"""``hadev``: the one-command local cluster (DESIGN.md section 1, ``failover.devcluster``)::
+
+    hadev up [--dir D] [--journalnodes 3] [--namenodes 2] [--session-timeout 1s]
+    hadev down [--dir D]
+
+``up`` starts ZooKeeper, the JournalNodes and the NameNodes (automatic failover on) as
+processes on free loopback ports, formats them on first use (a later ``up`` on the same
+directory reuses the data), writes ``D/conf/ha-site.xml``, prints how to point ``hafs`` and
+``hactl`` at it, and stays in the foreground until Ctrl-C or SIGTERM; then it stops every
+process it started, by pid. Pids are in ``D/run/<name>.pid`` (``hadev.pid`` is ``up``
+itself), logs in ``D/logs/``. A daemon that dies meanwhile (``kill -9`` of the active, to
+watch the other take over) is reported, and the others keep running.
+
+``down`` stops what ``up`` started in D: it asks ``up`` to stop (SIGTERM) and waits, then
+stops every daemon whose pid file is left (SIGTERM, SIGKILL after a timeout), checking that
+each pid still runs that daemon. Running it again, or on a directory where nothing runs, only
+says so.
+
+Exit status: 0 on success, 1 with a one-line reason on stderr otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+import click
+
+from conf import parse_duration
+from conf.logging import setup_logging
+from failover.devcluster import (
+    DEFAULT_SESSION_TIMEOUT,
+    DevCluster,
+    DevClusterError,
+    DevShape,
+    daemon_command,
+)
+from zk.server import runs, stop_pid_file
+
+__all__ = ["cli", "default_dir", "main"]
+
+UP_PID = "hadev"
+UP_STOP_TIMEOUT = 60.0
+DAEMON_STOP_TIMEOUT = 15.0
+
+
+def default_dir() -> Path:
+    """``$TMPDIR/hadev-<user>``: one dev cluster per user unless ``--dir`` says otherwise."""
+    return Path(tempfile.gettempdir()) / f"hadev-{getpass.getuser()}"
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"hadev: {message}", err=True)
+    sys.exit(1)
+
+
+def _read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _is_hadev_up(pid: int) -> bool:
+    """Whether ``pid`` runs ``hadev up`` (console script or ``python -m failover.hadev``)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"up" in args and any(
+        a.endswith(b"hadev") or a == b"failover.hadev" for a in args
+    )
+
+
+def _running_daemons(run_dir: Path) -> dict[str, int]:
+    """Daemons (and ``hadev up``) of ``run_dir``'s pid files that still run, by name."""
+    found: dict[str, int] = {}
+    for pid_file in sorted(run_dir.glob("*.pid")):
+        name, pid = pid_file.stem, _read_pid(pid_file)
+        if pid is None:
+            continue
+        alive = _is_hadev_up(pid) if name == UP_PID else runs(pid, daemon_command(name))
+        if alive:
+            found[name] = pid
+    return found
+
+
+def _command_hint(name: str) -> str:
+    """``hafs`` if it is on PATH, else its full path beside this interpreter."""
+    beside = Path(sys.executable).parent / name
+    if shutil.which(name) or not beside.exists():
+        return name
+    return str(beside)
+
+
+@click.group()
+def cli() -> None:
+    """A local HA cluster for development: ZooKeeper, JournalNodes, NameNodes."""
+
+
+_DIR_OPTION = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=default_dir,
+    show_default="$TMPDIR/hadev-$USER",
+    help="The cluster's directory: conf/, run/, logs/, data/.",
+)
+
+
+@cli.command()
+@_DIR_OPTION
+@click.option("--journalnodes", type=click.IntRange(1, 9), default=3, show_default=True)
+@click.option("--namenodes", type=click.IntRange(2, 9), default=2, show_default=True)
+@click.option(
+    "--session-timeout",
+    default=f"{DEFAULT_SESSION_TIMEOUT:g}s",
+    show_default=True,
+    help="ZooKeeper session timeout (1s, 1500ms; bare: seconds): how long a dead active "
+    "goes unnoticed.",
+)
+def up(directory: Path, journalnodes: int, namenodes: int, session_timeout: str) -> None:
+    """Start the cluster in the foreground; Ctrl-C stops it."""
+    setup_logging("console", "warning")
+    try:
+        session = parse_duration(session_timeout, "s")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--session-timeout") from None
+    directory = directory.absolute()
+    run_dir = directory / "run"
+    running = _running_daemons(run_dir)
+    if running:
+        listed = ", ".join(f"{name} (pid {pid})" for name, pid in running.items())
+        _fail(f"a dev cluster already runs in {directory}: {listed}; "
+              f"stop it with: hadev down --dir {directory}")
+    if directory.is_dir() and any(directory.iterdir()) and DevShape.read(
+        directory / "conf" / "hadev.json"
+    ) is None:
+        _fail(f"{directory} is not empty and holds no dev cluster; give a new or empty --dir")
+    reuse = (directory / "data").is_dir()
+    dev = DevCluster(
+        directory, journalnodes=journalnodes, namenodes=namenodes, session_timeout=session
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    own_pid = dev.pid_file(UP_PID)
+    own_pid.write_text(f"{os.getpid()}\n")
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    click.echo(f"hadev: {'reusing' if reuse else 'creating'} the dev cluster in {directory}")
+    try:
+        try:
+            dev.start()  # stops whatever it started when it fails or is interrupted
+        except KeyboardInterrupt:
+            click.echo("hadev: interrupted while starting; stopped what had started")
+            return
+        except (DevClusterError, RuntimeError, OSError) as exc:
+            _fail(f"could not start the dev cluster: {exc}")
+        _print_started(dev)
+        _watch(dev)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # A second Ctrl-C must not cut the stop short and leave daemons behind.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if dev.started:
+            click.echo("hadev: stopping NameNodes, JournalNodes and ZooKeeper")
+            dev.stop()
+            click.echo(f"hadev: stopped; data kept in {dev.data_dir} (hadev up reuses it)")
+        own_pid.unlink(missing_ok=True)
+
+
+def _print_started(dev: DevCluster) -> None:
+    states = dev.states()
+    rows = [("zk", dev.zookeeper.pid, dev.zookeeper.connect_string,
+             f"ZooKeeper, session timeout {dev.session_timeout:g}s, "
+             f"tickTime {dev.zookeeper.tick_time_ms} ms")]
+    rows += [(jn.jn_id, jn.pid, jn.address, "JournalNode") for jn in dev.journalnodes]
+    rows += [
+        (nn, dev.namenode(nn).pid, dev.namenode(nn).address, f"NameNode, {states[nn]}")
+        for nn in dev.namenode_ids
+    ]
+    click.echo("")
+    for name, pid, address, what in rows:
+        click.echo(f"  {name:<4} pid {pid:<7} {address:<16} {what}")
+    first, second = dev.namenode_ids[0], dev.namenode_ids[1]
+    active = next((nn for nn, state in states.items() if state == "active"), first)
+    other = second if active == first else first
+    hafs, hactl = _command_hint("hafs"), _command_hint("hactl")
+    lines = [
+        "",
+        f"configuration {dev.conf_path}",
+        f"logs          {dev.log_dir}/<name>.log",
+        f"pids          {dev.run_dir}/<name>.pid",
+        "",
+        "In another shell:",
+        f"  export HANAMENODE_CONF={dev.conf_path}",
+        f"  {hafs} mkdir -p /user/{getpass.getuser()}",
+        f"  {hafs} ls -R /",
+        f"  {hactl} get-all-service-state",
+        f"  {hactl} failover {active} {other}",
+        f"  kill -9 $(cat {dev.pid_file(other)})   # {other}, active since the failover, "
+        f"dies; {active} takes over",
+        f"  {_command_hint('hadev')} down --dir {dev.base_dir}   # or Ctrl-C here",
+        "",
+        "Running until Ctrl-C or SIGTERM.",
+    ]
+    click.echo("\n".join(lines))
+
+
+def _watch(dev: DevCluster) -> None:
+    """Report daemons that exit, until every one has (or a signal interrupts)."""
+    gone: set[str] = set()
+    while True:
+        time.sleep(0.5)
+        for name in dev.names:
+            process = dev.process(name)
+            if name in gone or process.running:
+                continue
+            gone.add(name)
+            status = process.proc.returncode if process.proc is not None else None
+            how = f"killed by {signal.Signals(-status).name}" if status and status < 0 else (
+                f"exited with status {status}"
+            )
+            dev.pid_file(name).unlink(missing_ok=True)
+            click.echo(f"hadev: {name} {how} (log: {dev.log_path(name)}); the others keep running")
+        if len(gone) == len(dev.names):
+            click.echo("hadev: every daemon has exited")
+            return
+
+
+@cli.command()
+@_DIR_OPTION
+def down(directory: Path) -> None:
+    """Stop the dev cluster of --dir (by its pid files)."""
+    setup_logging("console", "warning")
+    directory = directory.absolute()
+    run_dir = directory / "run"
+    pid_files = sorted(run_dir.glob("*.pid")) if run_dir.is_dir() else []
+    if not pid_files:
+        click.echo(f"hadev: nothing runs in {directory}")
+        return
+    up_pid = _read_pid(run_dir / f"{UP_PID}.pid")
+    if up_pid is not None and _is_hadev_up(up_pid):
+        click.echo(f"hadev: asking hadev up (pid {up_pid}) to stop its daemons")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(up_pid, signal.SIGTERM)
+        deadline = time.monotonic() + UP_STOP_TIMEOUT
+        while _is_hadev_up(up_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _is_hadev_up(up_pid):
+            click.echo(f"hadev: hadev up still runs after {UP_STOP_TIMEOUT:g}s; "
+                       "stopping the daemons by pid")
+    (run_dir / f"{UP_PID}.pid").unlink(missing_ok=True)
+    # NameNodes first (they finalize their segment on the JournalNodes), ZooKeeper last.
+    order = {"nn": 0, "jn": 1}
+    left = sorted(run_dir.glob("*.pid"), key=lambda p: (order.get(p.stem[:2], 2), p.stem))
+    for pid_file in left:
+        name, pid = pid_file.stem, _read_pid(pid_file)
+        if stop_pid_file(pid_file, DAEMON_STOP_TIMEOUT, command=daemon_command(name)):
+            click.echo(f"hadev: stopped {name} (pid {pid})")
+        else:
+            click.echo(f"hadev: {name} was not running (removed its stale pid file)")
+    click.echo(f"hadev: the dev cluster in {directory} is stopped; its data is kept")
+
+
+def main() -> None:
+    """The ``hadev`` console script."""
+    cli(prog_name="hadev")
+
+
+if __name__ == "__main__":
+    main()

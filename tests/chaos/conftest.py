@@ -1,0 +1,82 @@
+"""Real processes, a real ZooKeeper, real signals (DESIGN.md section 2, ``tests/chaos``).
+
+Each module gets its own dev cluster (``failover.devcluster``: ZooKeeper, three
+JournalNodes, two NameNodes with automatic failover, session timeout 1 s) with QJM quorum
+timeouts of 4 s, so that a lost quorum shows at once. Each test gets a
+``Timeline`` of what it did, with the random seed it drew its choices from; a failing test
+prints it (with each NameNode's state) after the failure.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Generator, Iterator
+
+import pytest
+
+from failover.devcluster import DevCluster
+
+SESSION_TIMEOUT = 1.0
+QUORUM_TIMEOUT = "4s"
+
+
+class Timeline:
+    """What a chaos test did and saw, with times relative to its start."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.started = time.monotonic()
+        self.events: list[str] = [f"seed {seed} (CHAOS_SEED={seed} draws the same choices)"]
+
+    def add(self, event: str) -> None:
+        self.events.append(f"{time.monotonic() - self.started:7.2f}s  {event}")
+
+    def __str__(self) -> str:
+        return "\n".join(self.events)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        item.stash[_FAILED] = report.failed
+    return report
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    with DevCluster(
+        tmp_path_factory.mktemp("dev"),
+        session_timeout=SESSION_TIMEOUT,
+        quorum_timeout=QUORUM_TIMEOUT,
+    ) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def chaos_rounds(request: pytest.FixtureRequest) -> int:
+    rounds = int(request.config.getoption("--chaos-rounds"))
+    assert rounds >= 1, "--chaos-rounds must be at least 1"
+    return rounds
+
+
+@pytest.fixture
+def rng(timeline: Timeline) -> random.Random:
+    return random.Random(timeline.seed)
+
+
+@pytest.fixture
+def timeline(request: pytest.FixtureRequest, dev: DevCluster) -> Iterator[Timeline]:
+    seed = int(os.environ.get("CHAOS_SEED") or time.time_ns() % 1_000_000_007)
+    line = Timeline(seed)
+    yield line
+    if request.node.stash.get(_FAILED, False):
+        line.add(f"at failure: {dev.states()}; logs in {dev.log_dir}")
+        print(f"\nchaos timeline of {request.node.name}:\n{line}")
