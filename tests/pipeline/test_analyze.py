@@ -253,7 +253,6 @@ def test_edits_are_read_from_finalized_and_torn_in_progress_segments(tmp_path: P
 
 
 def test_the_chart_plots_every_minute(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     per_minute = [("2026-01-01 10:00", {"mkdir": 2}), ("2026-01-01 10:03", {"create": 5})]
     chart, why_not = write_chart(per_minute, tmp_path / "c.png")
     assert why_not is None and chart is not None
