@@ -24,7 +24,6 @@ bootstrap-standby, the shell) with its output captured.
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,13 @@ from conf.xmlconf import ConfigValue
 from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
 from hanamenode.ha import HAState
 from hanamenode.storage import NameDirectory
-from journalnode.process import CODE_ROOT, JournalNodeProcessCluster, child_environment, free_ports
+from journalnode.process import (
+    CODE_ROOT,
+    DaemonProcess,
+    JournalNodeProcessCluster,
+    child_environment,
+    free_ports,
+)
 from proto import namenode_pb2, namenode_pb2_grpc
 
 __all__ = [
@@ -175,12 +180,14 @@ def transition(
     _ha_call(address, tls, rpc, namenode_pb2.TransitionRequest(source=source), timeout)
 
 
-class NameNodeProcess:
+class NameNodeProcess(DaemonProcess):
     """One NameNode daemon in a child process; a context manager that always stops it.
 
     ``conf_path`` must exist when it starts and configure ``nn_id`` with ``rpc_address``
     (the cluster below writes both). ``tls`` is for this launcher's own HA calls.
     """
+
+    kind = "namenode"
 
     def __init__(
         self,
@@ -193,16 +200,13 @@ class NameNodeProcess:
         tls: TLSSettings | None = None,
         log_format: str = "console",
     ) -> None:
+        super().__init__(nn_id, workdir)
         self.nn_id = nn_id
-        self.workdir = Path(workdir)
         self.conf_path = Path(conf_path)
         self.rpc_address = rpc_address
         self.http_address = http_address
         self.tls = tls
         self.log_format = log_format
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-        self._stop_requested = False
 
     def __repr__(self) -> str:
         state = f"pid {self.proc.pid}" if self.running and self.proc else "not running"
@@ -216,33 +220,6 @@ class NameNodeProcess:
     @property
     def metrics_url(self) -> str | None:
         return f"http://{self.http_address}/metrics" if self.http_address else None
-
-    @property
-    def log_path(self) -> Path:
-        """stdout and stderr of every start, appended."""
-        return self.workdir / f"{self.nn_id}.log"
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise RuntimeError(f"namenode {self.nn_id} was never started")
-        return self.proc.pid
-
-    @property
-    def running(self) -> bool:
-        """Started and not yet exited (a SIGSTOPped process is running)."""
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        """Exit status of the last run: None while running or never started, -N for signal N."""
-        return None if self.proc is None else self.proc.poll()
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
 
     # -- HA ------------------------------------------------------------------------------------
 
@@ -322,48 +299,6 @@ class NameNodeProcess:
         """Stop it if it runs (SIGTERM), then start it again: same ports, same name dir."""
         self.stop()
         return self.start(timeout)
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` if it runs. SIGKILL (the default) is a crash, reaped before this
-        returns; SIGSTOP pauses it, SIGCONT resumes it."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        if sig == signal.SIGKILL:
-            self.proc.wait(STOP_TIMEOUT)
-
-    def request_stop(self) -> None:
-        """Send SIGTERM (and SIGCONT, in case it is paused) without waiting, once per run."""
-        if self.running and not self._stop_requested:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.send_signal(signal.SIGCONT)
-            self._stop_requested = True
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
-        """``request_stop`` and wait; SIGKILL if it does not exit within ``timeout``. Returns
-        the exit status (0 for a clean stop), None if never started."""
-        if self.proc is None:
-            return None
-        self.request_stop()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT)
-        return self.proc.returncode
-
-    def __enter__(self) -> NameNodeProcess:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 class NameNodeProcessCluster:

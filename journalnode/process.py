@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import grpc
 
@@ -147,7 +148,94 @@ def _probe(address: str, journal_id: str) -> bool:
         channel.close()
 
 
-class JournalNodeProcess:
+class DaemonProcess:
+    """A daemon of ours in a child process: its pid, state, log, signals and a stop that
+    always ends it. A context manager; ``JournalNodeProcess`` and
+    ``hanamenode.process.NameNodeProcess`` add how to start and probe their daemon."""
+
+    kind = "daemon"
+
+    def __init__(self, name: str, workdir: Path) -> None:
+        self.name = name
+        self.workdir = Path(workdir)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self._stop_requested = False
+
+    @property
+    def log_path(self) -> Path:
+        """stdout and stderr of every start, appended."""
+        return self.workdir / f"{self.name}.log"
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError(f"{self.kind} {self.name} was never started")
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        """Started and not yet exited (a SIGSTOPped process is running)."""
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status of the last run: None while running or never started, -N for signal N."""
+        return None if self.proc is None else self.proc.poll()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` if it runs. SIGKILL (the default) is a crash: nothing flushed or closed
+        by the process itself, and the process is reaped before this returns. SIGSTOP pauses
+        it, SIGCONT resumes it."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.proc.wait(STOP_TIMEOUT)
+
+    def request_stop(self) -> None:
+        """Send SIGTERM (and SIGCONT, in case it is paused) without waiting; once per run: a
+        second SIGTERM could land after the daemon's handler is gone, in interpreter
+        shutdown, and turn a clean exit into death by signal."""
+        if self.running and not self._stop_requested:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGCONT)
+            self._stop_requested = True
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+        """``request_stop`` and wait; SIGKILL if it does not exit within ``timeout``. Returns
+        the exit status (0 for a clean stop), None if never started."""
+        if self.proc is None:
+            return None
+        self.request_stop()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT)
+        return self.proc.returncode
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class JournalNodeProcess(DaemonProcess):
     """One JournalNode daemon in a child process; a context manager that always stops it.
 
     Alone (``start_journalnode``) it writes its own configuration ``<workdir>/<id>-site.xml``
@@ -155,6 +243,8 @@ class JournalNodeProcess:
     cluster's shared file and the function that renders it. Its output goes to
     ``<workdir>/<id>.log``, appended across restarts.
     """
+
+    kind = "journalnode"
 
     def __init__(
         self,
@@ -170,8 +260,8 @@ class JournalNodeProcess:
         probe_journal: str = "probe",
         conf_via_env: bool = False,
     ) -> None:
+        super().__init__(jn_id, workdir)
         self.jn_id = jn_id
-        self.workdir = Path(workdir)
         self.edits_dir = edits_dir if edits_dir is not None else self.workdir / f"{jn_id}-edits"
         if not (rpc_port and http_port):
             rpc_port, http_port = free_ports(2)
@@ -182,9 +272,6 @@ class JournalNodeProcess:
         self.extra_conf = dict(extra_conf or {})
         self.probe_journal = probe_journal
         self.conf_via_env = conf_via_env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-        self._stop_requested = False
 
     def __repr__(self) -> str:
         state = f"pid {self.proc.pid}" if self.running and self.proc else "not running"
@@ -198,38 +285,11 @@ class JournalNodeProcess:
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}/metrics"
 
-    @property
-    def log_path(self) -> Path:
-        """stdout and stderr of every start, appended."""
-        return self.workdir / f"{self.jn_id}.log"
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise RuntimeError(f"journalnode {self.jn_id} was never started")
-        return self.proc.pid
-
-    @property
-    def running(self) -> bool:
-        """Started and not yet exited (a SIGSTOPped process is running)."""
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        """Exit status of the last run: None while running or never started, -N for signal N."""
-        return None if self.proc is None else self.proc.poll()
-
     def properties(self) -> Mapping[str, ConfigValue]:
         """What the configuration file holds now (ports may change on a first start)."""
         if self._properties is not None:
             return self._properties()
         return journalnode_config(self.rpc_port, self.http_port, self.edits_dir, self.extra_conf)
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -302,51 +362,6 @@ class JournalNodeProcess:
         self.stop()
         return self.start(timeout, fresh_ports=False)
 
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` if it runs. SIGKILL (the default) is a crash: nothing flushed or closed
-        by the process itself, and the process is reaped before this returns. SIGSTOP pauses
-        it, SIGCONT resumes it."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        if sig == signal.SIGKILL:
-            self.proc.wait(STOP_TIMEOUT)
-
-    def request_stop(self) -> None:
-        """Send SIGTERM (and SIGCONT, in case it is paused) without waiting; once per run: a
-        second SIGTERM could land after the daemon's handler is gone, in interpreter
-        shutdown, and turn a clean exit into death by signal."""
-        if self.running and not self._stop_requested:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.send_signal(signal.SIGCONT)
-            self._stop_requested = True
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
-        """``request_stop`` and wait; SIGKILL if it does not exit within ``timeout``. Returns
-        the exit status (0 for a clean stop), None if never started."""
-        if self.proc is None:
-            return None
-        self.request_stop()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT)
-        return self.proc.returncode
-
-    def __enter__(self) -> JournalNodeProcess:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
 
 def start_journalnode(
     workdir: Path,
@@ -413,8 +428,8 @@ class JournalNodeProcessCluster:
         )
         self.journal_id = journal_id
         self.extra_conf = dict(extra_conf or {})
-        self.conf_path = conf_path if conf_path is not None else (
-            self.base_dir / "journalnodes-site.xml"
+        self.conf_path = (
+            conf_path if conf_path is not None else (self.base_dir / "journalnodes-site.xml")
         )
         ports = free_ports(2 * n)
         self.nodes = [
