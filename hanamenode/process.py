@@ -43,6 +43,7 @@ from hanamenode.storage import NameDirectory
 from journalnode.process import (
     CODE_ROOT,
     DaemonProcess,
+    DaemonStartError,
     JournalNodeProcessCluster,
     child_environment,
     free_ports,
@@ -65,24 +66,10 @@ START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
 TRANSITION_TIMEOUT = 60.0
 COMMAND_TIMEOUT = 60.0
-# What the CLI prints when its RPC or HTTP port is taken (conf.rpc.PortInUseError).
-_PORT_IN_USE = "address already in use"
 
 
-class NameNodeStartError(RuntimeError):
-    """The process exited, or did not serve, within the start timeout.
-
-    The message is one line (with the last line of output); ``output`` is the end of the log.
-    """
-
-    def __init__(self, message: str, output: str) -> None:
-        super().__init__(message)
-        self.output = output
-
-    @property
-    def port_in_use(self) -> bool:
-        """The daemon could not listen because another process took one of its ports."""
-        return _PORT_IN_USE in self.output
+class NameNodeStartError(DaemonStartError):
+    """A NameNode did not start (see DaemonStartError)."""
 
 
 def hanamenode_command(subcommand: str, nn_id: str, conf: Path | None = None) -> list[str]:

@@ -65,7 +65,7 @@ STOP_TIMEOUT = 10.0
 _PORT_IN_USE = "address already in use"
 
 
-class JournalNodeStartError(RuntimeError):
+class DaemonStartError(RuntimeError):
     """The process exited, or did not serve, within the start timeout.
 
     The message is one line (with the last line of output); ``output`` is the end of the log.
@@ -79,6 +79,10 @@ class JournalNodeStartError(RuntimeError):
     def port_in_use(self) -> bool:
         """The daemon could not listen because another process took one of its ports."""
         return _PORT_IN_USE in self.output
+
+
+class JournalNodeStartError(DaemonStartError):
+    """A JournalNode did not start (see DaemonStartError)."""
 
 
 def free_ports(n: int = 1, host: str = "127.0.0.1") -> list[int]:
