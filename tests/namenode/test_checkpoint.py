@@ -130,6 +130,16 @@ def test_checkpointer_thread_checkpoints_every_n_txns(tmp_path: Path) -> None:
                 timeout=15,
                 what=f"checkpoint {count}",
             )
+        # The metric counts a save; the upload to nn1 (install, then prune) follows it.
+        # Wait until the checkpointer has finished the third one before counting files.
+        third = c.fsn("nn2").name_dir.newest_image_txid()
+        wait_for(
+            lambda: cp.last_result is not None and cp.last_result.txid >= (third or 0),
+            timeout=15,
+            what="the third checkpoint's upload and purge",
+        )
+        assert cp.last_result is not None and cp.last_result.uploaded_to == "nn1"
+        assert c.fsn("nn1").name_dir.newest_image_txid() == cp.last_result.txid
         assert len(c.fsn("nn2").name_dir.images()) <= 2
         assert len(c.fsn("nn1").name_dir.images()) <= 2
 
