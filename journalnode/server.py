@@ -165,8 +165,10 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
 
     @_unary
     def IsFormatted(self, request: Any, context: grpc.ServicerContext) -> Any:
-        journal = self._journal(request.journal_id)
-        ns = journal.namespace_info
+        # A question about a journal this node has never stored must not create it: a
+        # mistyped journal id (hapipe verify, hanamenode format's check) leaves nothing behind.
+        journal = self._server.existing_journal(request.journal_id)
+        ns = journal.namespace_info if journal is not None else None
         response = journal_pb2.IsFormattedResponse(is_formatted=ns is not None)
         if ns is not None:
             response.namespace_info.CopyFrom(ns.to_pb())
@@ -456,6 +458,17 @@ class JournalNodeServer:
                 journal = Journal(journal_id, storage)
                 self._journals[journal_id] = journal
             return journal
+
+    def existing_journal(self, journal_id: str) -> Journal | None:
+        """The Journal for journal_id when it is loaded or its directory exists; None for a
+        journal this node has never stored (nothing is created)."""
+        journal = self._journals.get(journal_id)
+        if journal is not None:
+            return journal
+        validate_journal_id(journal_id)
+        if not (self.root / journal_id).is_dir():
+            return None
+        return self.journal(journal_id)
 
     def journals(self) -> dict[str, Journal]:
         with self._journals_lock:

@@ -214,6 +214,15 @@ def test_wrong_cluster_id_is_namespace_mismatch(client: Client) -> None:
     assert err.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
+def test_is_formatted_of_an_unknown_journal_creates_nothing(
+    client: Client, jn: JournalNodeServer
+) -> None:
+    before = sorted(p.name for p in jn.root.iterdir())
+    assert client.channel.is_formatted("mistyped-journal", TIMEOUT) == (False, None)
+    assert sorted(p.name for p in jn.root.iterdir()) == before
+    assert "mistyped-journal" not in jn.journals()
+
+
 def test_unformatted_journal(client: Client) -> None:
     assert client.channel.is_formatted(JID, TIMEOUT) == (False, None)
     with pytest.raises(JournalNotFormattedError, match=f"journal {JID!r} is not formatted"):
