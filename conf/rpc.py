@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Sequence
 from concurrent import futures
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 
@@ -29,13 +29,16 @@ from conf.settings import RPCSettings, Settings, TLSSettings
 from conf.xmlconf import ConfigError
 
 __all__ = [
+    "ERROR_CLASS_KEY",
     "BindError",
+    "ErrorCodec",
     "PortInUseError",
     "bind",
     "channel_options",
     "make_channel",
     "make_server",
     "server_options",
+    "status_code",
 ]
 
 _DEFAULTS = RPCSettings()
@@ -211,3 +214,64 @@ def _bind_failure(address: str) -> BindError:
                     return PortInUseError(address)
                 return BindError(f"cannot listen on {address}: {err.strerror}")
     return BindError(f"cannot listen on {address} (grpc gave no reason)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors over gRPC.
+# ---------------------------------------------------------------------------------------------
+
+ERROR_CLASS_KEY = "hn-error-class"
+"""Trailing-metadata key naming the exception class a servicer raised."""
+
+E = TypeVar("E", bound=Exception)
+
+_STATUS_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def status_code(value: int) -> grpc.StatusCode:
+    """The StatusCode whose number is ``value`` (UNKNOWN for a number gRPC does not define)."""
+    return _STATUS_CODES.get(value, grpc.StatusCode.UNKNOWN)
+
+
+class ErrorCodec(Generic[E]):
+    """One service's exceptions to and from gRPC statuses.
+
+    A servicer turns an exception into (code, details, trailers) with ``to_status``; the
+    trailers name its class, so the client rebuilds the same class with ``from_rpc_error``
+    (or ``from_status`` for an answer that carries the three parts in a message, as the
+    JournalStream does). Status codes alone are too coarse: several refusals share
+    FAILED_PRECONDITION. A class the codec does not know, or a failure with no class (an
+    unreachable server, a deadline), becomes ``unavailable`` with the code in its message.
+    """
+
+    def __init__(self, classes: Sequence[type[E]], unavailable: type[E]) -> None:
+        self._by_name: dict[str, type[E]] = {cls.__name__: cls for cls in classes}
+        self._by_name.setdefault(unavailable.__name__, unavailable)
+        self.unavailable = unavailable
+
+    @property
+    def classes(self) -> tuple[type[E], ...]:
+        """Every class this codec carries, by name."""
+        return tuple(self._by_name[name] for name in sorted(self._by_name))
+
+    def to_status(self, exc: E) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
+        """Status code (the class's ``code`` attribute), details and trailing metadata."""
+        code: grpc.StatusCode = getattr(exc, "code", grpc.StatusCode.INTERNAL)
+        return code, str(exc), ((ERROR_CLASS_KEY, type(exc).__name__),)
+
+    def from_status(
+        self, code: grpc.StatusCode | None, details: str, error_class: str | None = None
+    ) -> E:
+        if error_class is not None and error_class in self._by_name:
+            return self._by_name[error_class](details or "")
+        return self.unavailable(f"{code.name if code else 'RPC failed'}: {details}")
+
+    def from_rpc_error(self, err: grpc.RpcError) -> E:
+        call = err if isinstance(err, grpc.Call) else None
+        if call is None:
+            return self.from_status(None, str(err))
+        error_class = None
+        for key, value in call.trailing_metadata() or ():
+            if key == ERROR_CLASS_KEY:
+                error_class = str(value)
+        return self.from_status(call.code(), call.details() or "", error_class)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import grpc
 
-ERROR_CLASS_KEY = "hn-error-class"
+from conf.rpc import ERROR_CLASS_KEY as ERROR_CLASS_KEY
+from conf.rpc import ErrorCodec
 
 
 class NamenodeError(Exception):
@@ -153,9 +154,8 @@ class NamenodeUnavailableError(NamenodeError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
-_BY_NAME: dict[str, type[NamenodeError]] = {
-    cls.__name__: cls
-    for cls in (
+CODEC: ErrorCodec[NamenodeError] = ErrorCodec(
+    (
         NamenodeError,
         InvalidArgumentError,
         InvalidPathError,
@@ -176,23 +176,17 @@ _BY_NAME: dict[str, type[NamenodeError]] = {
         HealthCheckFailedError,
         AccessControlError,
         NamenodeUnavailableError,
-    )
-}
+    ),
+    NamenodeUnavailableError,
+)
 
 
 def to_status(exc: NamenodeError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
     """Status code, details and trailing metadata that carry ``exc`` over gRPC."""
-    return exc.code, str(exc), ((ERROR_CLASS_KEY, type(exc).__name__),)
+    return CODEC.to_status(exc)
 
 
 def from_rpc_error(err: grpc.RpcError) -> NamenodeError:
     """The NamenodeError a servicer raised, rebuilt from its status; other failures
     (unreachable node, deadline) come back as ``NamenodeUnavailableError``."""
-    call = err if isinstance(err, grpc.Call) else None
-    details = call.details() if call is not None else str(err)
-    if call is not None:
-        for key, value in call.trailing_metadata() or ():
-            if key == ERROR_CLASS_KEY and value in _BY_NAME:
-                return _BY_NAME[str(value)](details or "")
-    code = call.code() if call is not None else None
-    return NamenodeUnavailableError(f"{code.name if code else 'RPC failed'}: {details}")
+    return CODEC.from_rpc_error(err)

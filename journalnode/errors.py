@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import grpc
 
-ERROR_CLASS_KEY = "hn-error-class"
+from conf.rpc import ERROR_CLASS_KEY as ERROR_CLASS_KEY
+from conf.rpc import ErrorCodec
+from conf.rpc import status_code as status_code
 
 
 class JournalError(Exception):
@@ -90,9 +92,8 @@ class JournalUnavailableError(JournalError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
-_BY_NAME: dict[str, type[JournalError]] = {
-    cls.__name__: cls
-    for cls in (
+CODEC: ErrorCodec[JournalError] = ErrorCodec(
+    (
         JournalError,
         InvalidRequestError,
         JournalNotFormattedError,
@@ -105,41 +106,25 @@ _BY_NAME: dict[str, type[JournalError]] = {
         StorageError,
         StorageLockedError,
         JournalUnavailableError,
-    )
-}
+    ),
+    JournalUnavailableError,
+)
 
 
 def to_status(exc: JournalError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
     """Status code, details and trailing metadata that carry ``exc`` over gRPC."""
-    return exc.code, str(exc), ((ERROR_CLASS_KEY, type(exc).__name__),)
+    return CODEC.to_status(exc)
 
 
 def from_status(
     code: grpc.StatusCode | None, details: str, error_class: str | None = None
-) -> Exception:
+) -> JournalError:
     """The exception for a failed status: the JournalError class named ``error_class`` (what
     ``to_status`` put in the trailing metadata), else ``JournalUnavailableError``."""
-    if error_class is not None and error_class in _BY_NAME:
-        return _BY_NAME[error_class](details)
-    return JournalUnavailableError(f"{code.name if code else 'RPC failed'}: {details}")
+    return CODEC.from_status(code, details, error_class)
 
 
-def from_rpc_error(err: grpc.RpcError) -> Exception:
+def from_rpc_error(err: grpc.RpcError) -> JournalError:
     """The JournalError a servicer raised, rebuilt from its status; other failures
     (unreachable node, deadline) come back as ``JournalUnavailableError``."""
-    call = err if isinstance(err, grpc.Call) else None
-    if call is None:
-        return from_status(None, str(err))
-    error_class = None
-    for key, value in call.trailing_metadata() or ():
-        if key == ERROR_CLASS_KEY:
-            error_class = str(value)
-    return from_status(call.code(), call.details(), error_class)
-
-
-def status_code(value: int) -> grpc.StatusCode:
-    """The StatusCode whose number is ``value`` (UNKNOWN for a number gRPC does not define)."""
-    return _CODES.get(value, grpc.StatusCode.UNKNOWN)
-
-
-_CODES = {code.value[0]: code for code in grpc.StatusCode}
+    return CODEC.from_rpc_error(err)

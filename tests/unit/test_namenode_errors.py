@@ -18,7 +18,7 @@ from hanamenode.errors import (
     to_status,
 )
 
-ALL = sorted(errors._BY_NAME.values(), key=lambda cls: cls.__name__)
+ALL = list(errors.CODEC.classes)
 
 
 class FakeCall(grpc.RpcError, grpc.Call):
