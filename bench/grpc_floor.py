@@ -1,0 +1,249 @@
+"""The floor under every RPC of the project: what a Python gRPC call costs on this machine.
+
+An echo server in another process (made by conf.rpc like every daemon's, no disk, no work)
+answers raw TCP ping-pongs (the baseline, same processes, same loopback), gRPC unary calls,
+and a bidirectional stream driven the way the QJM's JournalStream drives one (a request
+iterator fed from a queue, a reader thread). Then 32 client threads call it as the NameNode
+benchmark's clients do. What it shows: how much of ``bench.journal_append``'s latency and of
+``bench.namenode_ops``'s throughput gRPC's Python layer takes before any of our code runs.
+
+    python -m bench.grpc_floor [--calls 2000] [--threads 32] [--seconds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import grpc
+
+from bench.common import percentile, print_json, print_table
+from conf.rpc import bind, make_channel, make_server
+
+SERVICE = "bench.Echo"
+UNARY = f"/{SERVICE}/Ping"
+STREAM = f"/{SERVICE}/Stream"
+PAYLOAD = b"e" * 100
+
+
+def _same(data: bytes) -> bytes:
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# The server process.
+# ---------------------------------------------------------------------------------------------
+
+
+def serve() -> None:
+    """Echo over gRPC (unary and stream) and over raw TCP; prints both ports, runs until
+    stdin closes."""
+
+    def ping(request: bytes, context: grpc.ServicerContext) -> bytes:
+        return request
+
+    def stream(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        yield from requests
+
+    handler = grpc.method_handlers_generic_handler(
+        SERVICE,
+        {
+            "Ping": grpc.unary_unary_rpc_method_handler(ping, _same, _same),
+            "Stream": grpc.stream_stream_rpc_method_handler(stream, _same, _same),
+        },
+    )
+    server = make_server(max_workers=64)
+    server.add_generic_rpc_handlers((handler,))
+    port = bind(server, "127.0.0.1:0", None)
+    server.start()
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def tcp_echo(conn: socket.socket) -> None:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with conn:
+            while data := conn.recv(4096):
+                conn.sendall(data)
+
+    def accept() -> None:
+        while True:
+            conn, _ = listener.accept()
+            threading.Thread(target=tcp_echo, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    print(port, listener.getsockname()[1], flush=True)
+    sys.stdin.read()
+    server.stop(None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The client side.
+# ---------------------------------------------------------------------------------------------
+
+
+def _timed(call: Callable[[], Any], calls: int, warmup: int = 200) -> list[float]:
+    for _ in range(warmup):
+        call()
+    out = []
+    for _ in range(calls):
+        began = time.perf_counter()
+        call()
+        out.append(time.perf_counter() - began)
+    return sorted(out)
+
+
+def tcp_latencies(port: int, calls: int) -> list[float]:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def ping() -> None:
+            sock.sendall(PAYLOAD)
+            got = 0
+            while got < len(PAYLOAD):
+                got += len(sock.recv(4096))
+
+        return _timed(ping, calls)
+
+
+def unary_latencies(port: int, calls: int) -> list[float]:
+    with make_channel(f"127.0.0.1:{port}") as channel:
+        ping = channel.unary_unary(UNARY, _same, _same)
+        return _timed(lambda: ping(PAYLOAD, timeout=10), calls)
+
+
+def stream_latencies(port: int, calls: int) -> list[float]:
+    """One answer awaited per request, as a 1-edit writer on the JournalStream waits."""
+    with make_channel(f"127.0.0.1:{port}") as channel:
+        requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        answers = channel.stream_stream(STREAM, _same, _same)(iter(requests.get, None))
+        waiting: collections.deque[Future[bytes]] = collections.deque()
+
+        def read() -> None:
+            for answer in answers:
+                waiting.popleft().set_result(answer)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+
+        def ping() -> None:
+            future: Future[bytes] = Future()
+            waiting.append(future)
+            requests.put(PAYLOAD)
+            future.result(timeout=10)
+
+        try:
+            return _timed(ping, calls)
+        finally:
+            requests.put(None)
+            reader.join(timeout=10)
+
+
+def unary_throughput(port: int, threads: int, seconds: float) -> float:
+    """Calls per second with ``threads`` threads, each on its own channel."""
+    counts = [0] * threads
+    window: dict[str, float] = {}
+
+    def open_window() -> None:
+        window["begin"] = time.perf_counter() + 0.3
+        window["end"] = window["begin"] + seconds
+
+    start = threading.Barrier(threads, action=open_window)
+
+    def client(index: int) -> None:
+        with make_channel(f"127.0.0.1:{port}") as channel:
+            ping = channel.unary_unary(UNARY, _same, _same)
+            ping(PAYLOAD, timeout=10)
+            start.wait()
+            while (now := time.perf_counter()) < window["end"]:
+                ping(PAYLOAD, timeout=10)
+                if now >= window["begin"] and time.perf_counter() <= window["end"]:
+                    counts[index] += 1
+
+    workers = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=seconds + 60)
+    return sum(counts) / seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=2000, help="calls per latency series")
+    parser.add_argument("--threads", type=int, default=32, help="client threads for throughput")
+    parser.add_argument("--seconds", type=float, default=4.0, help="throughput window")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve()
+        return 0
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.grpc_floor", "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        grpc_port, tcp_port = (int(x) for x in server.stdout.readline().split())
+        tcp = tcp_latencies(tcp_port, args.calls)
+        unary = unary_latencies(grpc_port, args.calls)
+        stream = stream_latencies(grpc_port, args.calls)
+        per_s = unary_throughput(grpc_port, args.threads, args.seconds)
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        server.wait(timeout=30)
+
+    def us(values: list[float], q: float) -> float:
+        return round(percentile(values, q) * 1e6, 1)
+
+    rows = [
+        ["raw TCP ping-pong (baseline)", us(tcp, 0.5), us(tcp, 0.99), "1.00"],
+        ["gRPC unary", us(unary, 0.5), us(unary, 0.99), f"{us(unary, 0.5) / us(tcp, 0.5):.2f}"],
+        [
+            "gRPC stream (JournalStream shape)",
+            us(stream, 0.5),
+            us(stream, 0.99),
+            f"{us(stream, 0.5) / us(tcp, 0.5):.2f}",
+        ],
+    ]
+    print_table(
+        f"echo of {len(PAYLOAD)} bytes to another process, {args.calls} calls, "
+        f"{os.cpu_count()} CPUs",
+        ["path", "p50 us", "p99 us", "p50 / TCP"],
+        rows,
+    )
+    print_table(
+        "gRPC unary throughput",
+        ["client threads", "calls/s"],
+        [[args.threads, f"{per_s:,.0f}"]],
+    )
+    print_json(
+        {
+            "tcp_p50_us": us(tcp, 0.5),
+            "grpc_unary_p50_us": us(unary, 0.5),
+            "grpc_unary_p99_us": us(unary, 0.99),
+            "grpc_stream_p50_us": us(stream, 0.5),
+            "unary_vs_tcp_p50_ratio": round(us(unary, 0.5) / us(tcp, 0.5), 2),
+            "stream_vs_tcp_p50_ratio": round(us(stream, 0.5) / us(tcp, 0.5), 2),
+            f"grpc_unary_calls_per_s_{args.threads}": round(per_s, 1),
+            "cpus": os.cpu_count(),
+        }
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
