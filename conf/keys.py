@@ -314,6 +314,12 @@ KEYS: tuple[Key, ...] = (
         "JournalNode storage directory",
     ),
     Key("dfs.journalnode.edits.dir.<id>", parse_path, None, "the same, for one JournalNode"),
+    Key(
+        "dfs.journalnode.edit-cache-size.bytes",
+        _count(0),
+        "1048576",
+        "recent edits kept in memory per journal for in-progress tailing",
+    ),
     # NameNode.
     Key(
         "dfs.namenode.rpc-address.<ns>.<id>",
@@ -380,6 +386,18 @@ KEYS: tuple[Key, ...] = (
         _duration("s", positive=False),
         "1",
         "how often the standby tails the log (s)",
+    ),
+    Key(
+        "dfs.ha.tail-edits.in-progress",
+        parse_bool,
+        "false",
+        "the standby also tails the in-progress segment (edits a JN majority holds)",
+    ),
+    Key(
+        "dfs.ha.tail-edits.qjm.rpc.max-txns",
+        _count(1),
+        "5000",
+        "most edits one in-progress tailing call returns",
     ),
     Key("dfs.ha.log-roll.period", _duration("s"), "120", "how often the standby asks for a roll"),
     Key("dfs.namenode.checkpoint.txns", _count(1), "1000000", "checkpoint after this many txns"),

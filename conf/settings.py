@@ -54,6 +54,7 @@ class JournalNodeSettings:
     rpc_address: str = "0.0.0.0:8485"
     http_address: str = "0.0.0.0:8480"
     edits_dir: Path = Path("/tmp/hanamenode/journal")
+    edit_cache_bytes: int = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,8 @@ class HASettings:
     automatic_failover_enabled: bool = False
     fencing_methods: tuple[str, ...] = ("shell(/bin/true)",)
     tail_edits_period: float = 1.0
+    tail_edits_in_progress: bool = False
+    tail_edits_max_txns: int = 5000
     log_roll_period: float = 120.0
     checkpoint_txns: int = 1_000_000
     checkpoint_period: float = 3600.0
@@ -195,6 +198,7 @@ class Settings:
             edits_dir=self._lookup(
                 f"dfs.journalnode.edits.dir.{jn_id}", "dfs.journalnode.edits.dir"
             ),
+            edit_cache_bytes=self._lookup("dfs.journalnode.edit-cache-size.bytes"),
         )
 
     def namenode(self, nn_id: str) -> NameNodeSettings:
@@ -344,6 +348,8 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         automatic_failover_enabled=get("dfs.ha.automatic-failover.enabled"),
         fencing_methods=get("dfs.ha.fencing.methods"),
         tail_edits_period=get("dfs.ha.tail-edits.period"),
+        tail_edits_in_progress=get("dfs.ha.tail-edits.in-progress"),
+        tail_edits_max_txns=get("dfs.ha.tail-edits.qjm.rpc.max-txns"),
         log_roll_period=get("dfs.ha.log-roll.period"),
         checkpoint_txns=get("dfs.namenode.checkpoint.txns"),
         checkpoint_period=get("dfs.namenode.checkpoint.period"),

@@ -174,6 +174,8 @@ class FSNamesystem:
                 peers=self.peers,
                 metrics=self.metrics,
                 nn_id=self.nn_id,
+                in_progress=ha_settings.tail_edits_in_progress,
+                max_txns=ha_settings.tail_edits_max_txns,
             )
             self._checkpointer = StandbyCheckpointer(
                 lambda: self._namespace,

@@ -108,6 +108,8 @@ class EditLogTailer:
         peers: NameNodePeers | None = None,
         metrics: NameNodeMetrics | None = None,
         nn_id: str = "",
+        in_progress: bool = False,
+        max_txns: int = 5000,
     ) -> None:
         self._apply = apply
         self._last_applied = last_applied
@@ -117,6 +119,9 @@ class EditLogTailer:
         self.peers = peers
         self.metrics = metrics
         self.nn_id = nn_id
+        self.in_progress = in_progress
+        """Also tail the in-progress segment (dfs.ha.tail-edits.in-progress)."""
+        self.max_txns = max_txns
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._log = log.bind(nn=nn_id)
@@ -180,12 +185,27 @@ class EditLogTailer:
     # -- tailing -------------------------------------------------------------------------------
 
     def do_tail_edits(self, stop: threading.Event | None = None) -> int:
-        """One round: apply whatever finalized edits are new; return how many."""
+        """One round: apply whatever finalized edits are new, then (with in-progress tailing)
+        the edits of the open segment that a majority of JournalNodes hold; return how many."""
         since = self._last_applied() + 1
         should_stop = stop.is_set if stop is not None else (lambda: False)
         result = load_edits(self.qjm, since, self._apply, should_stop=should_stop)
+        if self.in_progress and not should_stop():
+            result = self._tail_in_progress(result, should_stop)
         self._after_load(result)
         return result.applied
+
+    def _tail_in_progress(
+        self, finalized: LoadResult, should_stop: Callable[[], bool]
+    ) -> LoadResult:
+        applied, last = finalized.applied, finalized.last_txid
+        ops = self.qjm.read_journaled_edits(self._last_applied() + 1, self.max_txns)
+        for op in ops:
+            if should_stop() or not self._apply(op):
+                break
+            applied += 1
+            last = op.txid
+        return LoadResult(applied, last, max(finalized.highest_known_txid, last))
 
     def catch_up(self, qjm: QuorumJournalManager, up_to: int | None, apply: ApplyTailed) -> int:
         """Apply everything through ``up_to`` (the transition to active, after recovery

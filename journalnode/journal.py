@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from journalnode.edits_cache import CachedEdits, JournaledEditsCache
 from journalnode.errors import (
     EpochError,
     InvalidRequestError,
@@ -50,6 +51,9 @@ from proto.values import (
 )
 
 log = structlog.get_logger(__name__)
+
+DEFAULT_EDIT_CACHE_BYTES = 1 << 20
+"""dfs.journalnode.edit-cache-size.bytes: recent edits kept for in-progress tailing."""
 
 # Downloads a segment: (from_url, journal_id, start_txid, end_txid) -> chunks of its bytes.
 SegmentFetcher = Callable[[str, str, int, int], Iterable[bytes]]
@@ -80,11 +84,20 @@ class Journal:
                         num_txns=1, framed=records.frame_ops([op]))
     """
 
-    def __init__(self, journal_id: str, storage: JournalStorage, *, from_url: str = "") -> None:
+    def __init__(
+        self,
+        journal_id: str,
+        storage: JournalStorage,
+        *,
+        from_url: str = "",
+        edit_cache_bytes: int = DEFAULT_EDIT_CACHE_BYTES,
+    ) -> None:
         self.journal_id = journal_id
         self.storage = storage
         self.from_url = from_url
         self.stats = JournalStats()
+        # Recent batches for GetJournaledEdits (standby tailing of the in-progress segment).
+        self.edits_cache = JournaledEditsCache(edit_cache_bytes)
         self._lock = threading.Lock()
         self._log = log.bind(journal=journal_id)
         self._load()
@@ -93,6 +106,7 @@ class Journal:
 
     def _load(self) -> None:
         loaded = self.storage.load()
+        self.edits_cache.clear()
         self._ns = loaded.namespace_info
         self._last_promised_epoch = loaded.last_promised_epoch
         self._last_writer_epoch = loaded.last_writer_epoch
@@ -328,6 +342,7 @@ class Journal:
             if txid in self._accepted:
                 self.storage.clear_accepted_recovery(txid)
                 del self._accepted[txid]
+            self.edits_cache.invalidate_from(txid)
             self.storage.start_segment(txid)
             # Tracked while empty so that a later newEpoch/prepareRecovery moves it aside.
             self._segments[txid] = SegmentState(txid, txid - 1, True)
@@ -360,6 +375,7 @@ class Journal:
                 problem = result.error or f"{result.count} records where {num_txns} were announced"
                 raise InvalidRequestError(f"malformed batch {first_txid}-{last}: {problem}")
             self.storage.append(segment_txid, framed)
+            self.edits_cache.store(first_txid, last, req.epoch, framed)
             self._next_txid = last + 1
             self._segments[segment_txid] = SegmentState(segment_txid, last, True)
             stats = self.stats
@@ -487,6 +503,17 @@ class Journal:
 
     # ------------------------------------------------------------------ recovery
 
+    def get_journaled_edits(self, cluster_id: str, since_txid: int, max_txns: int) -> CachedEdits:
+        """Recent edits from ``since_txid`` on, from the cache (GetJournaledEdits), with the
+        epoch of the writer that wrote them; count 0 when the cache does not hold that txid."""
+        if since_txid < 1:
+            raise InvalidRequestError(f"since_txid must be positive, got {since_txid}")
+        if max_txns < 1:
+            raise InvalidRequestError(f"max_txns must be positive, got {max_txns}")
+        with self._lock:
+            self._check_cluster(cluster_id)
+            return self.edits_cache.retrieve(since_txid, max_txns)
+
     def prepare_recovery(self, req: RequestInfo, segment_txid: int) -> PrepareRecoveryResult:
         """Paxos phase 1 (design doc 2.8 step 2): the segment as on disk, plus what was accepted."""
         with self._lock:
@@ -523,6 +550,8 @@ class Journal:
         with self._lock:
             self._check_request(req)
             self._cur_segment = None
+            # The segment may be replaced by another writer's copy: cache nothing of it.
+            self.edits_cache.clear()
             start = state.start_txid
             if state.num_txns <= 0:
                 raise InvalidRequestError(f"can't accept recovery of an empty segment {state}")

@@ -31,12 +31,13 @@ from conf.rpc import BindError, PortInUseError, bind, make_channel, make_server
 from journalnode.errors import (
     ERROR_CLASS_KEY,
     JournalError,
+    JournalNotFormattedError,
     StorageLockedError,
     from_rpc_error,
     to_status,
 )
 from journalnode.file_storage import FileJournalStorage, validate_journal_id
-from journalnode.journal import Journal
+from journalnode.journal import DEFAULT_EDIT_CACHE_BYTES, Journal
 from proto import journal_pb2, journal_pb2_grpc
 from proto.values import NamespaceInfo, RequestInfo, SegmentState
 
@@ -296,11 +297,18 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         except Exception as exc:
             _abort(context, exc, "GetSegment")
 
+    @_unary
     def GetJournaledEdits(self, request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(
-            grpc.StatusCode.UNIMPLEMENTED,
-            "GetJournaledEdits (in-progress tailing from the JN cache) is not implemented yet; "
-            "readers tail finalized segments",
+        # Like IsFormatted: a journal this node never stored has nothing cached, and asking
+        # must not create it.
+        journal = self._server.existing_journal(request.journal_id)
+        if journal is None:
+            raise JournalNotFormattedError(f"journal {request.journal_id!r} is not formatted")
+        cached = journal.get_journaled_edits(
+            request.cluster_id, request.since_txid, request.max_txns
+        )
+        return journal_pb2.GetJournaledEditsResponse(
+            txn_count=cached.count, records=cached.framed, writer_epoch=cached.epoch
         )
 
 
@@ -317,6 +325,7 @@ class JournalNodeServer:
         handler_count: int = 16,
         max_message_bytes: int = 128 * 1024 * 1024,
         advertised_host: str | None = None,
+        edit_cache_bytes: int = DEFAULT_EDIT_CACHE_BYTES,
     ) -> None:
         self.root = Path(root)
         self._rpc_address = rpc_address
@@ -325,6 +334,7 @@ class JournalNodeServer:
         self._handler_count = handler_count
         self._max_message_bytes = max_message_bytes
         self._advertised_host = advertised_host
+        self._edit_cache_bytes = edit_cache_bytes
         self._journals: dict[str, Journal] = {}
         self._journals_lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
@@ -455,7 +465,7 @@ class JournalNodeServer:
             if journal is None:
                 histogram = self.sync_latency.labels(journal_id)
                 storage = FileJournalStorage(self.root, journal_id, sync_observer=histogram.observe)
-                journal = Journal(journal_id, storage)
+                journal = Journal(journal_id, storage, edit_cache_bytes=self._edit_cache_bytes)
                 self._journals[journal_id] = journal
             return journal
 

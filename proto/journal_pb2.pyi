@@ -267,9 +267,11 @@ class GetJournaledEditsRequest(_message.Message):
     def __init__(self, journal_id: _Optional[str] = ..., cluster_id: _Optional[str] = ..., since_txid: _Optional[int] = ..., max_txns: _Optional[int] = ...) -> None: ...
 
 class GetJournaledEditsResponse(_message.Message):
-    __slots__ = ("txn_count", "records")
+    __slots__ = ("txn_count", "records", "writer_epoch")
     TXN_COUNT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    WRITER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     txn_count: int
     records: bytes
-    def __init__(self, txn_count: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+    writer_epoch: int
+    def __init__(self, txn_count: _Optional[int] = ..., records: _Optional[bytes] = ..., writer_epoch: _Optional[int] = ...) -> None: ...

@@ -21,6 +21,7 @@ import grpc
 
 from conf import TLSSettings
 from conf.rpc import make_channel
+from journalnode.edits_cache import CachedEdits
 from journalnode.errors import (
     JournalUnavailableError,
     from_rpc_error,
@@ -84,6 +85,10 @@ class JournalChannel(Protocol):
         in_progress_ok: bool,
         timeout: float,
     ) -> tuple[list[RemoteEditLog], int]: ...
+
+    def get_journaled_edits(
+        self, journal_id: str, cluster_id: str, since_txid: int, max_txns: int, timeout: float
+    ) -> CachedEdits: ...
 
     def prepare_recovery(
         self, req: RequestInfo, segment_txid: int, timeout: float
@@ -366,6 +371,15 @@ class GrpcJournalChannel:
         )
         r = self._call(self._stub.GetEditLogManifest, request, timeout)
         return [RemoteEditLog.from_pb(entry) for entry in r.logs], r.committed_txid
+
+    def get_journaled_edits(
+        self, journal_id: str, cluster_id: str, since_txid: int, max_txns: int, timeout: float
+    ) -> CachedEdits:
+        request = journal_pb2.GetJournaledEditsRequest(
+            journal_id=journal_id, cluster_id=cluster_id, since_txid=since_txid, max_txns=max_txns
+        )
+        r = self._call(self._stub.GetJournaledEdits, request, timeout)
+        return CachedEdits(r.writer_epoch, r.txn_count, r.records)
 
     def prepare_recovery(
         self, req: RequestInfo, segment_txid: int, timeout: float

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from journalnode.edits_cache import CachedEdits
 from journalnode.errors import JournalError, JournalUnavailableError
 from proto.values import (
     NamespaceInfo,
@@ -419,6 +420,16 @@ class AsyncLogger:
             self._timeout("select_input_streams_timeout", 20),
         )
 
+    def get_journaled_edits(self, since_txid: int, max_txns: int) -> Future[CachedEdits]:
+        return self._submit(
+            self.channel.get_journaled_edits,
+            self.journal_id,
+            self.namespace_info.cluster_id,
+            since_txid,
+            max_txns,
+            self._timeout("select_input_streams_timeout", 20),
+        )
+
     def prepare_recovery(self, segment_txid: int) -> Future[PrepareRecoveryResult]:
         return self._submit_req(
             self.channel.prepare_recovery,
@@ -538,6 +549,11 @@ class AsyncLoggerSet:
         self, since_txid: int, in_progress_ok: bool
     ) -> QuorumCall[AsyncLogger, tuple[list[RemoteEditLog], int]]:
         return self._each(lambda lg: lg.get_edit_log_manifest(since_txid, in_progress_ok))
+
+    def get_journaled_edits(
+        self, since_txid: int, max_txns: int
+    ) -> QuorumCall[AsyncLogger, CachedEdits]:
+        return self._each(lambda lg: lg.get_journaled_edits(since_txid, max_txns))
 
     def prepare_recovery(self, segment_txid: int) -> QuorumCall[AsyncLogger, PrepareRecoveryResult]:
         return self._each(lambda lg: lg.prepare_recovery(segment_txid))

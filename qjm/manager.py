@@ -31,7 +31,14 @@ from qjm.epochs import next_epoch
 from qjm.errors import QJMError, QuorumException, RecoveryError
 from qjm.logger import AsyncLogger, AsyncLoggerSet
 from qjm.metrics import QUORUM_SYNC_SECONDS
-from qjm.reader import RedundantEditLogInputStream, SegmentSource, chain_segments
+from qjm.quorum import majority
+from qjm.reader import (
+    EditLogReadError,
+    RedundantEditLogInputStream,
+    SegmentSource,
+    chain_segments,
+    journaled_edits_quorum,
+)
 from qjm.recovery import RecoveryCandidate, RecoveryPlan, plan_recovery
 
 log = structlog.get_logger(__name__)
@@ -347,6 +354,38 @@ class QuorumJournalManager:
             lg: logs for lg, (logs, _) in manifests.items()
         }
         return chain_segments(by_logger, since_txid)
+
+
+    def read_journaled_edits(self, since_txid: int, max_txns: int) -> list[edits_pb2.EditOp]:
+        """Edits from ``since_txid`` on that a majority of JournalNodes hold in one writer
+        epoch, out of their caches of recent edits (the in-progress segment included); empty
+        when none are, or when the caches no longer reach back to ``since_txid``."""
+        call = self.loggers.get_journaled_edits(since_txid, max_txns)
+        responses = self._wait(
+            call, self.timeouts.select_input_streams_timeout, f"getJournaledEdits({since_txid})"
+        )
+        choice = journaled_edits_quorum(responses, majority(len(self.loggers)))
+        if choice is None:
+            return []
+        source, count = choice
+        try:
+            ops = records.decode_ops(responses[source].framed)[:count]
+        except records.RecordError as exc:
+            raise EditLogReadError(
+                f"getJournaledEdits({since_txid}) from {source.address}: {exc}"
+            ) from None
+        for expected, op in enumerate(ops, start=since_txid):
+            if op.txid != expected:
+                raise EditLogReadError(
+                    f"getJournaledEdits({since_txid}) from {source.address} returned txid "
+                    f"{op.txid} where {expected} was due"
+                )
+        if len(ops) != count:
+            raise EditLogReadError(
+                f"getJournaledEdits({since_txid}) from {source.address} announced {count} "
+                f"edits and carried {len(ops)}"
+            )
+        return ops
 
 
 class QuorumOutputStream:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from journalnode.edits_cache import CachedEdits
 from journalnode.errors import JournalError, JournalUnavailableError
 from journalnode.journal import Journal, SegmentFetcher
 from journalnode.storage import AcceptedRecovery, MemoryJournalStorage
@@ -453,6 +454,15 @@ class SimJournalChannel:
             return logs, j.committed_txid
 
         return self._deliver(f"getEditLogManifest({since_txid})", "get_edit_log_manifest", act)
+
+    def get_journaled_edits(
+        self, journal_id: str, cluster_id: str, since_txid: int, max_txns: int, timeout: float
+    ) -> CachedEdits:
+        return self._deliver(
+            f"getJournaledEdits({since_txid})",
+            "get_journaled_edits",
+            lambda j: j.get_journaled_edits(cluster_id, since_txid, max_txns),
+        )
 
     def prepare_recovery(
         self, req: RequestInfo, segment_txid: int, timeout: float

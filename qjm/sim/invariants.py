@@ -105,6 +105,9 @@ class History:
     epochs: list[CompletedEpoch] = field(default_factory=list)
     purge_floor: int = 0
     """Highest min_txid_to_keep any writer sent: txids below it may be purged anywhere."""
+    tailed: dict[int, bytes] = field(default_factory=dict)
+    """Txids a reader got from the in-progress caches (GetJournaledEdits): a standby applies
+    them, so they must survive every recovery exactly as read."""
     _verified: set[int] = field(default_factory=set)
     """Acked txids already found in a recovered (finalized, so immutable) log."""
     _by_epoch: dict[int, str] = field(default_factory=dict)
@@ -234,6 +237,33 @@ class History:
                     ACKED_DURABLE,
                     f"{reader} read txid {txid} as {log[txid]!r} but it was acknowledged to "
                     f"{ack.writer} (epoch {ack.epoch}) as {ack.payload!r}",
+                )
+
+    def check_tailed(self, reader: str, log: Mapping[int, bytes]) -> None:
+        """What a reader got from the in-progress caches agrees with every ack and with what
+        any reader got before for the same txid; it is remembered for ``check_tailed_kept``."""
+        self.check_read(reader, log)
+        for txid in sorted(log):
+            before = self.tailed.get(txid)
+            if before is not None and before != log[txid]:
+                raise InvariantViolation(
+                    ACKED_DURABLE,
+                    f"{reader} read in-progress txid {txid} as {log[txid]!r}, an earlier read "
+                    f"returned {before!r}",
+                )
+            self.tailed[txid] = log[txid]
+
+    def check_tailed_kept(self, who: str, end: int, log: Mapping[int, bytes]) -> None:
+        """After the final recovery (log through ``end``): every txid read in progress, at or
+        above the purge floor, is in the log with the bytes the reader got."""
+        for txid in sorted(self.tailed):
+            if txid < self.purge_floor:
+                continue
+            if txid > end or log.get(txid) != self.tailed[txid]:
+                raise InvariantViolation(
+                    ACKED_DURABLE,
+                    f"txid {txid} was read in progress as {self.tailed[txid]!r} but the log "
+                    f"recovered by {who} (end {end}) holds {log.get(txid)!r}",
                 )
 
     # ------------------------------------------------------------------ the disks

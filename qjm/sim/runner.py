@@ -63,6 +63,7 @@ JOURNAL_ID = "simjournal"
 NAMESPACE = NamespaceInfo("CID-sim", 4242)
 MAX_BATCH = 20
 PURGE_KEEP = 40
+MAX_TAILED = 1000  # most edits one in-progress read asks for
 
 # What a writer's failed call may raise: the protocol's own verdicts. Anything else escaping
 # the QJM is a bug (invariant no-unexpected-error).
@@ -571,6 +572,17 @@ class Simulation:
             return
         self.trace(f"reader read {len(log)} txns")
         self._check(lambda: self.history.check_read("reader", log))
+        # Then the open segment, as a standby with dfs.ha.tail-edits.in-progress does.
+        since = max(log) + 1 if log else max(self.history.purge_floor, 1)
+        try:
+            ops = self._reader.read_journaled_edits(since, MAX_TAILED)
+        except _PROTOCOL_ERRORS as exc:
+            self.trace(f"reader failed to read in-progress edits: {short(exc)}")
+            return
+        tailed = {op.txid: op.SerializeToString() for op in ops}
+        if tailed:
+            self.trace(f"reader read in-progress {min(tailed)}-{max(tailed)}")
+        self._check(lambda: self.history.check_tailed("reader", tailed))
 
     def _final_recovery(self) -> None:
         """With every JournalNode up and no faults, a new writer must recover every ack."""
@@ -591,6 +603,16 @@ class Simulation:
                 )
             )
         self._check(lambda: self.history.check_disks(self.net.nodes))
+        stream = writer.stream
+        if self.violation is None and stream is not None and self.history.tailed:
+
+            def tailed_kept() -> None:
+                end = stream.segment_txid - 1
+                since = max(self.history.purge_floor, min(self.history.tailed), 1)
+                log = self._read_log(self._oracle, since, writer.label) if since <= end else {}
+                self.history.check_tailed_kept(writer.label, end, log)
+
+            self._check(tailed_kept)
 
 
 def run_simulation(

@@ -153,6 +153,7 @@ RPC_NAMES = frozenset(
         "finalize_log_segment",
         "purge_logs",
         "get_edit_log_manifest",
+        "get_journaled_edits",
         "prepare_recovery",
         "accept_recovery",
         "get_segment",
@@ -810,3 +811,44 @@ def test_heartbeat_fences_through_a_journalnode_that_missed_new_epoch(
             assert cluster.node(2).journal(JID).last_promised_epoch == new.qjm.epoch
             with pytest.raises(EpochError):
                 old.loggers["JN2"].heartbeat().result(5)
+
+
+# ----------------------------------------------------------------------------- in-progress reads
+
+
+def test_in_progress_edits_are_read_only_when_a_majority_holds_them_in_one_epoch(
+    cluster: MiniJournalCluster,
+) -> None:
+    """GetJournaledEdits end to end: the open segment's edits come from the JournalNodes'
+    caches once a majority holds them; an old writer's tail that only one node got (and that
+    the next writer's recovery dropped) is never read, even while that node still caches it."""
+    with Writer(cluster) as w1:
+        start_writer(w1)
+        out = w1.qjm.start_log_segment(1)
+        write_batch(out, 1, 1, 10)
+        w1.settle()
+        assert_ops(w1.qjm.read_journaled_edits(1, 100), 1, lambda t: 1)
+        assert_ops(w1.qjm.read_journaled_edits(4, 3), 4, lambda t: 1)
+        assert w1.qjm.read_journaled_edits(11, 100) == []
+
+        w1.reach_only("JN0")
+        with pytest.raises(QuorumException):
+            write_batch(out, 1, 11, 12)  # only JN0 writes 11-12: never acknowledged
+        w1.settle()
+
+    with Writer(cluster) as reader:
+        assert reader.qjm.read_journaled_edits(11, 100) == []  # on JN0 alone
+
+    with Writer(cluster) as w2:
+        w2.reach_only("JN1", "JN2")
+        assert w2.qjm.recover_unfinalized_segments() == 10
+        assert w2.qjm.epoch == 2
+        out = w2.qjm.start_log_segment(11)
+        write_batch(out, 2, 11, 15)
+        w2.settle()
+
+    with Writer(cluster) as reader:
+        # JN0 still caches epoch 1's 11-12; JN1 and JN2 hold epoch 2's 11-15.
+        assert_ops(reader.qjm.read_journaled_edits(11, 100), 11, lambda t: 2)
+        reader.reach_only("JN0", "JN1")
+        assert reader.qjm.read_journaled_edits(11, 100) == []  # one node per epoch: neither

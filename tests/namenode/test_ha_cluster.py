@@ -264,3 +264,29 @@ def test_manual_transitions_need_forcemanual_with_automatic_failover(tmp_path: P
             assert c.fsn("nn1").state is HAState.ACTIVE
             c.ha("nn1").TransitionToStandby(request, timeout=10)
             assert c.fsn("nn1").state is HAState.STANDBY
+
+
+def test_in_progress_tailing_shows_edits_before_any_roll(tmp_path: Path) -> None:
+    """dfs.ha.tail-edits.in-progress: with rolls an hour apart the standby still follows the
+    active's open segment (edits a majority of JournalNodes hold), and a failover to it loses
+    nothing and applies nothing twice."""
+    conf = {"dfs.ha.tail-edits.in-progress": "true", "dfs.ha.log-roll.period": "3600"}
+    with NameNodeCluster(tmp_path, conf=conf) as c:
+        c.transition_to_active("nn1")
+        acked = [c.mkdir("nn1", f"/open{i}").txid for i in range(25)]
+        c.wait_caught_up("nn2", max(acked))
+        for i in range(25):
+            assert stat(c, "nn2", f"/open{i}").is_dir
+        # Nothing was finalized: every edit came out of the open segment.
+        for jn_dir in c.journal.dirs:
+            names = [p.name for p in (jn_dir / "ns1" / "current").iterdir()]
+            assert not [n for n in names if n.startswith("edits_") and "inprogress" not in n]
+        assert c.fsn("nn2").namespace.snapshot() == c.fsn("nn1").namespace.snapshot()
+        c.transition_to_standby("nn1")
+        c.transition_to_active("nn2")
+        after = c.mkdir("nn2", "/after")
+        assert after.txid > max(acked)
+        for i in range(25):
+            assert stat(c, "nn2", f"/open{i}").is_dir
+        c.wait_caught_up("nn1", after.txid)
+        assert c.fsn("nn1").namespace.snapshot() == c.fsn("nn2").namespace.snapshot()

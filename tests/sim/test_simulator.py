@@ -179,6 +179,27 @@ def test_a_lost_ack_breaks_acked_durable() -> None:
     assert f"txid {top}" in caught.value.message
 
 
+def test_in_progress_reads_are_exercised_and_must_survive_recovery() -> None:
+    """The reader also tails the open segment (GetJournaledEdits); what it got is checked
+    against every ack and, after the final recovery, against the recovered log."""
+    tailed = 0
+    with quiet_protocol_logs():
+        for seed in range(20):
+            sim = Simulation(seed, 300)
+            result = sim.run()
+            assert result.ok, f"seed {seed}: {result.message}"
+            tailed += len(sim.history.tailed)
+    assert tailed > 100, "the simulator's reader hardly read any in-progress edits"
+    sim = _finished(8)
+    assert sim.history.tailed, "seed 8 is expected to tail some in-progress edits"
+    txid = max(sim.history.tailed)
+    with pytest.raises(InvariantViolation) as caught:
+        sim.history.check_tailed("reader", {txid: b"another version"})
+    assert caught.value.invariant == ACKED_DURABLE
+    with pytest.raises(InvariantViolation, match=f"txid {txid} was read in progress"):
+        sim.history.check_tailed_kept("w-test", txid - 1, {})
+
+
 def test_a_reused_epoch_breaks_epochs_unique() -> None:
     sim = _finished(7)
     taken = sim.history.epochs[0]

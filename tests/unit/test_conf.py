@@ -205,8 +205,13 @@ def test_other_typed_values() -> None:
             "hanamenode.rpc.handler.count": 4,
             "hanamenode.rpc.max-message.mb": 8,
             "dfs.qjournal.queued-edits.limit.mb": 1,
+            "dfs.ha.tail-edits.in-progress": "true",
+            "dfs.ha.tail-edits.qjm.rpc.max-txns": 100,
+            "dfs.journalnode.edit-cache-size.bytes": 0,
         }
     )
+    assert s.ha.tail_edits_in_progress is True and s.ha.tail_edits_max_txns == 100
+    assert s.journalnode("jn1").edit_cache_bytes == 0
     assert s.ha.automatic_failover_enabled is True
     assert s.zk.quorum == "127.0.0.1:2181,127.0.0.1:2182"
     assert s.zk.auth == (("digest", "hdfs:s3cret"), ("digest", "other:pw:with:colons"))
