@@ -114,9 +114,11 @@ def dev_conf(
         "ha.failover-controller.graceful-fence.rpc-timeout.ms": 1000,
         "ha.failover-controller.new-active.rpc-timeout.ms": 20000,
         "ha.failover-controller.cli-check.rpc-timeout.ms": 5000,
-        # The standby reads finalized segments: a roll every second keeps the tail that a
-        # new active must read after recovery short.
+        # The standby also tails the open segment (what a majority of JournalNodes holds), so
+        # it stays within about a tail period of the active; a roll every second keeps the
+        # finalized part that a new active reads after recovery short as well.
         "dfs.ha.tail-edits.period": "100ms",
+        "dfs.ha.tail-edits.in-progress": True,
         "dfs.ha.log-roll.period": "1s",
         "dfs.namenode.checkpoint.txns": 20000,
         "dfs.namenode.checkpoint.period": "10m",
