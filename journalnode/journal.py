@@ -68,6 +68,10 @@ class JournalStats:
     bytes_written: int = 0
     batches_written_while_lagging: int = 0
     last_written_txid: int = 0
+    journaled_edits_served: int = 0
+    """Transactions answered from the edit cache (GetJournaledEdits)."""
+    journaled_edits_misses: int = 0
+    """GetJournaledEdits for a txid this node wrote but no longer caches."""
 
 
 class Journal:
@@ -512,7 +516,12 @@ class Journal:
             raise InvalidRequestError(f"max_txns must be positive, got {max_txns}")
         with self._lock:
             self._check_cluster(cluster_id)
-            return self.edits_cache.retrieve(since_txid, max_txns)
+            cached = self.edits_cache.retrieve(since_txid, max_txns)
+            if cached.count:
+                self.stats.journaled_edits_served += cached.count
+            elif since_txid <= self.stats.last_written_txid:
+                self.stats.journaled_edits_misses += 1
+            return cached
 
     def prepare_recovery(self, req: RequestInfo, segment_txid: int) -> PrepareRecoveryResult:
         """Paxos phase 1 (design doc 2.8 step 2): the segment as on disk, plus what was accepted."""

@@ -81,6 +81,24 @@ class JournalMetricsCollector(Collector):
                 lambda j: j.stats.batches_written_while_lagging,
             ),
             (
+                "journalnode_journaled_edits_served_txns",
+                "Transactions answered from the edit cache for in-progress tailing",
+                CounterMetricFamily,
+                lambda j: j.stats.journaled_edits_served,
+            ),
+            (
+                "journalnode_journaled_edits_cache_misses",
+                "In-progress reads of written txids the edit cache no longer holds",
+                CounterMetricFamily,
+                lambda j: j.stats.journaled_edits_misses,
+            ),
+            (
+                "journalnode_edit_cache_bytes",
+                "Bytes of recent edits held for in-progress tailing",
+                GaugeMetricFamily,
+                lambda j: j.edits_cache.size_bytes,
+            ),
+            (
                 "journalnode_last_written_txid",
                 "Last txid written",
                 GaugeMetricFamily,

@@ -359,9 +359,14 @@ def test_metrics_endpoint_reports_the_journal(
     for count in sizes:
         writer.journal(framed_batch(writer.next_txid, count, rng, 1), count)
     written = sum(sizes)
+    tailed = channel.get_journaled_edits(JID, NS.cluster_id, written - 9, 100, RPC_TIMEOUT)
+    assert (tailed.epoch, tailed.count) == (3, 10)
 
     samples = scrape(jn)
     label = (("journal", JID),)
+    assert samples[("journalnode_journaled_edits_served_txns_total", label)] == 10
+    assert samples[("journalnode_journaled_edits_cache_misses_total", label)] == 0
+    assert samples[("journalnode_edit_cache_bytes", label)] > 0
     assert samples[("journalnode_txns_written_total", label)] == written
     assert samples[("journalnode_batches_written_total", label)] == len(sizes)
     assert samples[("journalnode_last_written_txid", label)] == written

@@ -84,6 +84,11 @@ def test_journal_serves_written_edits_with_the_writer_epoch() -> None:
     got = journal.get_journaled_edits(NS.cluster_id, 2, 100)
     assert (got.epoch, txids(got)) == (3, [2, 3, 4])
     assert journal.get_journaled_edits(NS.cluster_id, 5, 100).count == 0
+    assert journal.stats.journaled_edits_served == 3
+    assert journal.stats.journaled_edits_misses == 0
+    journal.edits_cache.clear()
+    assert journal.get_journaled_edits(NS.cluster_id, 2, 100).count == 0
+    assert journal.stats.journaled_edits_misses == 1  # written here, no longer cached
 
 
 def test_journal_checks_the_request() -> None:
