@@ -41,12 +41,12 @@ from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_
 from hanamenode.ha import HAState
 from hanamenode.storage import NameDirectory
 from journalnode.process import (
-    CODE_ROOT,
     DaemonProcess,
     DaemonStartError,
     JournalNodeProcessCluster,
     child_environment,
     free_ports,
+    run_command,
 )
 from proto import namenode_pb2, namenode_pb2_grpc
 
@@ -78,29 +78,6 @@ def hanamenode_command(subcommand: str, nn_id: str, conf: Path | None = None) ->
     if conf is not None:
         args += ["--conf", str(conf)]
     return [*args, "--id", nn_id]
-
-
-def run_command(
-    args: Sequence[str], conf_env: Path | None = None, timeout: float = COMMAND_TIMEOUT
-) -> subprocess.CompletedProcess[str]:
-    """Run ``args`` (a command of this checkout, e.g. ``python -m failover.hactl ...``) to
-    completion in ``child_environment(conf_env)``, output captured; a process still running
-    after ``timeout`` is killed (status -9)."""
-    proc = subprocess.Popen(
-        list(args),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=CODE_ROOT,
-        env=child_environment(conf_env),
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def run_hanamenode(

@@ -53,6 +53,7 @@ __all__ = [
     "free_ports",
     "journalnode_command",
     "journalnode_config",
+    "run_command",
     "run_journalnode",
     "start_journalnode",
 ]
@@ -564,8 +565,17 @@ def run_journalnode(
 
     A process still running after ``timeout`` is killed; its status is then -9.
     """
+    return run_command([sys.executable, "-m", "journalnode", *args], conf_env, timeout)
+
+
+def run_command(
+    args: Sequence[str], conf_env: Path | None = None, timeout: float = 60.0
+) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` (a command of this checkout, e.g. ``python -m failover.hactl ...``) to
+    completion in ``child_environment(conf_env)``, output captured; a process still running
+    after ``timeout`` is killed (status -9)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "journalnode", *args],
+        list(args),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
