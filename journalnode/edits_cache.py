@@ -111,7 +111,7 @@ class JournaledEditsCache:
 
 
 def _slice_records(framed: bytes, skip: int, take: int) -> bytes:
-    """Records ``skip`` .. ``skip + take - 1`` of a framed batch (already checked on store)."""
-    offsets = [offset for offset, _ in records.iter_records(framed)]
-    offsets.append(len(framed))
+    """Records ``skip`` .. ``skip + take - 1`` of a framed batch (the Journal checked every
+    record before storing it: only the frame lengths are read here)."""
+    offsets = records.record_offsets(framed)
     return framed[offsets[skip] : offsets[skip + take]]

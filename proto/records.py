@@ -63,6 +63,19 @@ def frame_ops(ops: Iterable[edits_pb2.EditOp]) -> bytes:
     return b"".join(frame(op.SerializeToString()) for op in ops)
 
 
+def record_offsets(buf: bytes | memoryview) -> list[int]:
+    """Start offset of each record, then the end: for a buffer already checked (``scan``), so
+    only the lengths in the frame headers are read, no checksums."""
+    offsets = []
+    pos, end = 0, len(buf)
+    while pos < end:
+        offsets.append(pos)
+        length, _ = _FRAME.unpack_from(buf, pos)
+        pos += FRAME_LEN + length
+    offsets.append(end)
+    return offsets
+
+
 def iter_records(buf: bytes | memoryview, base: int = 0) -> Iterator[tuple[int, bytes]]:
     """Yield ``(offset, op_bytes)`` for each record; raise RecordError on the first bad one."""
     view = memoryview(buf)
