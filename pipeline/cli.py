@@ -1,6 +1,6 @@
 """``hapipe``: the Spark jobs of DESIGN.md section 7 from the command line.
 
-    hapipe soak --seeds 5000 [--first-seed 0] [--steps 200] [--ignore-writer-epoch]
+    hapipe soak --seeds 5000 [--first-seed 0] [--steps 200] [--mutant ignore-writer-epoch]
     hapipe verify --dirs /data/jn1,/data/jn2,/data/jn3 [--logtester-dirs /tmp/lt]
     hapipe verify --journalnodes h1:8485,h2:8485,h3:8485 --journal-id ns1
     hapipe analyze --image name/fsimage_0000000000000000000.db --edits /data/jn1/ns1/current
@@ -33,6 +33,7 @@ from typing import IO, Any, TypeVar
 import click
 
 from conf.logging import LOG_FORMAT_OPTION, LOG_LEVEL_OPTION, setup_logging
+from conf.mutants import Mutant
 from conf.xmlconf import ConfigError
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -158,9 +159,12 @@ def main(log_format: str, log_level: str) -> None:
     "--journalnodes", "n_journalnodes", type=click.IntRange(min=1), default=3, show_default=True
 )
 @click.option(
-    "--ignore-writer-epoch",
-    is_flag=True,
-    help="Plant the HDFS-3845 bug (recovery ignores lastWriterEpoch): the soak must find it.",
+    "--mutant",
+    "mutant_names",
+    multiple=True,
+    type=click.Choice([m.switch for m in Mutant]),
+    help="Plant this bug (conf.mutants; repeatable), e.g. ignore-writer-epoch: the soak must "
+    "find it.",
 )
 @click.option(
     "--out",
@@ -174,7 +178,7 @@ def soak(
     first_seed: int,
     steps: int,
     n_journalnodes: int,
-    ignore_writer_epoch: bool,
+    mutant_names: tuple[str, ...],
     out: Path | None,
     master: str | None,
     ui: bool,
@@ -187,7 +191,7 @@ def soak(
         from pipeline.session import spark_session
         from pipeline.soak import SoakConfig, format_summary, prepare_out, run_soak
 
-        config = SoakConfig(first_seed, seeds, steps, n_journalnodes, ignore_writer_epoch)
+        config = SoakConfig(first_seed, seeds, steps, n_journalnodes, tuple(mutant_names))
         out_dir = out or _default_out("soak")
         prepare_out(out_dir)  # refuse before a JVM starts
         printer = ProgressPrinter()

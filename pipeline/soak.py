@@ -109,14 +109,14 @@ def soak_schema() -> StructType:
 @dataclass(frozen=True)
 class SoakConfig:
     """Which seeds to run and how: ``seeds`` seeds from ``first_seed``, each simulation
-    ``steps`` steps over ``n_journalnodes`` JournalNodes; ``ignore_writer_epoch`` plants the
-    HDFS-3845 bug (recovery ignores lastWriterEpoch) that the soak must find."""
+    ``steps`` steps over ``n_journalnodes`` JournalNodes; ``mutants`` (switch names of
+    ``conf.mutants.Mutant``) are planted bugs that the soak must find."""
 
     first_seed: int = 0
     seeds: int = 100
     steps: int = 200
     n_journalnodes: int = 3
-    ignore_writer_epoch: bool = False
+    mutants: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.seeds < 1:
@@ -134,7 +134,7 @@ class SoakConfig:
         return self.first_seed + self.seeds - 1
 
     def describe(self) -> str:
-        planted = " [planted bug: ignore-writer-epoch]" if self.ignore_writer_epoch else ""
+        planted = f" [planted: {', '.join(self.mutants)}]" if self.mutants else ""
         return (
             f"{self.seeds} seeds ({self.first_seed}..{self.last_seed}), {self.steps} steps each, "
             f"{self.n_journalnodes} JournalNodes{planted}"
@@ -147,7 +147,7 @@ class SoakConfig:
 
 
 def simulate_seed(
-    seed: int, *, steps: int, n_journalnodes: int, ignore_writer_epoch: bool
+    seed: int, *, steps: int, n_journalnodes: int, mutants: tuple[str, ...] = ()
 ) -> tuple[Any, ...]:
     """Run one simulation on an executor and return its row (``SOAK_COLUMNS``).
 
@@ -159,9 +159,7 @@ def simulate_seed(
 
     started = time.perf_counter()
     try:
-        r = run_simulation(
-            seed, steps, n_journalnodes=n_journalnodes, ignore_writer_epoch=ignore_writer_epoch
-        )
+        r = run_simulation(seed, steps, n_journalnodes=n_journalnodes, mutants=mutants)
     except Exception as exc:
         return (
             seed,
@@ -173,9 +171,7 @@ def simulate_seed(
             None,
             f"the simulator raised {type(exc).__name__}: {exc}",
             time.perf_counter() - started,
-            replay_command(
-                seed, steps, n_journalnodes=n_journalnodes, ignore_writer_epoch=ignore_writer_epoch
-            ),
+            replay_command(seed, steps, n_journalnodes=n_journalnodes, mutants=mutants),
             "",
         )
     return (
@@ -199,7 +195,7 @@ def soak_rdd(spark: SparkSession, config: SoakConfig) -> RDD[tuple[Any, ...]]:
         simulate_seed,
         steps=config.steps,
         n_journalnodes=config.n_journalnodes,
-        ignore_writer_epoch=config.ignore_writer_epoch,
+        mutants=config.mutants,
     )
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     return spark.sparkContext.parallelize(seeds, numSlices=config.seeds).map(run)

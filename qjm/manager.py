@@ -69,15 +69,11 @@ class QuorumJournalManager:
         journal_id: str,
         namespace_info: NamespaceInfo,
         timeouts: Any = None,
-        *,
-        ignore_writer_epoch: bool = False,
     ) -> None:
         self.loggers = loggers
         self.journal_id = journal_id
         self.namespace_info = namespace_info
         self.timeouts = timeouts or _DefaultTimeouts()
-        # Test-only: reproduce HDFS-3845 (see qjm.recovery.SegmentRecoveryComparator).
-        self.ignore_writer_epoch = ignore_writer_epoch
         self.epoch = 0
         self.committed_txid = 0
         self._log = log.bind(journal=journal_id)
@@ -215,12 +211,7 @@ class QuorumJournalManager:
                 accepted_in_epoch=c.response.accepted_in_epoch,
                 last_writer_epoch=c.response.last_writer_epoch,
             )
-        plan = plan_recovery(
-            segment_txid,
-            candidates,
-            committed_txid=self.committed_txid,
-            ignore_writer_epoch=self.ignore_writer_epoch,
-        )
+        plan = plan_recovery(segment_txid, candidates, committed_txid=self.committed_txid)
         if plan is None:
             self._log.info("no responder holds a segment to recover", segment=segment_txid)
             return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from conf.mutants import Mutant, active
 from proto.values import PrepareRecoveryResult, SegmentState
 from qjm.errors import RecoveryError
 
@@ -53,21 +54,18 @@ class SegmentRecoveryComparator:
     Rule 3a's ``lastWriterEpoch`` is HDFS-3845's fix: a stale replica that is longer than what
     a later writer committed must lose to it (examples 2.10.6 and writer-epoch-edge-case.txt).
 
-    ``ignore_writer_epoch=True`` is for tests only: it restores the pre-HDFS-3845 rule 3, which
-    compares ``acceptedInEpoch`` alone and so can truncate or replace committed edits. It exists
-    so that the simulator can prove that it detects that bug; never set it in a real writer.
+    The mutant ``Mutant.IGNORE_WRITER_EPOCH`` (``conf.mutants``, tests only) restores the
+    pre-HDFS-3845 rule 3, which compares ``acceptedInEpoch`` alone and so can truncate or
+    replace committed edits; the simulator and the unit tests prove that they detect it.
 
     Usage: prefer ``choose_recovery_source``, which adds deterministic tie-breaking; the
     comparator itself also works as ``functools.cmp_to_key(SegmentRecoveryComparator())``.
     """
 
-    def __init__(self, ignore_writer_epoch: bool = False) -> None:
-        self.ignore_writer_epoch = ignore_writer_epoch
-
     def max_seen_epoch(self, response: PrepareRecoveryResult) -> int:
         """Rule 3a: the newest epoch whose writer or recovery touched this replica."""
         accepted = response.accepted_in_epoch or 0
-        if self.ignore_writer_epoch:
+        if active(Mutant.IGNORE_WRITER_EPOCH):
             return accepted
         return max(response.last_writer_epoch, accepted)
 
@@ -100,9 +98,7 @@ class SegmentRecoveryComparator:
     __call__ = compare
 
 
-def choose_recovery_source(
-    candidates: Iterable[RecoveryCandidate], *, ignore_writer_epoch: bool = False
-) -> RecoveryCandidate | None:
+def choose_recovery_source(candidates: Iterable[RecoveryCandidate]) -> RecoveryCandidate | None:
     """The best recovery source by ``SegmentRecoveryComparator``, or None when no candidate
     has the segment (nothing to recover: design doc 2.10.5).
 
@@ -111,7 +107,7 @@ def choose_recovery_source(
     Raises ``RecoveryError`` if two finalized copies disagree in length or the candidates
     answer for different segments.
     """
-    comparator = SegmentRecoveryComparator(ignore_writer_epoch)
+    comparator = SegmentRecoveryComparator()
     ordered = sorted(candidates, key=lambda c: c.logger)
     _check_unique_loggers(ordered)
     best: RecoveryCandidate | None = None
@@ -199,7 +195,6 @@ def plan_recovery(
     candidates: Iterable[RecoveryCandidate],
     *,
     committed_txid: int = 0,
-    ignore_writer_epoch: bool = False,
 ) -> RecoveryPlan | None:
     """Decide the recovery of segment ``segment_txid`` from the ``prepareRecovery`` answers.
 
@@ -213,12 +208,12 @@ def plan_recovery(
             raise RecoveryError(
                 f"asked to recover segment {segment_txid} but {c.logger} answered with {c.segment}"
             )
-    chosen = choose_recovery_source(answers, ignore_writer_epoch=ignore_writer_epoch)
+    chosen = choose_recovery_source(answers)
     if chosen is None:
         return None
     check_recovery_sanity(chosen, answers, committed_txid)
     assert chosen.segment is not None  # choose_recovery_source only returns holders
-    comparator = SegmentRecoveryComparator(ignore_writer_epoch)
+    comparator = SegmentRecoveryComparator()
     synced = frozenset(
         c.logger for c in answers if _holds_identical_copy(c, chosen, comparator)
     )

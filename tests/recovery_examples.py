@@ -80,7 +80,7 @@ class RecoveryExample:
 
     ``expected_sources`` empty (and ``expected_end_txid`` None) means nothing to recover.
     ``pre_hdfs_3845_sources``/``pre_hdfs_3845_end_txid`` are set only on rows where the
-    pre-HDFS-3845 comparator (``ignore_writer_epoch=True``) decides differently, and say what
+    pre-HDFS-3845 comparator (mutant ``ignore-writer-epoch``) decides differently, and say what
     it wrongly decides. ``prior_segments`` are finalized on every JN before ``segment_txid``;
     ``recovery_epoch`` is the epoch of the writer running this recovery.
     """

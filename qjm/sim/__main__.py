@@ -3,7 +3,7 @@
     python -m qjm.sim --seed 7 --steps 200                 # one run, one-line summary
     python -m qjm.sim --seed 7 --steps 200 --verbose       # ... with its whole trace
     python -m qjm.sim --seeds 0:1000 --steps 200           # a range; reports failing seeds
-    python -m qjm.sim --seeds 0:1000 --ignore-writer-epoch # the planted HDFS-3845 bug
+    python -m qjm.sim --seeds 0:1000 --mutant ignore-writer-epoch  # a planted bug (HDFS-3845)
 
 On an invariant violation it prints ``seed=N``, the invariant, the tail of the trace and the
 one command that replays the run, and exits 1.
@@ -15,6 +15,7 @@ import sys
 
 import click
 
+from conf.mutants import Mutant
 from qjm.sim.runner import SimResult, run_simulation
 
 
@@ -47,9 +48,11 @@ def _report_violation(result: SimResult) -> None:
     "--journalnodes", "n_journalnodes", type=click.IntRange(min=1), default=3, show_default=True
 )
 @click.option(
-    "--ignore-writer-epoch",
-    is_flag=True,
-    help="Plant the HDFS-3845 bug (recovery ignores lastWriterEpoch); tests only.",
+    "--mutant",
+    "mutant_names",
+    multiple=True,
+    type=click.Choice([m.switch for m in Mutant]),
+    help="Plant this bug (conf.mutants; repeatable), e.g. ignore-writer-epoch (HDFS-3845).",
 )
 @click.option(
     "--unique-first-txn",
@@ -62,7 +65,7 @@ def main(
     seed_range: str | None,
     steps: int,
     n_journalnodes: int,
-    ignore_writer_epoch: bool,
+    mutant_names: tuple[str, ...],
     unique_first_txn: bool,
     verbose: bool,
 ) -> None:
@@ -76,7 +79,7 @@ def main(
             s,
             steps,
             n_journalnodes=n_journalnodes,
-            ignore_writer_epoch=ignore_writer_epoch,
+            mutants=mutant_names,
             unique_first_txn=unique_first_txn,
             echo=click.echo if verbose else None,
         )

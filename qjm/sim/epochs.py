@@ -99,7 +99,7 @@ def _race(
     names: dict[SimQuorumJournalManager, str] = {}
     for i in range(n_writers):
         qjm = SimQuorumJournalManager(
-            make_qjm_loggers(net, Client(f"w{i}")), ignore_writer_epoch=False, on_new_epoch=obtained
+            make_qjm_loggers(net, Client(f"w{i}")), on_new_epoch=obtained
         )
         writers.append(qjm)
         names[qjm] = f"w{i}"

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from conf.mutants import planted
 from journalnode.errors import JournalError
 from proto import edits_pb2
 from proto.values import NamespaceInfo
@@ -118,10 +119,10 @@ def replay_command(
     seed: int,
     steps: int,
     n_journalnodes: int = 3,
-    ignore_writer_epoch: bool = False,
+    mutants: tuple[str, ...] = (),
     unique_first_txn: bool = False,
 ) -> str:
-    """The one command line that replays a simulation."""
+    """The one command line that replays a simulation (``mutants`` by switch name)."""
     argv = [
         "python",
         "-m",
@@ -133,8 +134,8 @@ def replay_command(
         "--journalnodes",
         str(n_journalnodes),
     ]
-    if ignore_writer_epoch:
-        argv.append("--ignore-writer-epoch")
+    for name in sorted(mutants):
+        argv += ["--mutant", name]
     if unique_first_txn:
         argv.append("--unique-first-txn")
     return shlex.join(argv)
@@ -176,10 +177,9 @@ class SimQuorumJournalManager(QuorumJournalManager):
         self,
         loggers: AsyncLoggerSet,
         *,
-        ignore_writer_epoch: bool,
         on_new_epoch: Callable[[SimQuorumJournalManager, list[str]], None],
     ) -> None:
-        super().__init__(loggers, JOURNAL_ID, NAMESPACE, ignore_writer_epoch=ignore_writer_epoch)
+        super().__init__(loggers, JOURNAL_ID, NAMESPACE)
         self._on_new_epoch = on_new_epoch
 
     def create_new_unique_epoch(self) -> dict[AsyncLogger, int | None]:
@@ -232,7 +232,7 @@ class Simulation:
         steps: int,
         *,
         n_journalnodes: int = 3,
-        ignore_writer_epoch: bool = False,
+        mutants: tuple[str, ...] = (),
         unique_first_txn: bool = False,
         plan: FaultPlan = DEFAULT_FAULT_PLAN,
         echo: Callable[[str], None] | None = None,
@@ -242,7 +242,8 @@ class Simulation:
         self.seed = seed
         self.steps = steps
         self.n_journalnodes = n_journalnodes
-        self.ignore_writer_epoch = ignore_writer_epoch
+        # Planted by run_simulation around the run; recorded for the trace and the replay.
+        self.mutants = tuple(sorted(mutants))
         self.unique_first_txn = unique_first_txn
         self.rng = random.Random(seed)
         self.trace = Trace(echo=echo)
@@ -275,7 +276,7 @@ class Simulation:
         started = time.perf_counter()
         self.trace(
             f"seed={self.seed} steps={self.steps} journalnodes={self.n_journalnodes} "
-            f"ignore_writer_epoch={self.ignore_writer_epoch} "
+            f"mutants={','.join(self.mutants) or '-'} "
             f"unique_first_txn={self.unique_first_txn}"
         )
         self._format()
@@ -307,7 +308,7 @@ class Simulation:
                 self.seed,
                 self.steps,
                 self.n_journalnodes,
-                self.ignore_writer_epoch,
+                self.mutants,
                 self.unique_first_txn,
             ),
             trace_digest=self.trace.digest,
@@ -368,7 +369,6 @@ class Simulation:
         client = Client(f"w{len(self.writers)}")
         qjm = SimQuorumJournalManager(
             make_qjm_loggers(self.net, client),
-            ignore_writer_epoch=self.ignore_writer_epoch,
             on_new_epoch=self._epoch_obtained,
         )
         writer = SimWriter(client, qjm)
@@ -472,9 +472,7 @@ class Simulation:
         answers = self.net.prepared.get(writer.name, {})
         candidates = [RecoveryCandidate(a, answers[a]) for a in sorted(answers)]
         try:
-            chosen = choose_recovery_source(
-                candidates, ignore_writer_epoch=self.ignore_writer_epoch
-            )
+            chosen = choose_recovery_source(candidates)
         except RecoveryError:
             chosen = None
         segment = chosen.segment if chosen is not None else None
@@ -620,27 +618,30 @@ def run_simulation(
     steps: int = 200,
     *,
     n_journalnodes: int = 3,
-    ignore_writer_epoch: bool = False,
+    mutants: tuple[str, ...] = (),
     unique_first_txn: bool = False,
     quiet: bool = True,
     echo: Callable[[str], None] | None = None,
 ) -> SimResult:
     """Run one deterministic simulation; same arguments, same trace (``trace_digest``).
 
-    ``ignore_writer_epoch`` plants HDFS-3845 (``qjm.recovery.SegmentRecoveryComparator``) to
-    prove the simulator finds it. ``unique_first_txn`` gives each segment's first transaction
+    ``mutants`` (switch names of ``conf.mutants.Mutant``) are planted for the run, to prove
+    the simulator finds them. ``unique_first_txn`` gives each segment's first transaction
     a unique payload instead of the canonical OP_START_LOG_SEGMENT every writer writes (see
     ``make_op``): it exposes that a JournalNode finalizes a stale copy of the same length.
     ``quiet`` silences the protocol's structlog output for the
     run (restored afterwards); ``echo`` receives every trace line (``--verbose``).
     """
     # Inside the quiet block: a Journal binds its logger when it is built.
-    with quiet_protocol_logs() if quiet else contextlib.nullcontext():
+    with (
+        quiet_protocol_logs() if quiet else contextlib.nullcontext(),
+        planted(*mutants) as now,
+    ):
         sim = Simulation(
             seed,
             steps,
             n_journalnodes=n_journalnodes,
-            ignore_writer_epoch=ignore_writer_epoch,
+            mutants=tuple(m.switch for m in now),
             unique_first_txn=unique_first_txn,
             echo=echo,
         )

@@ -70,7 +70,9 @@ def test_the_soak_finds_the_planted_bug_and_its_replay_reproduces_it(
 ) -> None:
     summary: SoakSummary | None = None
     for first in range(0, MAX_SEEDS, CHUNK):
-        config = SoakConfig(first_seed=first, seeds=CHUNK, steps=200, ignore_writer_epoch=True)
+        config = SoakConfig(
+            first_seed=first, seeds=CHUNK, steps=200, mutants=("ignore-writer-epoch",)
+        )
         summary = run_soak(spark, config, tmp_path / f"from-{first}")
         if summary.failing:
             break
@@ -79,7 +81,7 @@ def test_the_soak_finds_the_planted_bug_and_its_replay_reproduces_it(
     failing = summary.failing[0]
     assert failing.verdict == "violation"
     assert failing.violated_invariant in INVARIANTS
-    assert "--ignore-writer-epoch" in failing.replay_command
+    assert "--mutant ignore-writer-epoch" in failing.replay_command
     text = format_summary(summary)
     assert f"seed={failing.seed} {failing.violated_invariant}" in text
     assert f"replay: {failing.replay_command}" in text
@@ -108,7 +110,8 @@ def test_the_soak_finds_the_planted_bug_and_its_replay_reproduces_it(
             "1",
             "--first-seed",
             str(failing.seed),
-            "--ignore-writer-epoch",
+            "--mutant",
+            "ignore-writer-epoch",
             "--out",
             str(tmp_path / "cli"),
         ],

@@ -1,11 +1,12 @@
 """The simulator finds HDFS-3845 when it is planted (writer-epoch-edge-case.txt).
 
-``ignore_writer_epoch=True`` makes recovery compare ``acceptedInEpoch`` alone, as the QJM did
-before HDFS-3845: a writer's first batch of a new segment reaches one JournalNode, a recovery
-accepts that one-transaction segment on it alone and dies, the next writer writes the segment
-on the other JournalNodes, and the next recovery prefers the stale replica and truncates
-acknowledged edits. Iterating seeds from 0, the simulator must hit it well within 5,000 seeds;
-the same seeds without the planted bug must stay clean.
+The mutant ``ignore-writer-epoch`` (``conf.mutants``) makes recovery compare
+``acceptedInEpoch`` alone, as the QJM did before HDFS-3845: a writer's first batch of a new
+segment reaches one JournalNode, a recovery accepts that one-transaction segment on it alone
+and dies, the next writer writes the segment on the other JournalNodes, and the next recovery
+prefers the stale replica and truncates acknowledged edits. Iterating seeds from 0, the
+simulator must hit it well within 5,000 seeds; the same seeds without the planted bug must stay
+clean.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ MARGIN = 50
 @pytest.fixture(scope="module")
 def first_violation() -> SimResult:
     for seed in range(MAX_SEEDS):
-        result = run_simulation(seed, STEPS, ignore_writer_epoch=True)
+        result = run_simulation(seed, STEPS, mutants=("ignore-writer-epoch",))
         if not result.ok:
             print(
                 f"\nplanted HDFS-3845 found at seed={seed}: {result.violated_invariant}: "
@@ -43,7 +44,7 @@ def test_planted_bug_is_found_quickly(first_violation: SimResult) -> None:
     )
     assert first_violation.replay_command == (
         f"python -m qjm.sim --seed {first_violation.seed} --steps {STEPS} --journalnodes 3 "
-        "--ignore-writer-epoch"
+        "--mutant ignore-writer-epoch"
     )
     assert first_violation.trace_tail, "a violation reports the tail of its trace"
 

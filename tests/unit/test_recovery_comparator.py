@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from conf.mutants import Mutant, planted
 from proto.values import PrepareRecoveryResult, SegmentState
 from qjm.errors import RecoveryError
 from qjm.recovery import (
@@ -93,7 +94,7 @@ def test_decision_does_not_depend_on_response_order(example: RecoveryExample) ->
         assert chosen == expected
 
 
-# ------------------------------------------------------------ the pre-HDFS-3845 switch (tests only)
+# ------------------------------------------------------------ the pre-HDFS-3845 mutant (tests only)
 
 
 def test_pre_hdfs_3845_rows_cover_the_known_bug() -> None:
@@ -102,7 +103,8 @@ def test_pre_hdfs_3845_rows_cover_the_known_bug() -> None:
 
 @pytest.mark.parametrize("example", BUGGY_EXAMPLES, ids=[e.id for e in BUGGY_EXAMPLES])
 def test_ignore_writer_epoch_chooses_the_stale_replica(example: RecoveryExample) -> None:
-    chosen = choose_recovery_source(example.candidates(), ignore_writer_epoch=True)
+    with planted(Mutant.IGNORE_WRITER_EPOCH):
+        chosen = choose_recovery_source(example.candidates())
     assert chosen is not None and chosen.segment is not None
     assert example.pre_hdfs_3845_sources is not None
     assert chosen.logger in example.pre_hdfs_3845_sources
@@ -118,9 +120,9 @@ def test_ignore_writer_epoch_chooses_the_stale_replica(example: RecoveryExample)
 
 @pytest.mark.parametrize("example", SOUND_EXAMPLES, ids=[e.id for e in SOUND_EXAMPLES])
 def test_ignore_writer_epoch_changes_nothing_else(example: RecoveryExample) -> None:
-    assert choose_recovery_source(
-        example.candidates(), ignore_writer_epoch=True
-    ) == choose_recovery_source(example.candidates())
+    with planted(Mutant.IGNORE_WRITER_EPOCH):
+        mutated = choose_recovery_source(example.candidates())
+    assert mutated == choose_recovery_source(example.candidates())
 
 
 # --------------------------------------------------------------------------- comparator rules
@@ -176,9 +178,10 @@ def test_comparator_rules(a: RecoveryCandidate, b: RecoveryCandidate, sign: int)
 def test_max_seen_epoch() -> None:
     response = PrepareRecoveryResult(SegmentState(101, 150, True), 2, 3, 0)
     assert SegmentRecoveryComparator().max_seen_epoch(response) == 3
-    assert SegmentRecoveryComparator(ignore_writer_epoch=True).max_seen_epoch(response) == 2
     no_accepted = PrepareRecoveryResult(SegmentState(101, 150, True), None, 3, 0)
-    assert SegmentRecoveryComparator(ignore_writer_epoch=True).max_seen_epoch(no_accepted) == 0
+    with planted(Mutant.IGNORE_WRITER_EPOCH):
+        assert SegmentRecoveryComparator().max_seen_epoch(response) == 2
+        assert SegmentRecoveryComparator().max_seen_epoch(no_accepted) == 0
 
 
 def test_comparator_sorts_with_cmp_to_key() -> None:
@@ -233,8 +236,11 @@ def test_sanity_check_is_the_second_line_of_defence_for_hdfs_3845() -> None:
     # would be refused by the sanity check even though the comparator got it wrong.
     jn0 = candidate("JN0", (101, 101, False), lwe=1, accepted=2, committed=100)
     jn1 = candidate("JN1", (101, 150, False), lwe=3, committed=140)
-    with pytest.raises(RecoveryError, match="JN1 had seen txid 140 committed"):
-        plan_recovery(101, [jn0, jn1], ignore_writer_epoch=True)
+    with (
+        planted(Mutant.IGNORE_WRITER_EPOCH),
+        pytest.raises(RecoveryError, match="JN1 had seen txid 140 committed"),
+    ):
+        plan_recovery(101, [jn0, jn1])
     plan = plan_recovery(101, [jn0, jn1])
     assert plan is not None and plan.source == "JN1" and plan.end_txid == 150
 

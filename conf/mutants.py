@@ -1,0 +1,138 @@
+"""Planted bugs ("mutants"): named switches, all off, that re-introduce known bugs on purpose.
+
+A test suite earns trust by failing when the code is wrong. Each ``Mutant`` names one bug we
+fixed or guard against, and the product code checks ``mutants.active(Mutant.X)`` at the one
+place where that bug would change behaviour. The simulator (``python -m qjm.sim mutants``),
+the regression sweeps in ``tests/`` and ``hapipe soak --mutants`` switch them on one at a time
+and count the seeds that catch each; a mutant nobody catches is a hole in the tests.
+
+Everything is off unless asked for, in one of two ways:
+
+* in-process (simulator, tests)::
+
+      from conf.mutants import Mutant, planted
+      with planted(Mutant.IGNORE_WRITER_EPOCH):
+          run_simulation(seed, steps)
+
+* in a daemon a test starts: the environment variable ``HANAMENODE_MUTANTS=a,b`` (switch
+  names, see ``python -m conf.mutants``) is read once, when this module is first imported;
+  ``mutant_env(Mutant.X)`` builds it. An unknown name is an error naming it.
+
+``conf`` is the bottom layer, so any package may import this module. To add a mutant: add a
+member below with its switch name and a one-line description of the bug it plants, guard the
+one place it changes behaviour with ``active(...)``, and add a test that catches it.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+MUTANTS_ENV = "HANAMENODE_MUTANTS"
+
+
+class Mutant(enum.Enum):
+    """A planted bug: ``value`` is its switch name (as on command lines and in the environment),
+    ``description`` says what goes wrong when it is on."""
+
+    description: str
+
+    def __new__(cls, switch: str, description: str) -> Mutant:
+        member = object.__new__(cls)
+        member._value_ = switch
+        member.description = description
+        return member
+
+    @property
+    def switch(self) -> str:
+        return str(self.value)
+
+    # --- QJM recovery (qjm/recovery.py, qjm/manager.py) ---
+    IGNORE_WRITER_EPOCH = (
+        "ignore-writer-epoch",
+        "recovery compares acceptedInEpoch alone and ignores lastWriterEpoch (HDFS-3845)",
+    )
+
+
+class MutantError(ValueError):
+    """A mutant name that no ``Mutant`` has."""
+
+
+_lock = threading.Lock()
+# Replaced whole, never mutated, so ``active`` reads it without the lock.
+_active: frozenset[Mutant] = frozenset()
+
+
+def parse_mutants(names: str | Iterable[str | Mutant]) -> frozenset[Mutant]:
+    """The mutants named by a comma-separated string or an iterable of names or members.
+
+    Raises ``MutantError`` naming every unknown name and listing the known ones."""
+    items = names.split(",") if isinstance(names, str) else list(names)
+    found: set[Mutant] = set()
+    unknown: list[str] = []
+    for item in items:
+        if isinstance(item, Mutant):
+            found.add(item)
+            continue
+        name = item.strip()
+        if not name:
+            continue
+        try:
+            found.add(Mutant(name))
+        except ValueError:
+            unknown.append(name)
+    if unknown:
+        known = ", ".join(m.switch for m in Mutant)
+        raise MutantError(f"unknown mutant(s) {', '.join(unknown)}; known: {known}")
+    return frozenset(found)
+
+
+def active(mutant: Mutant) -> bool:
+    """Whether ``mutant`` is planted. Cheap enough for a hot path (one set lookup)."""
+    return mutant in _active
+
+
+def active_mutants() -> frozenset[Mutant]:
+    """Every planted mutant (for logs and test reports)."""
+    return _active
+
+
+@contextmanager
+def planted(*names: str | Mutant) -> Iterator[frozenset[Mutant]]:
+    """Switch on the named mutants in this process for the ``with`` block, then restore what
+    was planted before (those from the environment stay). Yields the mutants now active."""
+    global _active
+    wanted = parse_mutants(names)
+    with _lock:
+        before = _active
+        _active = before | wanted
+        now = _active
+    try:
+        yield now
+    finally:
+        with _lock:
+            _active = before
+
+
+def mutant_env(*names: str | Mutant) -> dict[str, str]:
+    """The environment entry that plants ``names`` in a child process (merge it into ``env``)."""
+    return {MUTANTS_ENV: ",".join(sorted(m.switch for m in parse_mutants(names)))}
+
+
+def _from_environment() -> frozenset[Mutant]:
+    value = os.environ.get(MUTANTS_ENV, "")
+    try:
+        return parse_mutants(value)
+    except MutantError as e:
+        raise MutantError(f"${MUTANTS_ENV}={value!r}: {e}") from None
+
+
+_active = _from_environment()
+
+
+if __name__ == "__main__":
+    for m in Mutant:
+        print(f"{m.switch:32} {m.description}")
