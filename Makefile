@@ -10,7 +10,7 @@ bootstrap:
 	@scripts/bootstrap.sh
 
 demo: bootstrap
-	$(PYTHON) -m failover.demo
+	$(PYTHON) -m hadev.demo
 
 test: bootstrap
 	$(PYTHON) -m pytest -q tests $(TESTARGS)

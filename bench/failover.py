@@ -1,5 +1,5 @@
 """Failover benchmark: from ``kill -9`` of the active NameNode to the first write the client
-gets acknowledged by the new active, over real processes (``failover.devcluster``: a real
+gets acknowledged by the new active, over real processes (``hadev.devcluster``: a real
 ZooKeeper, three JournalNodes, two NameNodes with automatic failover).
 
 Run from the checkout: ``.venv/bin/python -m bench.failover [--rounds 10]``.
@@ -47,7 +47,7 @@ from pathlib import Path
 from bench.common import percentile, print_json, print_table
 from conf import parse_duration
 from conf.logging import setup_logging
-from failover.devcluster import DEFAULT_SESSION_TIMEOUT, DevCluster, MkdirLoad
+from hadev.devcluster import DEFAULT_SESSION_TIMEOUT, DevCluster, MkdirLoad
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.ha import HAState
 

@@ -2,7 +2,7 @@
 
 Run from the checkout: ``.venv/bin/python -m bench.journal_append [--dir D] [--calls 2000]``.
 
-It starts one ``python -m journalnode run`` process (``journalnode.process``), opens a
+It starts one ``python -m journalnode run`` process (``hadev.journalnodes``), opens a
 segment through ``GrpcJournalChannel`` and measures
 
 (a) the latency of a synchronous Journal RPC carrying one ~100-byte record (the JournalNode
@@ -35,7 +35,7 @@ from bench.common import (
     print_table,
     raw_fdatasync_latencies,
 )
-from journalnode.process import JournalNodeProcess, start_journalnode
+from hadev.journalnodes import JournalNodeProcess, start_journalnode
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RequestInfo
 from qjm.channel import GrpcJournalChannel
@@ -87,7 +87,7 @@ class Writer:
             first += count
 
     def send_stream(self, first: int, count: int, framed: bytes) -> float:
-        """One batch on the JournalStream (the writer's path, qjm.logger); its latency."""
+        """One batch on the JournalStream (the writer's path, qjm.async_logger); its latency."""
         req = self.req()
         began = time.perf_counter()
         self.channel.send_journal(

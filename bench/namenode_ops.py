@@ -3,7 +3,7 @@ real gRPC, real fdatasync, and the standby's lag behind it.
 
 Run from the checkout: ``.venv/bin/python -m bench.namenode_ops [--seconds 5]``.
 
-It starts a ``NameNodeProcessCluster`` (``hanamenode.process``: 3 ``journalnode run`` and 2
+It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run`` and 2
 ``hanamenode run`` processes, nn1 formatted, nn2 bootstrapped), makes nn1 active and measures
 
 (a) acknowledged mkdirs/s and p50/p99 latency with 1, 8 and 32 concurrent clients: threads
@@ -48,8 +48,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common import percentile, print_json, print_table
 from conf.rpc import make_channel
+from hadev.namenodes import NameNodeProcessCluster
 from hanamenode.client import HaFsClient, RetryPolicy
-from hanamenode.process import NameNodeProcessCluster
 from proto import namenode_pb2, namenode_pb2_grpc
 
 CLIENTS = (1, 8, 32)

@@ -44,11 +44,11 @@ from bench.common import (
     raw_fdatasync_latencies,
 )
 from conf.logging import setup_logging
+from hadev.journalnodes import JournalNodeProcess, JournalNodeProcessCluster
 from hanamenode.editlog import FSEditLog
-from journalnode.process import JournalNodeProcess, JournalNodeProcessCluster
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo
-from qjm.manager import QuorumJournalManager, QuorumOutputStream
+from qjm.journal_manager import QuorumJournalManager, QuorumOutputStream
 
 JID = "bench"
 NS = NamespaceInfo("CID-bench-qjm", 1)

@@ -50,7 +50,7 @@ class Mutant(enum.Enum):
     def switch(self) -> str:
         return str(self.value)
 
-    # --- QJM recovery (qjm/recovery.py, qjm/manager.py) ---
+    # --- QJM recovery (qjm/recovery.py, qjm/journal_manager.py) ---
     IGNORE_WRITER_EPOCH = (
         "ignore-writer-epoch",
         "recovery compares acceptedInEpoch alone and ignores lastWriterEpoch (HDFS-3845)",

@@ -27,7 +27,7 @@ from hanamenode.peers import NameNodePeers, Peer
 from hanamenode.storage import NameDirectory, new_namespace_info
 from proto import namenode_pb2
 from proto.values import NamespaceInfo, RemoteEditLog
-from qjm.manager import QuorumJournalManager, connect_from_settings
+from qjm.journal_manager import QuorumJournalManager, connect_from_settings
 
 log = structlog.get_logger(__name__)
 

@@ -46,7 +46,7 @@ from hanamenode.errors import EditLogError
 from hanamenode.metrics import NameNodeMetrics
 from proto import edits_pb2, records
 from qjm.errors import describe_exception
-from qjm.manager import QuorumJournalManager, QuorumOutputStream
+from qjm.journal_manager import QuorumJournalManager, QuorumOutputStream
 
 log = structlog.get_logger(__name__)
 

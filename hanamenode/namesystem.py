@@ -74,7 +74,7 @@ from hanamenode.tailer import EditLogTailer
 from proto import edits_pb2
 from proto.values import NamespaceInfo
 from qjm.errors import describe_exception
-from qjm.manager import QuorumJournalManager, connect_from_settings
+from qjm.journal_manager import QuorumJournalManager, connect_from_settings
 
 log = structlog.get_logger(__name__)
 

@@ -31,7 +31,7 @@ from hanamenode.peers import NameNodePeers, Peer
 from proto import edits_pb2, namenode_pb2
 from proto.values import RemoteEditLog
 from qjm.errors import describe_exception
-from qjm.manager import QuorumJournalManager
+from qjm.journal_manager import QuorumJournalManager
 from qjm.reader import SegmentSource, chain_segments
 
 log = structlog.get_logger(__name__)

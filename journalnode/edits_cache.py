@@ -3,7 +3,7 @@
 The Journal stores each batch here after it is on disk and synced, tagged with the epoch of
 the writer that sent it. A reader asks for the edits from a txid on and gets, from one
 contiguous run of batches of one writer, the records from that txid, with that epoch. What
-the reader may apply is its business (``qjm.manager``): only txids a majority of
+the reader may apply is its business (``qjm.journal_manager``): only txids a majority of
 JournalNodes hold in the same epoch, which no recovery can take back.
 
 The cache never holds two versions of a txid: a batch that does not follow the newest one

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from journalnode.errors import JournalError
 from qjm.errors import QJMError
-from qjm.manager import QuorumJournalManager
+from qjm.journal_manager import QuorumJournalManager
 from qjm.sim.cluster import Client, SimNetwork, new_epoch_key
 from qjm.sim.faults import FaultInjector, FaultPlan
 from qjm.sim.invariants import CompletedEpoch, History, InvariantViolation

@@ -41,9 +41,9 @@ from conf.mutants import planted
 from journalnode.errors import JournalError
 from proto import edits_pb2
 from proto.values import NamespaceInfo
+from qjm.async_logger import AsyncLogger, AsyncLoggerSet, DirectExecutor
 from qjm.errors import QJMError, RecoveryError
-from qjm.logger import AsyncLogger, AsyncLoggerSet, DirectExecutor
-from qjm.manager import QuorumJournalManager, QuorumOutputStream
+from qjm.journal_manager import QuorumJournalManager, QuorumOutputStream
 from qjm.reader import EditLogReadError
 from qjm.recovery import RecoveryCandidate, choose_recovery_source
 from qjm.sim.cluster import Client, SimNetwork, batch_key, new_epoch_key

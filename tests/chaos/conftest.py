@@ -1,6 +1,6 @@
 """Real processes, a real ZooKeeper, real signals (DESIGN.md section 2, ``tests/chaos``).
 
-Each module gets its own dev cluster (``failover.devcluster``: ZooKeeper, three
+Each module gets its own dev cluster (``hadev.devcluster``: ZooKeeper, three
 JournalNodes, two NameNodes with automatic failover, session timeout 1 s) with QJM quorum
 timeouts of 4 s, so that a lost quorum shows at once. Each test gets a
 ``Timeline`` of what it did, with the random seed it drew its choices from; a failing test
@@ -16,7 +16,7 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
-from failover.devcluster import DevCluster
+from hadev.devcluster import DevCluster
 
 SESSION_TIMEOUT = 1.0
 QUORUM_TIMEOUT = "4s"

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from failover.devcluster import DevCluster
+from hadev.devcluster import DevCluster
 from qjm.reader import EditLogReadError, iter_segment_ops
 
 _FINALIZED = re.compile(r"edits_(\d{19})-(\d{19})")

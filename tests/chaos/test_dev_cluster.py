@@ -1,7 +1,7 @@
 """The one-command local cluster as a user runs it (real processes): ``hadev up`` in the
 foreground, ``hafs`` against the configuration it prints, ``hadev down`` from another
 process, a second ``up`` that reuses the data, Ctrl-C (SIGINT to its process group); and the
-README's first command, ``python -m failover.demo``, exits 0."""
+README's first command, ``python -m hadev.demo``, exits 0."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hanamenode.process import run_command, run_hafs
-from journalnode.process import CODE_ROOT, child_environment
-from zk.server import runs
+from hadev.journalnodes import CODE_ROOT, child_environment
+from hadev.namenodes import run_command, run_hafs
+from hadev.zookeeper import runs
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -27,7 +27,7 @@ def hadev_up(directory: Path, log: Path) -> subprocess.Popen[bytes]:
     """``hadev up`` in a session of its own (as a terminal's foreground job)."""
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "failover.hadev", "up", "--dir", str(directory)],
+            [sys.executable, "-m", "hadev.cli", "up", "--dir", str(directory)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -51,7 +51,7 @@ def pids(directory: Path) -> dict[str, int]:
 
 
 def hadev_down(directory: Path) -> subprocess.CompletedProcess[str]:
-    return run_command([sys.executable, "-m", "failover.hadev", "down", "--dir", str(directory)])
+    return run_command([sys.executable, "-m", "hadev.cli", "down", "--dir", str(directory)])
 
 
 def alive(pid: int) -> bool:
@@ -97,7 +97,7 @@ def test_hadev_up_down_reuse_and_ctrl_c(tmp_path: Path) -> None:
 
 def test_the_readme_demo_exits_zero() -> None:
     started = time.monotonic()
-    result = run_command([sys.executable, "-m", "failover.demo"], timeout=120)
+    result = run_command([sys.executable, "-m", "hadev.demo"], timeout=120)
     took = time.monotonic() - started
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
     assert "every acknowledged directory is present" in result.stdout

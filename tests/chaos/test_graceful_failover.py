@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from failover.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
+from hadev.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
 from hanamenode.ha import HAState
 from tests.chaos.conftest import Timeline
 from tests.chaos.journal_audit import JournalAudit

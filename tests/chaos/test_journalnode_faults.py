@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import pytest
 
-from failover.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
+from hadev.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
 from hanamenode.client import RetryPolicy
 from tests.chaos.conftest import Timeline
 from tests.chaos.journal_audit import JournalAudit

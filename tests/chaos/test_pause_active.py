@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from failover.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
+from hadev.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.errors import NamenodeError
 from hanamenode.ha import HAState

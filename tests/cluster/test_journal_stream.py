@@ -21,12 +21,12 @@ import grpc
 import pytest
 
 from conf.rpc import bind, make_server
+from hadev.minicluster import MiniJournalCluster
 from journalnode.errors import EpochError, JournalUnavailableError
-from journalnode.minicluster import MiniJournalCluster
 from proto import edits_pb2, journal_pb2_grpc, records
 from proto.values import NamespaceInfo, RemoteEditLog, RequestInfo
+from qjm.async_logger import AsyncLogger, LoggerOutOfSyncError
 from qjm.channel import GrpcJournalChannel
-from qjm.logger import AsyncLogger, LoggerOutOfSyncError
 
 JID = "ns1"
 NS = NamespaceInfo("CID-stream", 3)

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from hadev.minicluster import MiniJournalCluster
 from journalnode.errors import (
     CorruptSegmentError,
     EpochError,
@@ -34,13 +35,12 @@ from journalnode.errors import (
     JournalUnavailableError,
     NamespaceMismatchError,
 )
-from journalnode.minicluster import MiniJournalCluster
 from proto import edits_pb2, journal_pb2, records
 from proto.values import NamespaceInfo, SegmentState
+from qjm.async_logger import AsyncLogger, AsyncLoggerSet
 from qjm.channel import GrpcJournalChannel
 from qjm.errors import QJMError, QuorumException, QuorumTimeout
-from qjm.logger import AsyncLogger, AsyncLoggerSet
-from qjm.manager import QuorumJournalManager, QuorumOutputStream, _DefaultTimeouts
+from qjm.journal_manager import QuorumJournalManager, QuorumOutputStream, _DefaultTimeouts
 
 JID = "ns1"
 NS = NamespaceInfo("CID-cluster-test", 4242)
@@ -48,7 +48,8 @@ NS = NamespaceInfo("CID-cluster-test", 4242)
 
 @dataclasses.dataclass(frozen=True)
 class Timeouts:
-    """The attributes of ``qjm.manager._DefaultTimeouts`` (seconds), small enough for tests."""
+    """The attributes of ``qjm.journal_manager._DefaultTimeouts`` (seconds), small enough for
+    tests."""
 
     start_segment_timeout: float = 5.0
     prepare_recovery_timeout: float = 5.0
@@ -626,7 +627,7 @@ def test_restarted_journalnode_with_torn_tail_takes_part_in_recovery(
 
     # With two responders both are in every quorum, so both are finalized. With three, the
     # writer finalizes where acceptRecovery had succeeded when it reached its quorum
-    # (qjm.manager), and JN0's, which downloads the segment, may land later: then JN0 keeps
+    # (qjm.journal_manager), and JN0's, which downloads the segment, may land later: then JN0 keeps
     # the recovered copy in progress, with the decision persisted.
     copies = set()
     finalized_on = []

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from journalnode.minicluster import MiniJournalCluster
+from hadev.minicluster import MiniJournalCluster
 from qjm.errors import QuorumException
 from qjm.recovery import RecoveryCandidate, plan_recovery
 from tests.cluster.test_qjm_cluster import (
@@ -328,7 +328,7 @@ def check_recovered_log(
     every responder.
 
     ``may_lag``: responders whose acceptRecovery may land after the writer reached its quorum.
-    The writer finalizes only where acceptRecovery had succeeded by then (qjm.manager), so
+    The writer finalizes only where acceptRecovery had succeeded by then (qjm.journal_manager), so
     such a JournalNode may keep the recovered copy in progress, with the decision persisted
     (acceptedInEpoch = the writer's epoch).
     """

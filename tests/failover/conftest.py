@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from hadev.zookeeper import ZooKeeperServer
 from tests.failover.zkcluster import TICK_MS
-from zk.server import ZooKeeperServer
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from failover.elector import ElectorState
+from hadev.zookeeper import ZooKeeperServer
 from hanamenode.errors import HealthCheckFailedError
 from hanamenode.ha import HAState
 from tests.failover.zkcluster import (
@@ -24,7 +25,6 @@ from tests.failover.zkcluster import (
 )
 from tests.namenode.cluster import wait_for
 from zk.paths import ActiveNodeInfo, ElectorPaths
-from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(60)
 

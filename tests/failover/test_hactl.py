@@ -15,10 +15,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from conf import write_xml
+from hadev.journalnodes import CODE_ROOT, child_environment
+from hadev.zookeeper import ZooKeeperServer
 from hanamenode.errors import HealthCheckFailedError
 from hanamenode.ha import HAState
 from hanamenode.peers import connect_address
-from journalnode.process import CODE_ROOT, child_environment
 from tests.failover.zkcluster import (
     SESSION_TIMEOUT,
     active_ids,
@@ -27,7 +28,6 @@ from tests.failover.zkcluster import (
     failover_conf,
 )
 from tests.namenode.cluster import NameNodeCluster, wait_for
-from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -1,4 +1,4 @@
-"""In-process NameNodes with automatic failover on a real ZooKeeper (``zk.server``), for the
+"""In-process NameNodes with automatic failover on a real ZooKeeper (``hadev.zookeeper``), for the
 elector and ``hactl`` tests::
 
     conf = failover_conf(zookeeper, fencing=f"shell(touch {marker})")
@@ -20,9 +20,9 @@ from pathlib import Path
 from conf import Settings
 from failover.controller import format_zk
 from failover.elector import ActiveStandbyElector
+from hadev.zookeeper import ZooKeeperServer
 from hanamenode.ha import HAState
 from tests.namenode.cluster import NameNodeCluster, wait_for
-from zk.server import ZooKeeperServer
 
 SESSION_TIMEOUT = 2.0
 TICK_MS = 100

@@ -25,10 +25,10 @@ import grpc
 
 from conf import Settings
 from conf.rpc import make_channel
+from hadev.minicluster import MiniJournalCluster
 from hanamenode.bootstrap import bootstrap_standby, format_namenode
 from hanamenode.namesystem import FSNamesystem
 from hanamenode.server import NameNodeServer
-from journalnode.minicluster import MiniJournalCluster
 from proto import namenode_pb2, namenode_pb2_grpc
 
 JOURNAL_ID = "ns1"

@@ -17,7 +17,7 @@ from hanamenode.checkpointer import CheckpointResult
 from hanamenode.namespace import Namespace
 from hanamenode.tailer import load_edits
 from proto import edits_pb2, namenode_pb2
-from qjm.manager import QuorumJournalManager
+from qjm.journal_manager import QuorumJournalManager
 from tests.namenode.cluster import JOURNAL_ID, NameNodeCluster, header, wait_for
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from conf import Settings, write_xml
+from hadev.minicluster import MiniJournalCluster
 from hanamenode.cli import main
 from hanamenode.server import NameNodeServer
 from hanamenode.storage import NameDirectory
-from journalnode.minicluster import MiniJournalCluster
 from tests.namenode.cluster import namenode_conf
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,7 +15,7 @@ from hanamenode.errors import EditLogError
 from hanamenode.metrics import NameNodeMetrics
 from proto import edits_pb2, records
 from qjm.errors import QuorumException
-from qjm.manager import QuorumOutputStream
+from qjm.journal_manager import QuorumOutputStream
 from tests.namenode.cluster import wait_for
 
 pytestmark = pytest.mark.timeout(30)

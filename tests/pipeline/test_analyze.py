@@ -21,9 +21,9 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
+from hadev.namenodes import NameNodeProcessCluster
 from hanamenode.client import HaFsClient
 from hanamenode.fsimage import image_name
-from hanamenode.process import NameNodeProcessCluster
 from pipeline.analyze import (
     AnalyzeReport,
     format_report,

@@ -25,12 +25,12 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from journalnode.process import JournalNodeProcessCluster, child_environment
+from hadev.journalnodes import JournalNodeProcessCluster, child_environment
 from pipeline.cli import main
 from pipeline.verify import VerifyReport, VerifySources, format_report, run_verify
 from proto import records
 from proto.values import NamespaceInfo
-from qjm.manager import QuorumJournalManager
+from qjm.journal_manager import QuorumJournalManager
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -59,7 +59,7 @@ def logtester(addresses: list[str], name: str, out: Path, seconds: float) -> sub
         [
             sys.executable,
             "-m",
-            "qjm.logtester",
+            "hadev.logtester",
             "--journalnodes",
             ",".join(addresses),
             "--journal-id",

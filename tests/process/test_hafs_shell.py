@@ -1,6 +1,6 @@
 """``hafs`` as a user runs it: real processes only. Three JournalNode processes and two
 ``hanamenode run`` processes (nn1 formatted, nn2 bootstrapped from it, nn1 made active over
-HAServiceProtocol: ``hanamenode.process``), then the shell as a subprocess per command, with
+HAServiceProtocol: ``hadev.namenodes``), then the shell as a subprocess per command, with
 exact output, error lines and exit statuses in the habit of ``hdfs dfs``; then a manual
 failover to nn2 and a crash of nn1, after which the same commands still work."""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from hadev.namenodes import NameNodeProcessCluster, run_hafs
 from hanamenode.client import HaFsClient
 from hanamenode.ha import HAState
-from hanamenode.process import NameNodeProcessCluster, run_hafs
 
 pytestmark = pytest.mark.timeout(120)
 

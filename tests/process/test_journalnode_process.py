@@ -1,7 +1,7 @@
 """The JournalNode as a real process: kill -9 durability, start-up errors, signals, metrics.
 
 Every JournalNode here is ``python -m journalnode run --conf C --id jnX`` on free loopback
-ports (``journalnode.process``), writing with real fsyncs to a real directory, talked to
+ports (``hadev.journalnodes``), writing with real fsyncs to a real directory, talked to
 over gRPC by ``GrpcJournalChannel``.
 
 ``JournalNodeProcessCluster`` (three processes, one configuration) is checked at the end.
@@ -28,6 +28,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conf import load_settings, write_xml
+from hadev.journalnodes import (
+    JournalNodeProcess,
+    JournalNodeProcessCluster,
+    free_ports,
+    journalnode_config,
+    run_journalnode,
+    start_journalnode,
+)
 from journalnode.errors import (
     EpochError,
     JournalError,
@@ -36,18 +44,10 @@ from journalnode.errors import (
     NamespaceMismatchError,
 )
 from journalnode.file_storage import finalized_name, in_progress_name
-from journalnode.process import (
-    JournalNodeProcess,
-    JournalNodeProcessCluster,
-    free_ports,
-    journalnode_config,
-    run_journalnode,
-    start_journalnode,
-)
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RemoteEditLog, RequestInfo
 from qjm.channel import GrpcJournalChannel
-from qjm.manager import QuorumJournalManager
+from qjm.journal_manager import QuorumJournalManager
 
 JID = "ns1"
 NS = NamespaceInfo("CID-process", 4242)

@@ -1,7 +1,7 @@
 """The design doc's loggers-in-isolation system test (7.4.1), on real processes.
 
 Three JournalNode processes (``JournalNodeProcessCluster(3)``) hold one journal. Three
-supervisor threads each run a loop: start a LogTester process (``python -m qjm.logtester``,
+supervisor threads each run a loop: start a LogTester process (``python -m hadev.logtester``,
 which takes over the journal by fencing whoever wrote before, then writes batches and records
 every acknowledged txid in its own file), let it run until it exits (another LogTester fenced
 it) or until the supervisor decides at random to ``kill -9`` it, sleep a little, start a new
@@ -32,18 +32,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hadev.journalnodes import JournalNodeProcessCluster, child_environment
+from hadev.logtester import read_acked, verify_logtesters
 from journalnode.file_storage import FileJournalStorage
-from journalnode.process import JournalNodeProcessCluster, child_environment
 from proto import edits_pb2
 from proto.values import NamespaceInfo
-from qjm.logtester import read_acked, verify_logtesters
-from qjm.manager import QuorumJournalManager
+from qjm.journal_manager import QuorumJournalManager
 
 JID = "lt"
 NS = NamespaceInfo("CID-logtester", 7)
 SUPERVISORS = 3
 STOP_TIMEOUT = 10.0
-# A LogTester's mkdir paths are /<name>/e<epoch>/d<n> (qjm.logtester).
+# A LogTester's mkdir paths are /<name>/e<epoch>/d<n> (hadev.logtester).
 EPOCH_IN_PATH = re.compile(r"^/[^/]+/e(\d+)/")
 
 
@@ -80,7 +80,7 @@ class Supervisor:
         return [
             sys.executable,
             "-m",
-            "qjm.logtester",
+            "hadev.logtester",
             "--journalnodes",
             ",".join(self.addresses),
             "--journal-id",

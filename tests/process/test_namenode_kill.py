@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from hadev.namenodes import NameNodeProcessCluster
 from hanamenode.client import HaFsClient
 from hanamenode.errors import NamenodeError
 from hanamenode.ha import HAState
-from hanamenode.process import NameNodeProcessCluster
 
 pytestmark = pytest.mark.timeout(180)
 

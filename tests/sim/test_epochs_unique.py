@@ -16,14 +16,14 @@ from typing import Any, TypeVar
 
 import pytest
 
+from hadev.minicluster import MiniJournalCluster
 from journalnode.errors import JournalError, JournalUnavailableError
 from journalnode.journal import Journal
-from journalnode.minicluster import MiniJournalCluster
 from proto.values import NamespaceInfo
+from qjm.async_logger import AsyncLogger, AsyncLoggerSet
 from qjm.channel import GrpcJournalChannel
 from qjm.errors import QJMError
-from qjm.logger import AsyncLogger, AsyncLoggerSet
-from qjm.manager import QuorumJournalManager
+from qjm.journal_manager import QuorumJournalManager
 from qjm.sim import run_epoch_race
 
 T = TypeVar("T")
@@ -81,7 +81,7 @@ def test_the_race_catches_a_journal_that_promises_an_epoch_twice(
 
 @dataclass(frozen=True)
 class Timeouts:
-    """``qjm.manager._DefaultTimeouts``'s attributes, small enough for a test."""
+    """``qjm.journal_manager._DefaultTimeouts``'s attributes, small enough for a test."""
 
     start_segment_timeout: float = 10.0
     prepare_recovery_timeout: float = 10.0

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from hadev.logtester import LogTesterReport, op_digest, verify_logtesters
 from proto import edits_pb2
-from qjm.logtester import LogTesterReport, op_digest, verify_logtesters
 
 
 def mkdir(txid: int, writer: str = "lt1") -> edits_pb2.EditOp:

@@ -15,10 +15,10 @@ from kazoo.security import ACL, Id, Permissions, make_digest_acl_credential
 
 from conf import ConfigError, Settings
 from failover.controller import format_zk
+from hadev.zookeeper import ZooKeeperServer, find_java, stop_pid_file, zookeeper_classpath
 from zk.client import client_from_settings, close_client, split_quorum
 from zk.errors import ZooKeeperNotInstalledError
 from zk.paths import ActiveNodeInfo, ElectorPaths
-from zk.server import ZooKeeperServer, find_java, stop_pid_file, zookeeper_classpath
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,7 +1,8 @@
 """JournalNode daemons as child processes: the one launcher of the demo, benchmarks and tests.
 
 DESIGN.md section 1 (``journalnode run --conf C --id jnX``) and section 2 (``bench/`` and
-``tests/`` both run real JournalNodes, and nothing imports ``tests/``, so it lives here).
+``tests/`` both run real JournalNodes, and nothing imports ``tests/``, so it lives in the
+harness package ``hadev``, which no product package imports).
 
 A ``JournalNodeProcess`` is ``python -m journalnode run --conf C --id jnX`` run by this
 interpreter with this checkout first on PYTHONPATH, its stdout and stderr appended to a log
@@ -156,7 +157,7 @@ def _probe(address: str, journal_id: str) -> bool:
 class DaemonProcess:
     """A daemon of ours in a child process: its pid, state, log, signals and a stop that
     always ends it. A context manager; ``JournalNodeProcess`` and
-    ``hanamenode.process.NameNodeProcess`` add how to start and probe their daemon."""
+    ``hadev.namenodes.NameNodeProcess`` add how to start and probe their daemon."""
 
     kind = "daemon"
 

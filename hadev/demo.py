@@ -1,8 +1,8 @@
-"""``python -m failover.demo`` (``make demo``, the README's first command): the whole system
+"""``python -m hadev.demo`` (``make demo``, the README's first command): the whole system
 surviving the death of its active NameNode.
 
 In a temporary directory (or ``--dir``) it starts the dev cluster of ``hadev up``
-(``failover.devcluster``: a real ZooKeeper, three JournalNodes and two NameNodes with
+(``hadev.devcluster``: a real ZooKeeper, three JournalNodes and two NameNodes with
 automatic failover, all processes on loopback ports), then:
 
 1. writes a few hundred directories through ``HaFsClient`` from four writer threads, and
@@ -24,27 +24,30 @@ always stopped.
 from __future__ import annotations
 
 import argparse
+import importlib
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from conf import parse_duration
 from conf.logging import setup_logging
-from failover.devcluster import (
+from hadev.devcluster import (
     DEFAULT_SESSION_TIMEOUT,
     LOAD_POLICY,
     DevCluster,
     MkdirLoad,
 )
+from hadev.namenodes import get_service_state, run_hafs
 from hanamenode.errors import NamenodeError
 from hanamenode.ha import HAState
-from hanamenode.process import get_service_state, run_hafs
-from journalnode.demo import Printer, run_in_workdir
 
 __all__ = ["DemoError", "main", "run_demo"]
 
@@ -55,6 +58,56 @@ ROOT = "/demo"
 
 class DemoError(Exception):
     """A step of the demo did not do what it should; the message says which and why."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: rich when installed, plain aligned text otherwise.
+# ---------------------------------------------------------------------------------------------
+
+
+class Printer:
+    """Steps, notes and tables for a person reading a terminal."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        try:
+            console_mod: Any = importlib.import_module("rich.console")
+            self._table_mod: Any = importlib.import_module("rich.table")
+            self._console: Any = console_mod.Console(highlight=False)
+        except ImportError:
+            self._console = None
+
+    def _print(self, text: str, style: str = "") -> None:
+        if self._console is not None:
+            self._console.print(text, style=style or None, markup=False)
+        else:
+            print(text, flush=True)
+
+    def step(self, text: str) -> None:
+        self._print(f"[{time.monotonic() - self._started:5.1f}s] {text}", "bold")
+
+    def note(self, text: str) -> None:
+        self._print(f"         {text}")
+
+    def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        cells = [[str(c) for c in row] for row in rows]
+        if self._console is not None:
+            table = self._table_mod.Table(title=title, title_justify="left")
+            for header in headers:
+                table.add_column(header)
+            for row in cells:
+                table.add_row(*row)
+            self._console.print(table)
+            return
+        widths = [len(h) for h in headers]
+        for row in cells:
+            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+        print(f"\n{title}")
+        print("  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+        print("  " + "  ".join("-" * w for w in widths))
+        for row in cells:
+            print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+        print(flush=True)
 
 
 @dataclass
@@ -297,7 +350,7 @@ def print_summary(out: Printer, times: Timings) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m failover.demo", description=__doc__.split("\n\n")[0]
+        prog="python -m hadev.demo", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--dir", type=Path, help="work directory (new or empty; kept afterwards)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -320,6 +373,39 @@ def main(argv: list[str] | None = None) -> int:
         print_summary(out, run_demo(workdir, out, args.entries, session_timeout))
 
     return run_in_workdir("hanamenode HA demo", args.dir, args.keep, demo)
+
+
+def run_in_workdir(
+    title: str, directory: Path | None, keep: bool, demo: Callable[[Path, Printer], object]
+) -> int:
+    """Run ``demo(workdir, printer)`` in ``directory`` (new or empty; kept) or in a temporary
+    directory (removed unless ``keep`` or the demo failed); the exit status: 0, or 1 after
+    one line on stderr saying what failed."""
+    if directory is not None:
+        workdir = directory.absolute()
+        if workdir.exists() and any(workdir.iterdir()):
+            print(f"demo: {workdir} is not empty; give a new or empty --dir", file=sys.stderr)
+            return 1
+        workdir.mkdir(parents=True, exist_ok=True)
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="hanamenode-demo-"))
+    out = Printer()
+    out.step(f"{title} in {workdir}")
+    ok = False
+    try:
+        demo(workdir, out)
+        ok = True
+    except Exception as exc:  # DemoError, a QuorumException, a JournalError: one line
+        print(f"demo failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    finally:
+        if directory is not None or keep or not ok:
+            out.note(f"files and logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if ok:
+        out.step("demo finished")
+    return 0 if ok else 1
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
 """LogTester (design doc 7.4.1): a writer that takes over the journal and logs what was acked.
 
-    python -m qjm.logtester --journalnodes 127.0.0.1:8485,... --journal-id lt \\
+    python -m hadev.logtester --journalnodes 127.0.0.1:8485,... --journal-id lt \\
         --cluster-id CID-lt --namespace-id 1 --name lt1 --out /tmp/lt1.acked --seed 7
 
 It fences any previous writer (new epoch, recovery), then loops: a few random OP_MKDIR-like
@@ -28,7 +28,7 @@ import structlog
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
 from proto import edits_pb2
 from proto.values import NamespaceInfo
-from qjm.manager import QuorumJournalManager
+from qjm.journal_manager import QuorumJournalManager
 
 log = structlog.get_logger(__name__)
 

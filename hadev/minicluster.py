@@ -74,7 +74,7 @@ class MiniJournalCluster:
     def qjm(
         self, journal_id: str, namespace_info: NamespaceInfo, timeouts: Any = None, **kwargs: Any
     ) -> Any:
-        from qjm.manager import QuorumJournalManager
+        from qjm.journal_manager import QuorumJournalManager
 
         return QuorumJournalManager.connect(
             self.addresses, journal_id, namespace_info, timeouts, tls=self.tls, **kwargs

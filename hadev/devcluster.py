@@ -8,8 +8,8 @@ ZooKeeper, JournalNodes and NameNodes with automatic failover (the elector insid
     D/logs/<name>.log      zk.log, jn1.log, ..., nn1.log, ... (appended across runs)
     D/data/                zk/, journal/jn<i>/, nn<i>/: a later ``start`` on D reuses them
 
-It composes the launchers that the tests and benchmarks use (``zk.server.ZooKeeperServer``,
-``hanamenode.process.NameNodeProcessCluster`` with its ``JournalNodeProcessCluster``), and
+It composes the launchers that the tests and benchmarks use (``hadev.zookeeper.ZooKeeperServer``,
+``hadev.namenodes.NameNodeProcessCluster`` with its ``JournalNodeProcessCluster``), and
 formats on first use the way an operator would: ``hanamenode format`` on nn1,
 ``hanamenode bootstrap-standby`` on the others, ``hactl format-zk``::
 
@@ -39,12 +39,12 @@ from types import TracebackType
 
 from conf import Settings, load_settings
 from conf.xmlconf import ConfigValue
+from hadev.journalnodes import JournalNodeProcess
+from hadev.namenodes import NameNodeProcess, NameNodeProcessCluster, run_command
+from hadev.zookeeper import MAIN_CLASS, ZooKeeperServer
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.errors import NamenodeError
 from hanamenode.ha import HAState
-from hanamenode.process import NameNodeProcess, NameNodeProcessCluster, run_command
-from journalnode.process import JournalNodeProcess
-from zk.server import MAIN_CLASS, ZooKeeperServer
 
 __all__ = [
     "DEFAULT_QUORUM_TIMEOUT",
@@ -146,7 +146,8 @@ def dev_conf(
 
 def daemon_command(name: str) -> tuple[str, ...]:
     """Arguments the command line of daemon ``name`` (zk, jn1, nn1, ...) holds, for
-    ``zk.server.stop_pid_file``: a pid file whose pid now runs something else is left alone."""
+    ``hadev.zookeeper.stop_pid_file``: a pid file whose pid now runs something else is left
+    alone."""
     if name == "zk":
         return (MAIN_CLASS,)
     if name.startswith("jn"):

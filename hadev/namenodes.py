@@ -3,7 +3,7 @@ process tests (DESIGN.md section 1: ``hanamenode run --conf C --id nn1``; sectio
 ``bench/`` and ``tests/`` run real NameNodes, and nothing imports ``tests/``).
 
 A ``NameNodeProcess`` is ``python -m hanamenode run --conf C --id nnX`` run by this
-interpreter with this checkout first on PYTHONPATH (``journalnode.process``'s
+interpreter with this checkout first on PYTHONPATH (``hadev.journalnodes``'s
 ``child_environment``), its output appended to ``<workdir>/<id>.log``; ``start`` returns
 once the NameNode reports STANDBY or ACTIVE over HAServiceProtocol. A
 ``NameNodeProcessCluster`` is a ``JournalNodeProcessCluster`` plus NameNode processes
@@ -37,10 +37,7 @@ import grpc
 from conf import Settings, TLSSettings, load_settings, write_xml
 from conf.rpc import make_channel
 from conf.xmlconf import ConfigValue
-from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
-from hanamenode.ha import HAState
-from hanamenode.storage import NameDirectory
-from journalnode.process import (
+from hadev.journalnodes import (
     DaemonProcess,
     DaemonStartError,
     JournalNodeProcessCluster,
@@ -48,6 +45,9 @@ from journalnode.process import (
     free_ports,
     run_command,
 )
+from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
+from hanamenode.ha import HAState
+from hanamenode.storage import NameDirectory
 from proto import namenode_pb2, namenode_pb2_grpc
 
 __all__ = [

@@ -26,10 +26,10 @@ import structlog
 from conf import TLSSettings
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RemoteEditLog
+from qjm.async_logger import AsyncLogger, AsyncLoggerSet
 from qjm.channel import GrpcJournalChannel
 from qjm.epochs import next_epoch
 from qjm.errors import QJMError, QuorumException, RecoveryError
-from qjm.logger import AsyncLogger, AsyncLoggerSet
 from qjm.metrics import QUORUM_SYNC_SECONDS
 from qjm.quorum import majority
 from qjm.reader import (

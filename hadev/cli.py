@@ -1,4 +1,4 @@
-"""``hadev``: the one-command local cluster (DESIGN.md section 1, ``failover.devcluster``)::
+"""``hadev``: the one-command local cluster (DESIGN.md section 1, ``hadev.devcluster``)::
 
     hadev up [--dir D] [--journalnodes 3] [--namenodes 2] [--session-timeout 1s]
     hadev down [--dir D]
@@ -37,14 +37,14 @@ import click
 
 from conf import parse_duration
 from conf.logging import setup_logging
-from failover.devcluster import (
+from hadev.devcluster import (
     DEFAULT_SESSION_TIMEOUT,
     DevCluster,
     DevClusterError,
     DevShape,
     daemon_command,
 )
-from zk.server import runs, stop_pid_file
+from hadev.zookeeper import runs, stop_pid_file
 
 __all__ = ["cli", "default_dir", "main"]
 
@@ -71,13 +71,13 @@ def _read_pid(pid_file: Path) -> int | None:
 
 
 def _is_hadev_up(pid: int) -> bool:
-    """Whether ``pid`` runs ``hadev up`` (console script or ``python -m failover.hadev``)."""
+    """Whether ``pid`` runs ``hadev up`` (console script or ``python -m hadev.cli``)."""
     try:
         args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
     return b"up" in args and any(
-        a.endswith(b"hadev") or a == b"failover.hadev" for a in args
+        a.endswith(b"hadev") or a == b"hadev.cli" for a in args
     )
 
 

@@ -1,0 +1,5 @@
+"""``python -m hadev``: the ``hadev`` command (``hadev.cli``)."""
+
+from hadev.cli import main
+
+main()
