@@ -39,6 +39,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from durable.files import atomic_write, fsync_dir, fsync_file
 from hanamenode.errors import CorruptImageError, FSImageError
 from hanamenode.namespace import INode, INodeDirectory, INodeFile, Namespace
 from hanamenode.retry_cache import RetryCache
@@ -47,7 +48,9 @@ from proto.values import NamespaceInfo
 IMAGE_LAYOUT_VERSION = 1
 _IMAGE_NAME = re.compile(r"fsimage_(\d{19})\.db")
 # Every file a save may leave behind: the image, its md5, and either one's temp file.
-_IMAGE_FILE = re.compile(r"fsimage_(\d{19})\.db(?:\.md5)?(?:\.tmp)?")
+# A crashed save leaves "fsimage_<txid>.db.tmp", a crashed md5 write
+# ".fsimage_<txid>.db.md5.<hex>.tmp" (durable.files.atomic_write's temp name).
+_IMAGE_FILE = re.compile(r"\.?fsimage_(\d{19})\.db(?:\.md5)?(?:\.[0-9a-f]{12})?(?:\.tmp)?")
 _MD5_LINE = re.compile(r"([0-9a-f]{32}) [ *](.+)\n?")
 _BATCH = 20_000
 
@@ -174,14 +177,14 @@ def save_image(
     tmp.unlink(missing_ok=True)  # left by a save that crashed
     try:
         _write_database(tmp, info, rows)
-        _fsync_file(tmp)
+        fsync_file(tmp)
         digest = _md5_of(tmp)
-        _atomic_write(md5_path(final), f"{digest}  {final.name}\n".encode())
+        atomic_write(md5_path(final), f"{digest}  {final.name}\n".encode())
         os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(name_dir)
+    fsync_dir(name_dir)
     return final
 
 
@@ -324,9 +327,18 @@ def _read_tree(path: Path, conn: sa.Connection, info: ImageInfo) -> INodeDirecto
     # Rows unpacked in batches: named access on a Row per column costs more than the rest of
     # the load together.
     for batch in result.partitions(_BATCH):
-        for row_id, parent_id, name, is_dir, mtime_ms, permission, owner, group, length, repl in (
-            batch
-        ):
+        for (
+            row_id,
+            parent_id,
+            name,
+            is_dir,
+            mtime_ms,
+            permission,
+            owner,
+            group,
+            length,
+            repl,
+        ) in batch:
             count += 1
             node: INode
             if is_dir:
@@ -390,12 +402,12 @@ def install_image(name_dir: Path, txid: int, chunks: Iterable[bytes], md5: str) 
                 f"image transfer for txid {txid} is corrupt: received md5 {digest.hexdigest()}, "
                 f"the sender announced {md5}"
             )
-        _atomic_write(md5_path(final), f"{md5}  {final.name}\n".encode())
+        atomic_write(md5_path(final), f"{md5}  {final.name}\n".encode())
         os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(name_dir)
+    fsync_dir(name_dir)
     return final
 
 
@@ -424,12 +436,12 @@ def purge_old_images(name_dir: Path, keep: int) -> list[Path]:
             os.unlink(entry.path)
             removed.append(Path(entry.path))
     if removed:
-        _fsync_dir(name_dir)
+        fsync_dir(name_dir)
     return removed
 
 
 # ---------------------------------------------------------------------------------------------
-# Durable files.
+# Checksums.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -439,33 +451,3 @@ def _md5_of(path: Path) -> str:
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Temp file, fsync, rename over ``path``: a crash leaves the old or the new content."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

@@ -19,8 +19,6 @@ directory without VERSION. The images themselves are ``hanamenode.fsimage``'s bu
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import secrets
 import shutil
@@ -32,6 +30,7 @@ from pathlib import Path
 
 import structlog
 
+from durable import files, version
 from hanamenode import fsimage
 from hanamenode.errors import CorruptImageError, FSImageError, NameDirError
 from hanamenode.namespace import Namespace
@@ -41,9 +40,8 @@ from proto.values import NamespaceInfo
 log = structlog.get_logger(__name__)
 
 VERSION_FILE = "VERSION"
-LOCK_FILE = "in_use.lock"
+LOCK_FILE = files.LOCK_FILE
 LAYOUT_VERSION = 1
-_STORAGE_TYPE = "NAME_NODE"
 
 
 def new_namespace_info() -> NamespaceInfo:
@@ -57,47 +55,22 @@ def new_namespace_info() -> NamespaceInfo:
 
 
 def format_version(ns_info: NamespaceInfo) -> str:
-    """The text of a VERSION file (the keys HDFS's VERSION uses)."""
-    return (
-        f"namespaceID={ns_info.namespace_id}\n"
-        f"clusterID={ns_info.cluster_id}\n"
-        f"cTime={ns_info.ctime}\n"
-        f"storageType={_STORAGE_TYPE}\n"
-        f"layoutVersion={ns_info.layout_version}\n"
-    )
+    """The text of a VERSION file (the keys HDFS's VERSION uses; ``durable.version``)."""
+    try:
+        data = version.format_version(ns_info, version.NAME_NODE, title="hanamenode NameNode")
+    except version.VersionFileError as exc:
+        raise NameDirError(str(exc)) from None
+    return data.decode()
 
 
 def parse_version(text: str, source: str) -> NamespaceInfo:
     """A VERSION file's NamespaceInfo; a NameDirError naming ``source`` when malformed."""
-    fields: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise NameDirError(f"{source} line {number} is not key=value: {line[:80]!r}")
-        fields[key.strip()] = value.strip()
     try:
-        if fields.get("storageType", _STORAGE_TYPE) != _STORAGE_TYPE:
-            raise ValueError(f"storageType is {fields['storageType']!r}, not {_STORAGE_TYPE}")
-        info = NamespaceInfo(
-            cluster_id=fields["clusterID"],
-            namespace_id=int(fields["namespaceID"]),
-            ctime=int(fields.get("cTime", "0")),
-            layout_version=int(fields.get("layoutVersion", str(LAYOUT_VERSION))),
+        return version.parse_version(
+            text.encode(), source, version.NAME_NODE, layout_version=LAYOUT_VERSION
         )
-    except KeyError as exc:
-        raise NameDirError(f"{source} has no {exc.args[0]}") from None
-    except ValueError as exc:
-        raise NameDirError(f"{source} is malformed: {exc}") from None
-    if not info.cluster_id or info.namespace_id <= 0:
-        raise NameDirError(f"{source} is malformed: empty clusterID or namespaceID <= 0")
-    if info.layout_version != LAYOUT_VERSION:
-        raise NameDirError(
-            f"{source} has layout version {info.layout_version}; this NameNode reads "
-            f"version {LAYOUT_VERSION}"
-        )
-    return info
+    except version.VersionFileError as exc:
+        raise NameDirError(str(exc)) from None
 
 
 class NameDirectory:
@@ -121,22 +94,15 @@ class NameDirectory:
         """Take ``in_use.lock``; a NameDirError names the pid of a live holder."""
         if self._lock_fd is not None:
             return
-        self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            files.ensure_dir(self.path)
+            self._lock_fd = files.lock_directory(self.path)
+        except files.DirectoryLockedError as exc:
+            raise NameDirError(
+                f"name directory {self.path} is in use by another NameNode ({exc.holder})"
+            ) from None
         except OSError as exc:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise NameDirError(
-                    f"name directory {self.path} is in use by another NameNode"
-                    + (f" (pid {holder})" if holder else "")
-                ) from None
             raise NameDirError(f"cannot lock name directory {self.path}: {exc}") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._lock_fd = fd
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
@@ -175,14 +141,9 @@ class NameDirectory:
         return parse_version(text, str(self.version_path))
 
     def write_version(self, ns_info: NamespaceInfo) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.version_path.with_name(VERSION_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(format_version(ns_info))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.version_path)
-        _fsync_dir(self.path)
+        text = format_version(ns_info)
+        files.ensure_dir(self.path)
+        files.atomic_write(self.version_path, text.encode())
 
     def clear(self) -> None:
         """Remove VERSION and every image file (format): the lock file stays."""
@@ -195,7 +156,7 @@ class NameDirectory:
                 shutil.rmtree(entry.path)
             else:
                 os.unlink(entry.path)
-        _fsync_dir(self.path)
+        files.fsync_dir(self.path)
 
     # -- images --------------------------------------------------------------------------------
 
@@ -240,11 +201,3 @@ class NameDirectory:
                 log.warning("loaded an older fsimage", image=str(path), txid=txid)
             return namespace, loaded_txid, info
         raise FSImageError(f"no usable fsimage in {self.path}: " + "; ".join(failures))
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,4 +1,4 @@
-"""The JournalNode's storage on a real directory (DESIGN.md section 4, design doc section 4.1).
+"""The JournalNode's storage on a real directory (HDFS-3077 section 4.1).
 
 ``FileJournalStorage`` implements ``journalnode.storage.JournalStorage`` for one journal id::
 
@@ -17,6 +17,11 @@ the last valid record, as the design doc asks. Files that must not be used any m
 moved aside under their name plus a suffix (``.empty``, ``.corrupt``, ``.stale``) and are
 only ever removed by ``purge``.
 
+The parts that need no directory live beside it: file names and the purge rule in
+``journalnode.segment_names``, the validated record stream in ``journalnode.record_stream``,
+the small files' encodings (VERSION, epochs, paxos) in ``journalnode.meta_files``, and the
+crash-safe primitives, shared with the NameNode, in ``durable``.
+
 Calls that change state are serialized by the Journal; ``read_segment`` and
 ``verify_finalized`` read through their own file descriptors and may run concurrently with
 them (a segment renamed or purged under a reader keeps streaming from the open inode).
@@ -26,72 +31,45 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
-import struct
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
 
 import structlog
 
-from journalnode import fsutil
-from journalnode.errors import (
-    CorruptSegmentError,
-    InvalidRequestError,
-    JournalStateError,
-    StorageError,
-)
+from journalnode import fsutil, meta_files, record_stream, segment_names
+from journalnode.errors import InvalidRequestError, JournalStateError, StorageError
 from journalnode.fsutil import storage_errors, validate_journal_id
+from journalnode.meta_files import (
+    COMMITTED_TXID_FILE,
+    LAST_PROMISED_EPOCH_FILE,
+    LAST_WRITER_EPOCH_FILE,
+    PAXOS_DIR,
+    VERSION_FILE,
+)
+from journalnode.record_stream import CHUNK_SIZE
+from journalnode.segment_names import (
+    FINALIZED,
+    IN_PROGRESS,
+    REASON,
+    finalized_name,
+    finalized_prefix,
+    in_progress_name,
+)
 from journalnode.storage import AcceptedRecovery, LoadedJournal
-from proto import journal_pb2, records
+from proto import records
 from proto.values import NamespaceInfo, SegmentState
 
-__all__ = ["CHUNK_SIZE", "FileJournalStorage", "validate_journal_id"]
-
-CHUNK_SIZE = 1024 * 1024
-
-VERSION_FILE = "VERSION"
-LAST_PROMISED_EPOCH_FILE = "last-promised-epoch"
-LAST_WRITER_EPOCH_FILE = "last-writer-epoch"
-COMMITTED_TXID_FILE = "committed-txid"
-PAXOS_DIR = "paxos"
-STORAGE_TYPE = "JOURNAL_NODE"
-
-_IN_PROGRESS = re.compile(r"edits_inprogress_(\d{19})")
-_FINALIZED = re.compile(r"edits_(\d{19})-(\d{19})")
-# A moved-aside file keeps its segment name and gains ".<reason>" (and ".<n>" if taken).
-_MOVED_ASIDE = re.compile(r"edits_(?:inprogress_(\d{19})|(\d{19})-\d{19})\.[A-Za-z0-9_.-]+")
-_REASON = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_EPOCH = re.compile(rb"\d{1,20}\n?")
-_COMMITTED = struct.Struct(">Q")
-_LENGTH = struct.Struct(">I")
-
-
-def in_progress_name(start_txid: int) -> str:
-    return f"edits_inprogress_{start_txid:019d}"
-
-
-def finalized_name(start_txid: int, end_txid: int) -> str:
-    return f"edits_{start_txid:019d}-{end_txid:019d}"
-
-
-@dataclass(frozen=True, slots=True)
-class _Progress:
-    """How far a stream of records validated: ``valid_end`` is a file offset.
-
-    ``torn`` says the error is a record cut short by the end of the file (the usual crash
-    leftover), as opposed to a checksum, framing or txid error.
-    """
-
-    count: int
-    last_txid: int
-    valid_end: int
-    error: records.RecordError | None
-    torn: bool
+__all__ = [
+    "CHUNK_SIZE",
+    "FileJournalStorage",
+    "finalized_name",
+    "in_progress_name",
+    "validate_journal_id",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +171,7 @@ class FileJournalStorage:
         finalized: dict[int, int] = {}
         in_progress: list[int] = []
         for name in self._list(self.current_dir):
-            if m := _FINALIZED.fullmatch(name):
+            if m := FINALIZED.fullmatch(name):
                 start, end = int(m.group(1)), int(m.group(2))
                 if start > end:
                     raise StorageError(
@@ -205,7 +183,7 @@ class FileJournalStorage:
                         f" {finalized_name(start, finalized[start])} and {name}"
                     )
                 finalized[start] = end
-            elif m := _IN_PROGRESS.fullmatch(name):
+            elif m := IN_PROGRESS.fullmatch(name):
                 in_progress.append(int(m.group(1)))
 
         segments = [SegmentState(s, e, False) for s, e in finalized.items()]
@@ -234,9 +212,7 @@ class FileJournalStorage:
                 continue
             segments.append(scanned.state)
         segments.sort(key=lambda s: s.start_txid)
-        return LoadedJournal(
-            namespace_info, promised, writer, committed, tuple(segments), accepted
-        )
+        return LoadedJournal(namespace_info, promised, writer, committed, tuple(segments), accepted)
 
     def format(self, namespace_info: NamespaceInfo) -> None:
         """Erase everything under current/ and write VERSION; epochs go back to 0.
@@ -245,7 +221,7 @@ class FileJournalStorage:
         journal, never a formatted one holding part of the old data.
         """
         self._require_open()
-        version = _version_bytes(namespace_info)
+        version = meta_files.version_bytes(namespace_info)
         self._close_segment()
         self._poisoned.clear()
         if self._committed_fd is not None:
@@ -270,11 +246,15 @@ class FileJournalStorage:
 
     def persist_last_promised_epoch(self, epoch: int) -> None:
         self._require_open()
-        fsutil.atomic_write(self.current_dir / LAST_PROMISED_EPOCH_FILE, f"{int(epoch)}\n".encode())
+        fsutil.atomic_write(
+            self.current_dir / LAST_PROMISED_EPOCH_FILE, meta_files.epoch_bytes(epoch)
+        )
 
     def persist_last_writer_epoch(self, epoch: int) -> None:
         self._require_open()
-        fsutil.atomic_write(self.current_dir / LAST_WRITER_EPOCH_FILE, f"{int(epoch)}\n".encode())
+        fsutil.atomic_write(
+            self.current_dir / LAST_WRITER_EPOCH_FILE, meta_files.epoch_bytes(epoch)
+        )
 
     def persist_committed_txid(self, txid: int) -> None:
         """Best effort (design doc 4.1): one pwrite, no fsync; lag metrics only."""
@@ -283,14 +263,11 @@ class FileJournalStorage:
         with storage_errors("write", path):
             if self._committed_fd is None:
                 self._committed_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            os.pwrite(self._committed_fd, _COMMITTED.pack(txid), 0)
+            os.pwrite(self._committed_fd, meta_files.committed_bytes(txid), 0)
 
     def persist_accepted_recovery(self, segment_txid: int, accepted: AcceptedRecovery) -> None:
         self._require_open()
-        data = journal_pb2.PersistedRecoveryPaxosData(
-            segment_state=accepted.segment_state.to_pb(),
-            accepted_in_epoch=accepted.accepted_in_epoch,
-        ).SerializeToString()
+        data = meta_files.accepted_bytes(accepted)
         fsutil.ensure_dir(self.paxos_dir)
         fsutil.atomic_write(self.paxos_dir / str(segment_txid), data)
 
@@ -378,7 +355,7 @@ class FileJournalStorage:
     def move_aside(self, start_txid: int, reason: str) -> None:
         """Rename ``edits_inprogress_<start>`` to ``<name>.<reason>``; never deletes."""
         self._require_open()
-        if not _REASON.fullmatch(reason):
+        if not REASON.fullmatch(reason):
             raise InvalidRequestError(f"invalid move-aside reason {reason!r}")
         path = self.current_dir / in_progress_name(start_txid)
         if self._segment_txid == start_txid:
@@ -409,11 +386,11 @@ class FileJournalStorage:
             finally:
                 os.close(fd)
             with storage_errors("read", tmp), open(tmp, "rb", buffering=0) as f:
-                if _read_exact(f, records.HEADER_LEN) != records.SEGMENT_HEADER:
+                if record_stream.read_exact(f, records.HEADER_LEN) != records.SEGMENT_HEADER:
                     raise JournalStateError(
                         f"downloaded {what} does not start with a segment header"
                     )
-                progress = _drain(_stream_records(f, start_txid, None))
+                progress = record_stream.drain(record_stream.stream_records(f, start_txid, None))
             if progress.error is not None:
                 raise JournalStateError(f"downloaded {what} is corrupt: {progress.error}")
             if progress.count == 0 or progress.last_txid != expected_end:
@@ -437,12 +414,7 @@ class FileJournalStorage:
         self._require_open()
         removed: list[str] = []
         for name in self._list(self.current_dir):
-            drop = False
-            if m := _FINALIZED.fullmatch(name):
-                drop = int(m.group(2)) < min_txid_to_keep
-            elif m := _MOVED_ASIDE.fullmatch(name):
-                drop = int(m.group(1) or m.group(2)) < min_txid_to_keep
-            if drop:
+            if segment_names.purgeable(name, min_txid_to_keep):
                 path = self.current_dir / name
                 with storage_errors("remove", path):
                     path.unlink()
@@ -512,8 +484,8 @@ class FileJournalStorage:
             except OSError as exc:
                 raise fsutil.storage_error("open", path, exc) from exc
         if fin_end is None and end_txid is None:
-            return _read_raw(f, path)
-        return _read_validated(f, path, start_txid, end_txid, fin_end)
+            return record_stream.read_raw(f, path)
+        return record_stream.read_validated(f, path, start_txid, end_txid, fin_end)
 
     def verify_finalized(self, start_txid: int) -> SegmentState:
         """Read every record of a finalized segment; CorruptSegmentError (file and offset) on
@@ -534,7 +506,7 @@ class FileJournalStorage:
         """
         digests: dict[str, str] = {}
         for name in self._list(self.current_dir):
-            if m := _FINALIZED.fullmatch(name):
+            if m := FINALIZED.fullmatch(name):
                 digest = hashlib.md5()
                 for chunk in self.read_segment(int(m.group(1))):
                     digest.update(chunk)
@@ -592,9 +564,9 @@ class FileJournalStorage:
             )
 
     def _find_finalized(self, start_txid: int) -> tuple[Path, int] | None:
-        prefix = f"edits_{start_txid:019d}-"
+        prefix = finalized_prefix(start_txid)
         for name in self._list(self.current_dir):
-            if name.startswith(prefix) and (m := _FINALIZED.fullmatch(name)):
+            if name.startswith(prefix) and (m := FINALIZED.fullmatch(name)):
                 return self.current_dir / name, int(m.group(2))
         return None
 
@@ -602,11 +574,11 @@ class FileJournalStorage:
         """Validate an in-progress segment and cut a torn or corrupt tail, durably."""
         empty = SegmentState(start_txid, start_txid - 1, True)
         with storage_errors("scan", path), open(path, "rb", buffering=0) as f:
-            header = _read_exact(f, records.HEADER_LEN)
-            status = _header_status(header, path)
+            header = record_stream.read_exact(f, records.HEADER_LEN)
+            status = record_stream.header_status(header, path)
             if status != "ok":
                 return _InProgressScan(empty, status)
-            progress = _drain(_stream_records(f, start_txid, None))
+            progress = record_stream.drain(record_stream.stream_records(f, start_txid, None))
             size = os.fstat(f.fileno()).st_size
         if progress.error is not None:
             self._log.warning(
@@ -654,22 +626,16 @@ class FileJournalStorage:
     def _read_version(self) -> NamespaceInfo | None:
         path = self.current_dir / VERSION_FILE
         data = fsutil.read_if_exists(path)
-        return None if data is None else _parse_version(path, data)
+        return None if data is None else meta_files.parse_version(path, data)
 
     def _read_epoch(self, name: str) -> int:
         path = self.current_dir / name
-        data = fsutil.read_if_exists(path)
-        if data is None:
-            return 0
-        if not _EPOCH.fullmatch(data):
-            raise StorageError(f"malformed epoch file {path}: {data[:40]!r}")
-        return int(data)
+        return meta_files.parse_epoch(path, fsutil.read_if_exists(path))
 
     def _read_committed_txid(self) -> int:
-        data = fsutil.read_if_exists(self.current_dir / COMMITTED_TXID_FILE)
-        if data is None or len(data) < _COMMITTED.size:
-            return 0
-        return int(_COMMITTED.unpack_from(data)[0])
+        return meta_files.parse_committed(
+            fsutil.read_if_exists(self.current_dir / COMMITTED_TXID_FILE)
+        )
 
     def _read_paxos(self) -> dict[int, AcceptedRecovery]:
         accepted: dict[int, AcceptedRecovery] = {}
@@ -681,15 +647,7 @@ class FileJournalStorage:
             data = fsutil.read_if_exists(path)
             if data is None:
                 continue
-            try:
-                pb = journal_pb2.PersistedRecoveryPaxosData.FromString(data)
-            except Exception as exc:  # protobuf's DecodeError is a plain Exception subclass
-                raise StorageError(f"malformed accepted recovery {path}: {exc}") from exc
-            if not pb.HasField("segment_state"):
-                raise StorageError(f"malformed accepted recovery {path}: no segment state")
-            accepted[int(name)] = AcceptedRecovery(
-                SegmentState.from_pb(pb.segment_state), pb.accepted_in_epoch
-            )
+            accepted[int(name)] = meta_files.parse_accepted(path, data)
         return accepted
 
     def _list(self, directory: Path) -> list[str]:
@@ -704,189 +662,3 @@ class FileJournalStorage:
             return []
         except OSError as exc:
             raise fsutil.storage_error("list", directory, exc) from exc
-
-
-# --------------------------------------------------------------------- VERSION
-
-
-def _version_bytes(ns: NamespaceInfo) -> bytes:
-    if not ns.cluster_id or any(c in ns.cluster_id for c in "\r\n\x00"):
-        raise InvalidRequestError(f"invalid cluster id {ns.cluster_id!r}")
-    return (
-        "#hanamenode JournalNode storage\n"
-        f"clusterID={ns.cluster_id}\n"
-        f"namespaceID={int(ns.namespace_id)}\n"
-        f"cTime={int(ns.ctime)}\n"
-        f"layoutVersion={int(ns.layout_version)}\n"
-        f"storageType={STORAGE_TYPE}\n"
-    ).encode()
-
-
-def _parse_version(path: Path, data: bytes) -> NamespaceInfo:
-    """Java-properties-like ``key=value`` lines; '#' and '!' start comments."""
-    props: dict[str, str] = {}
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise StorageError(f"malformed {path}: {exc}") from exc
-    for line in text.splitlines():
-        stripped = line.lstrip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        key, sep, value = stripped.partition("=")
-        if not sep:
-            raise StorageError(f"malformed {path}: line {line!r} has no '='")
-        props[key.strip()] = value
-    if props.get("storageType") != STORAGE_TYPE:
-        raise StorageError(
-            f"{path} is not a JournalNode VERSION (storageType={props.get('storageType')!r})"
-        )
-    try:
-        return NamespaceInfo(
-            cluster_id=props["clusterID"],
-            namespace_id=int(props["namespaceID"]),
-            ctime=int(props["cTime"]),
-            layout_version=int(props["layoutVersion"]),
-        )
-    except (KeyError, ValueError) as exc:
-        raise StorageError(f"malformed {path}: bad or missing {exc}") from exc
-
-
-# --------------------------------------------------------------------- segment streams
-
-
-def _header_status(header: bytes, path: Path) -> str:
-    """'ok', 'short' (creation torn by a crash) or 'bad-magic'; a segment written by another
-    layout version is not ours to judge or repair."""
-    if len(header) < records.HEADER_LEN:
-        return "short"
-    if not header.startswith(records.SEGMENT_MAGIC):
-        return "bad-magic"
-    if header != records.SEGMENT_HEADER:
-        version = struct.unpack_from(">I", header, len(records.SEGMENT_MAGIC))[0]
-        raise StorageError(
-            f"{path} has segment layout version {version}; this JournalNode reads"
-            f" version {records.LAYOUT_VERSION}"
-        )
-    return "ok"
-
-
-def _read_exact(f: BinaryIO, n: int) -> bytes:
-    parts: list[bytes] = []
-    while n > 0:
-        chunk = f.read(n)
-        if not chunk:
-            break
-        parts.append(chunk)
-        n -= len(chunk)
-    return b"".join(parts)
-
-
-def _stream_records(
-    f: BinaryIO, start_txid: int, stop_after: int | None
-) -> Generator[bytes, None, _Progress]:
-    """Validate the records of ``f`` (positioned just after the header) chunk by chunk.
-
-    Yields validated bytes only, so a reader never passes on part of a bad record; stops
-    after the record with txid ``stop_after`` when given, at the first bad record, or at the
-    end of the file, and returns how far it got. Memory stays around one chunk plus one
-    record, whatever the segment's size. Validation itself is ``records.scan``; this only
-    finds where whole records end so that each scan sees complete records.
-    """
-    offset = records.HEADER_LEN  # file offset of buf[0]
-    expect = start_txid
-    count, last = 0, start_txid - 1
-    if stop_after is not None and stop_after < start_txid:
-        return _Progress(0, last, offset, None, False)
-    buf = b""
-    while True:
-        chunk = f.read(CHUNK_SIZE)
-        eof = not chunk
-        buf = buf + chunk if buf else chunk
-        if eof and not buf:
-            return _Progress(count, last, offset, None, False)
-        pos, whole, n = 0, 0, len(buf)
-        partial_at: int | None = None
-        reached_stop = False
-        while n - pos >= records.FRAME_LEN:
-            (length,) = _LENGTH.unpack_from(buf, pos)
-            if length == 0 or length > records.MAX_RECORD_LEN:
-                pos = n  # hand the bad frame to scan, which reports it with its offset
-                break
-            end = pos + records.FRAME_LEN + length
-            if end > n:
-                break
-            pos, whole = end, whole + 1
-            if stop_after is not None and expect + whole - 1 >= stop_after:
-                reached_stop = True
-                break
-        if eof and pos < n and not reached_stop:
-            partial_at, pos = pos, n  # a record cut by the end of the file: a torn tail
-        if pos == 0:
-            continue
-        result = records.scan(memoryview(buf)[:pos], expect, base=offset)
-        if result.count:
-            count += result.count
-            last = result.last_txid
-            expect = last + 1
-        if result.valid_len:
-            yield buf[: result.valid_len]
-        if result.error is not None:
-            torn = partial_at is not None and result.error.offset == offset + partial_at
-            return _Progress(count, last, offset + result.valid_len, result.error, torn)
-        buf = buf[result.valid_len :]
-        offset += result.valid_len
-        if reached_stop or eof:
-            return _Progress(count, last, offset, None, False)
-
-
-def _drain(gen: Generator[bytes, None, _Progress]) -> _Progress:
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            result: _Progress = stop.value
-            return result
-
-
-def _corrupt(path: Path, offset: int, reason: str) -> CorruptSegmentError:
-    return CorruptSegmentError(f"corrupt edit log segment {path} at byte offset {offset}: {reason}")
-
-
-def _read_raw(f: BinaryIO, path: Path) -> Iterator[bytes]:
-    with f, storage_errors("read", path):
-        while chunk := f.read(CHUNK_SIZE):
-            yield chunk
-
-
-def _read_validated(
-    f: BinaryIO, path: Path, start_txid: int, end_txid: int | None, fin_end: int | None
-) -> Iterator[bytes]:
-    """Stream header and records, validated, up to end_txid (or a finalized segment's end)."""
-    stop = end_txid if end_txid is not None else fin_end
-    with f:
-        with storage_errors("read", path):
-            header = _read_exact(f, records.HEADER_LEN)
-        if header != records.SEGMENT_HEADER:
-            raise _corrupt(path, 0, "bad segment header")
-        yield header
-        with storage_errors("read", path):
-            progress = yield from _stream_records(f, start_txid, stop)
-            size = os.fstat(f.fileno()).st_size
-        err = progress.error
-        if err is not None and not (progress.torn and fin_end is None):
-            raise _corrupt(path, err.offset, str(err).removesuffix(f" at offset {err.offset}"))
-        if stop is not None and progress.last_txid < stop:
-            if fin_end is not None:
-                raise _corrupt(
-                    path,
-                    progress.valid_end,
-                    f"file ends after txid {progress.last_txid} but the segment ends at {fin_end}",
-                )
-            raise JournalStateError(
-                f"{path} ends at txid {progress.last_txid}, before the requested txid {stop}"
-            )
-        if end_txid is None and fin_end is not None and size > progress.valid_end:
-            raise _corrupt(
-                path, progress.valid_end, f"data after the segment's last txid {fin_end}"
-            )

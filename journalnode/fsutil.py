@@ -1,37 +1,41 @@
-"""Durable-file primitives for the JournalNode's on-disk storage (DESIGN.md section 4).
+"""The JournalNode's view of ``durable.files`` (docs: HDFS-3077 section 4): the same
+crash-safe primitives the NameNode uses, with every ``OSError`` turned into a
+``StorageError`` naming the path and the errno, so that the servicer reports one error type
+(UNAVAILABLE) and the operator reads which file failed and why; plus the check that a
+journal id from the network is safe as a directory name.
 
 A JournalNode acknowledges an edit only once it is on disk, and promises an epoch only once
-the promise survives a crash, so every file it keeps is written in one of two ways:
-
-- replaced atomically (``atomic_write``): write a temp file beside the target, fsync it,
-  rename it over the target, fsync the directory. A crash leaves either the old or the new
-  content, plus at worst a temp file that ``is_temp_name`` recognizes and start-up removes;
-- appended and fdatasync'ed (``write_all`` plus the caller's sync), for segment files.
-
-Every ``OSError`` becomes a ``StorageError`` naming the path and the errno, so the servicer
-reports one error type (UNAVAILABLE) and the operator reads which file failed and why.
+the promise survives a crash, so every file it keeps is either replaced atomically
+(``atomic_write``) or appended and fdatasync'ed (segment files).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
-import os
 import re
-import secrets
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+from durable import files
+from durable.files import LOCK_FILE, is_temp_name, remove_quietly, write_all
 from journalnode.errors import InvalidRequestError, StorageError, StorageLockedError
 
-LOCK_FILE = "in_use.lock"
-
-# Temp files are hidden and end in ".tmp": no segment, epoch, VERSION or paxos file, and no
-# moved-aside file (which keeps its segment name as prefix), can ever look like one.
-_TEMP_PREFIX = "."
-_TEMP_SUFFIX = ".tmp"
+__all__ = [
+    "LOCK_FILE",
+    "atomic_write",
+    "ensure_dir",
+    "fsync_dir",
+    "is_temp_name",
+    "lock_directory",
+    "open_temp",
+    "read_if_exists",
+    "remove_quietly",
+    "storage_error",
+    "storage_errors",
+    "validate_journal_id",
+    "write_all",
+]
 
 _JOURNAL_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
@@ -68,76 +72,22 @@ def storage_errors(action: str, path: Path | str) -> Iterator[None]:
         raise storage_error(action, path, exc) from exc
 
 
-def is_temp_name(name: str) -> bool:
-    """True for a file name that ``open_temp`` may have made (a crash leftover at start-up)."""
-    return name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX) and name != _TEMP_SUFFIX
-
-
 def open_temp(directory: Path, target_name: str) -> tuple[int, Path]:
-    """Create a new, empty temp file in ``directory`` for an eventual rename to ``target_name``.
-
-    The temp lives in the target's directory so that the rename is atomic (same filesystem).
-    Returns the write-only fd and the path; the caller closes the fd and renames or unlinks.
-    """
-    while True:
-        path = directory / f"{_TEMP_PREFIX}{target_name}.{secrets.token_hex(6)}{_TEMP_SUFFIX}"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise storage_error("create", path, exc) from exc
-        return fd, path
-
-
-def write_all(fd: int, data: bytes | memoryview) -> None:
-    """os.write until every byte is written: a write may be short (signals, disk nearly full)."""
-    written = os.write(fd, data)
-    if written == len(data):
-        return
-    view = memoryview(data)[written:]
-    while view:
-        view = view[os.write(fd, view) :]
+    """``durable.files.open_temp``: a new temp file beside ``target_name``, (fd, path)."""
+    with storage_errors("create a temp file in", directory):
+        return files.open_temp(directory, target_name)
 
 
 def fsync_dir(directory: Path) -> None:
     """fsync a directory, making the creations, renames and unlinks inside it durable."""
     with storage_errors("fsync directory", directory):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def remove_quietly(path: Path) -> None:
-    """Unlink a temp file while another error is already on its way up (that one matters)."""
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+        files.fsync_dir(directory)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content.
-
-    Temp file, fsync, rename over, fsync the directory: without the first fsync the rename
-    could reach the disk before the data (an empty file after a crash); without the last
-    one the rename itself could be lost.
-    """
-    fd, tmp = open_temp(path.parent, path.name)
-    try:
-        try:
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        remove_quietly(tmp)
-        raise storage_error("write", path, exc) from exc
-    except BaseException:
-        remove_quietly(tmp)
-        raise
-    fsync_dir(path.parent)
+    """Replace ``path`` with ``data``: a crash leaves the old or the new content."""
+    with storage_errors("write", path):
+        files.atomic_write(path, data)
 
 
 def read_if_exists(path: Path) -> bytes | None:
@@ -151,63 +101,25 @@ def read_if_exists(path: Path) -> bytes | None:
 
 
 def ensure_dir(directory: Path) -> None:
-    """Create ``directory`` (and missing parents) durably: each new entry's parent is fsynced."""
-    if directory.is_dir():
-        return
-    parent = directory.parent
-    if parent != directory:
-        ensure_dir(parent)
+    """Create ``directory`` (and missing parents) durably."""
     try:
-        os.mkdir(directory, 0o755)
+        files.ensure_dir(directory)
     except FileExistsError:
-        if not directory.is_dir():
-            raise StorageError(
-                f"cannot create directory {directory}: a file is in the way"
-            ) from None
-        return
+        raise StorageError(f"cannot create directory {directory}: a file is in the way") from None
     except OSError as exc:
         raise storage_error("create directory", directory, exc) from exc
-    fsync_dir(parent)
 
 
 def lock_directory(directory: Path) -> int:
-    """Take ``<directory>/in_use.lock`` (flock, exclusive, non-blocking) and return its fd.
-
-    The lock lives as long as the fd stays open, and the kernel drops it when the process
-    dies, so a ``kill -9`` never leaves a stale lock. The holder writes ``pid@host`` into the
-    file so that the error seen by a second JournalNode says who holds it.
-    """
+    """Take ``<directory>/in_use.lock`` (``durable.files.lock_directory``) and return its fd;
+    StorageLockedError naming the holder when another process has it."""
     path = directory / LOCK_FILE
-    with storage_errors("open lock file", path):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _lock_holder(fd)
-        os.close(fd)
+        return files.lock_directory(directory)
+    except files.DirectoryLockedError as exc:
         raise StorageLockedError(
             f"storage directory {directory} is in use: {path} is locked by another process"
-            f" ({holder})"
+            f" ({exc.holder})"
         ) from None
     except OSError as exc:
-        os.close(fd)
         raise storage_error("lock", path, exc) from exc
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}@{socket.gethostname()}\n".encode(), 0)
-    except OSError as exc:
-        os.close(fd)
-        raise storage_error("write lock file", path, exc) from exc
-    return fd
-
-
-def _lock_holder(fd: int) -> str:
-    """Describe the lock holder from what it wrote, for the error message only."""
-    try:
-        text = os.pread(fd, 256, 0).decode("utf-8", "replace").strip()
-    except OSError:
-        return "holder unknown"
-    pid, _, host = text.partition("@")
-    if not pid.isdigit():
-        return "holder unknown"
-    return f"pid {pid} on {host}" if host else f"pid {pid}"

@@ -12,7 +12,6 @@ servicer only converts messages and errors; the rules live in ``journalnode.jour
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import threading
 import time
@@ -28,11 +27,11 @@ from prometheus_client.registry import Collector
 
 from conf import TLSSettings
 from conf.rpc import BindError, PortInUseError, bind, make_channel, make_server
+from journalnode import fsutil
 from journalnode.errors import (
     ERROR_CLASS_KEY,
     JournalError,
     JournalNotFormattedError,
-    StorageLockedError,
     from_rpc_error,
     to_status,
 )
@@ -424,20 +423,8 @@ class JournalNodeServer:
         self.metrics_port = self._metrics_server.server_port
 
     def _lock_root(self) -> None:
-        path = self.root / "in_use.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-            os.close(fd)
-            raise StorageLockedError(
-                f"storage directory {self.root} is in use by another JournalNode"
-                + (f" (pid {holder})" if holder else "")
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._root_lock_fd = fd
+        """One JournalNode per storage root: ``in_use.lock`` there, as in each journal dir."""
+        self._root_lock_fd = fsutil.lock_directory(self.root)
 
     def stop(self, grace: float | None = 1.0) -> None:
         if self._server is not None:

@@ -175,7 +175,7 @@ def test_a_failed_save_leaves_no_image_and_no_temp(
     def broken_md5(path: Path, data: bytes) -> None:
         raise OSError(28, "No space left on device", str(path))
 
-    monkeypatch.setattr(fsimage, "_atomic_write", broken_md5)
+    monkeypatch.setattr(fsimage, "atomic_write", broken_md5)
     with pytest.raises(OSError, match="No space left"):
         save_image(ns, tmp_path, ns.last_applied_txid, NS_INFO)
     assert list(tmp_path.iterdir()) == []
