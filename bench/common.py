@@ -1,6 +1,6 @@
 """What every benchmark shares: percentiles, a table for people, one JSON line for machines.
 
-DESIGN.md section 2 ``bench/``: a benchmark prints a table, then as its last line one JSON
+docs/architecture.md §8.6 ``bench/``: a benchmark prints a table, then as its last line one JSON
 object; it never asserts. The table uses rich when it is installed, aligned text otherwise::
 
     print_table("Journal RPC", ["metric", "value"], [["p50 us", "412.0"]])

@@ -25,7 +25,7 @@ splits it into parts, each from one event to the next:
 
 The killed NameNode is restarted after each round (it rejoins as standby), so there are
 always two. Rounds whose time stands out (above 1.5 x the median, and by 0.25 s or more) are
-listed with the part that took the time, not dropped: DESIGN.md section 9 expects occasional
+listed with the part that took the time, not dropped: docs/operations.md §8.2 expects occasional
 ZooKeeper stalls of about a third of the session timeout (ZOOKEEPER-4537 in Debian's 3.8.0).
 The target is a median of at most 2 s with the dev cluster's session timeout; it is reported,
 never asserted. The last line is one JSON object.

@@ -16,7 +16,7 @@ segment through ``GrpcJournalChannel`` and measures
 (a), (c) and (d) run interleaved in blocks so that drift of the disk's latency hits all alike.
 It prints a table with the targets beside the measured values (1-edit p50 within 3x the raw
 fdatasync p50; 100,000 edits/s at 1000 edits per batch), then one JSON line. Targets are
-reported, never asserted (DESIGN.md section 2 ``bench/``).
+reported, never asserted (docs/architecture.md §8.6 ``bench/``).
 """
 
 from __future__ import annotations

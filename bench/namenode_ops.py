@@ -26,8 +26,8 @@ It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run
     period instead.
 
 It prints a table with the targets beside the measurements (>= 5,000 mkdirs/s at 32 clients
-with p99 <= 20 ms), then one JSON line. Targets are reported, never asserted (DESIGN.md
-section 2 ``bench/``). Everything shares this machine's cores: the load generator's threads,
+with p99 <= 20 ms), then one JSON line. Targets are reported, never asserted (docs/architecture.md
+§8.6 ``bench/``). Everything shares this machine's cores: the load generator's threads,
 the NameNodes and the JournalNodes.
 """
 

@@ -22,7 +22,7 @@ realistic mkdir edits (~100 bytes framed) through ``QuorumJournalManager`` /
 alike. It prints a table with each target beside its measurement (1-edit p50 <= 0.6 ms; p99
 with one JournalNode stopped <= 1.2x; 5 vs 3 JournalNodes p50 <= 1.2x; >= 80,000 edits/s at
 100 per batch; >= 36,000 edits/s with 8 writers at 10 per batch), then one JSON line.
-Targets are reported, never asserted (DESIGN.md section 2 ``bench/``).
+Targets are reported, never asserted (docs/architecture.md §8.6 ``bench/``).
 """
 
 from __future__ import annotations

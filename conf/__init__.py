@@ -1,7 +1,8 @@
 """Configuration: typed settings from Hadoop-style XML, gRPC servers/channels, logging set-up.
 
 The one place that reads configuration files and makes gRPC servers and channels
-(DESIGN.md §2 ``conf/``, §8). Everything else receives ``Settings`` (or one of its parts)::
+(docs/architecture.md §2.2 ``conf/``, docs/operations.md §2). Everything else receives
+``Settings`` (or one of its parts)::
 
     from conf import load_settings
     settings = load_settings(path)          # path, or None for $HANAMENODE_CONF

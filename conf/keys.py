@@ -1,6 +1,7 @@
 """The configuration keys: every key's name, value parser, default and meaning, in one table.
 
-``KEYS`` is the single list of what a ``*-site.xml`` may contain (DESIGN.md §8). Per-id keys
+``KEYS`` is the single list of what a ``*-site.xml`` may contain (docs/operations.md §2).
+Per-id keys
 are patterns: ``<ns>`` stands for the nameservice and ``<id>`` for a NameNode or JournalNode
 id, as in ``dfs.journalnode.rpc-address.<id>``. Parsers take the text of a value and return
 a plain value or raise ``ValueError`` with a short message; ``conf.settings`` adds the file

@@ -4,7 +4,7 @@ Call ``setup_logging`` once at the start of a ``main`` (calling it again replace
 previous set-up, it never stacks handlers). Library code only does
 ``log = structlog.get_logger(__name__)`` and binds context (``log.bind(journal=jid)``).
 Standard-library loggers (grpc, kazoo) go through the same renderer, so a JSON log is
-JSON on every line (DESIGN.md §8).
+JSON on every line (docs/architecture.md §3.4).
 """
 
 from __future__ import annotations

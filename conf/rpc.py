@@ -1,4 +1,4 @@
-"""The one place gRPC servers and channels are made (DESIGN.md §8: mutual TLS everywhere).
+"""The one place gRPC servers and channels are made (docs/operations.md §9: mutual TLS everywhere).
 
 Every daemon and client gets the same options from here: no SO_REUSEPORT (so a second
 server on a busy port fails instead of silently sharing it), bounded message sizes,

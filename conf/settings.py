@@ -1,4 +1,4 @@
-"""Typed, frozen settings read once from a Hadoop-style XML file (DESIGN.md §2 ``conf/``, §8).
+"""Typed, frozen settings read once from a Hadoop-style XML file (docs/operations.md §2).
 
 Loading a file checks every property against the key table (``conf.keys.KEYS``),
 substitutes ``${other.key}`` references, parses every value, and fails on the first problem

@@ -7,7 +7,7 @@ The format is Hadoop's ``*-site.xml``::
     </configuration>
 
 This module knows only the file format (and ``ConfigError``, the one error of the ``conf``
-package); what the keys mean is ``conf.settings``'s business (DESIGN.md §8).
+package); what the keys mean is ``conf.settings``'s business (docs/operations.md §2).
 """
 
 from __future__ import annotations

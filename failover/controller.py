@@ -1,4 +1,4 @@
-"""The failover controller's RPC side and ZooKeeper formatting (DESIGN.md section 6): what
+"""The failover controller's RPC side and ZooKeeper formatting (docs/architecture.md §6.4): what
 ``hactl`` and the elector call on a NameNode, the manual failover of a cluster without
 automatic failover (HDFS ``FailoverController``), and ``format-zk``.
 

@@ -1,4 +1,4 @@
-"""The ActiveStandbyElector embedded in every NameNode (DESIGN.md section 6; HDFS
+"""The ActiveStandbyElector embedded in every NameNode (docs/architecture.md §6.2; HDFS
 ``ActiveStandbyElector`` and ``ZKFailoverController`` in one): a kazoo ``Lock`` plus a
 breadcrumb and a fence step.
 
@@ -27,7 +27,7 @@ One round of thread ``elector-<nn>``:
    znode was deleted, the NameNode turned unhealthy, it was asked to cede, or it left the
    active state on its own (edit log failure).
 
-Safety never rests on one ZooKeeper request finishing promptly (DESIGN.md section 9,
+Safety never rests on one ZooKeeper request finishing promptly (docs/operations.md §8.2,
 ZOOKEEPER-4537: a lone client's request may wait a third of the session timeout): a slow
 request only delays; stepping down needs no request at all; a lock znode is deleted by
 requests of its own session, which ZooKeeper applies in order; and the QJM epoch fences an

@@ -1,4 +1,4 @@
-"""Fencing methods (DESIGN.md section 6; HDFS ``NodeFencer`` and ``ShellCommandFencer``).
+"""Fencing methods (docs/architecture.md §6.3; HDFS ``NodeFencer`` and ``ShellCommandFencer``).
 
 ``dfs.ha.fencing.methods`` lists methods one per line, tried in order until one succeeds,
 after the graceful fence (asking the old active to step down over RPC) has failed. The one

@@ -1,4 +1,4 @@
-"""``hactl``: HA administration of the NameNodes (DESIGN.md sections 1 and 6), in the habit of
+"""``hactl``: HA administration of the NameNodes (docs/operations.md §3.2), in the habit of
 ``hdfs haadmin`` and ``hdfs zkfc -formatZK``::
 
     hactl --conf C get-service-state nn1          # prints active / standby

@@ -1,4 +1,4 @@
-"""The health monitor of the elector (DESIGN.md section 6; HDFS ``HealthMonitor``): a named
+"""The health monitor of the elector (docs/architecture.md §6.2; HDFS ``HealthMonitor``): a named
 thread that runs the NameNode's health check every interval and reports each change.
 
 A NameNode that cannot serve (its check raises, e.g. ``HealthCheckFailedError``: the edit log

@@ -1,4 +1,4 @@
-"""The elector's Prometheus metrics, in the NameNode's registry (DESIGN.md section 8):
+"""The elector's Prometheus metrics, in the NameNode's registry (docs/operations.md §5):
 elections won, failed attempts, fencing by method and outcome, step-downs by reason, the time
 from winning the lock to active, and gauges of the ZooKeeper connection and election state::
 

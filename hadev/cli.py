@@ -1,4 +1,4 @@
-"""``hadev``: the one-command local cluster (DESIGN.md section 1, ``hadev.devcluster``)::
+"""``hadev``: the one-command local cluster (docs/architecture.md §1, ``hadev.devcluster``)::
 
     hadev up [--dir D] [--journalnodes 3] [--namenodes 2] [--session-timeout 1s]
     hadev down [--dir D]

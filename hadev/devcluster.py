@@ -1,4 +1,4 @@
-"""The dev cluster (DESIGN.md section 1: ``hadev up`` and the README's demo): a real
+"""The dev cluster (docs/architecture.md §1: ``hadev up`` and the README's demo): a real
 ZooKeeper, JournalNodes and NameNodes with automatic failover (the elector inside each
 ``hanamenode run``), all real processes on free loopback ports, laid out in one directory::
 

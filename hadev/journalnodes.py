@@ -1,6 +1,6 @@
 """JournalNode daemons as child processes: the one launcher of the demo, benchmarks and tests.
 
-DESIGN.md section 1 (``journalnode run --conf C --id jnX``) and section 2 (``bench/`` and
+docs/architecture.md §1 (``journalnode run --conf C --id jnX``) and §2.3 (``bench/`` and
 ``tests/`` both run real JournalNodes, and nothing imports ``tests/``, so it lives in the
 harness package ``hadev``, which no product package imports).
 

@@ -1,4 +1,4 @@
-"""LogTester (design doc 7.4.1): a writer that takes over the journal and logs what was acked.
+"""LogTester (HDFS-3077 §7.4.1): a writer that takes over the journal and logs what was acked.
 
     python -m hadev.logtester --journalnodes 127.0.0.1:8485,... --journal-id lt \\
         --cluster-id CID-lt --namespace-id 1 --name lt1 --out /tmp/lt1.acked --seed 7
@@ -8,7 +8,7 @@ transactions, ``flush`` to a quorum, and only when that succeeds appends ``txid 
 those transactions to its local file (fsync'd). Any failure (being fenced by another
 LogTester, losing the quorum) aborts the process with a non-zero status, as a NameNode would.
 Several LogTesters started and killed in turn against the same JournalNodes fence each other
-again and again; ``verify_logtesters`` then checks the design doc's two properties.
+again and again; ``verify_logtesters`` then checks HDFS-3077's two properties.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def verify_logtesters(
     log_ops: Iterable[edits_pb2.EditOp],
     finalized_md5s: Mapping[str, Mapping[str, str]],
 ) -> LogTesterReport:
-    """The design doc's checks: no txid acked to two LogTesters; finalized segment files of the
+    """HDFS-3077's checks: no txid acked to two LogTesters; finalized segment files of the
     same name are identical on every JN. Also every acked txid is in the log with its bytes.
 
     ``finalized_md5s`` maps JN name -> {segment file name -> md5}.

@@ -1,6 +1,6 @@
 """MiniJournalCluster: n real JournalNode gRPC servers in this process, on loopback.
 
-The design doc's section 7.2 test fixture. Each node keeps its storage directory and port
+The test fixture of HDFS-3077 §7.2. Each node keeps its storage directory and port
 across ``stop``/``start``/``restart``, so a restarted node is the same JournalNode to its
 writers (as a restarted daemon would be)::
 

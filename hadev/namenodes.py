@@ -1,5 +1,5 @@
 """NameNode daemons as child processes: the launcher of the dev cluster, benchmarks and
-process tests (DESIGN.md section 1: ``hanamenode run --conf C --id nn1``; section 2:
+process tests (docs/architecture.md §1: ``hanamenode run --conf C --id nn1``; §2.3:
 ``bench/`` and ``tests/`` run real NameNodes, and nothing imports ``tests/``).
 
 A ``NameNodeProcess`` is ``python -m hanamenode run --conf C --id nnX`` run by this

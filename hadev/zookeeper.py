@@ -1,5 +1,5 @@
-"""A real Apache ZooKeeper server on loopback, for the dev cluster and the tests (DESIGN.md
-sections 1 and 9). Never a fake: the Java server from Debian's ``zookeeper`` package
+"""A real Apache ZooKeeper server on loopback, for the dev cluster and the tests
+(docs/operations.md §8.1). Never a fake: the Java server from Debian's ``zookeeper`` package
 (``/usr/share/java/zookeeper.jar``, with ``slf4j-simple`` as its log binding) or from
 ``$ZOOKEEPER_HOME/lib/*.jar``, run standalone with its own data directory::
 

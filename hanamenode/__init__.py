@@ -1,4 +1,4 @@
-"""The NameNode (DESIGN.md section 5): namespace, edit log through the QJM, HA states, tailer,
+"""The NameNode (docs/architecture.md §5): namespace, edit log through the QJM, HA states, tailer,
 checkpointer and the `hafs` client.
 
 - ``paths``, ``namespace``, ``retry_cache``, ``fsimage``: the pure core (decide, apply, save).

@@ -1,5 +1,5 @@
 """StandbyCheckpointer: the standby writes fsimage checkpoints and lets the active purge the
-edits they cover (DESIGN.md section 5; HDFS ``StandbyCheckpointer``).
+edits they cover (docs/architecture.md §5.4; HDFS ``StandbyCheckpointer``).
 
 Every ``checkpoint_txns`` transactions or ``checkpoint_period`` seconds (whichever first, and
 only when something new was applied) the standby saves its namespace as an image at its last

@@ -1,4 +1,4 @@
-"""``hanamenode`` command line (DESIGN.md section 1):
+"""``hanamenode`` command line (docs/architecture.md §1):
 
 - ``hanamenode format --conf C --id nn1 [--force] [--non-interactive]``: a new cluster id and
   namespace id; formats every JournalNode of the shared edits URI and this NameNode's name dir

@@ -1,5 +1,5 @@
 """FSEditLog: the active NameNode's edit log through the QJM, with group commit
-(DESIGN.md section 5; HDFS ``FSEditLog.logEdit``/``logSync``).
+(docs/architecture.md §5.2; HDFS ``FSEditLog.logEdit``/``logSync``).
 
 Each mutation takes the next txid and is framed once into the ``QuorumOutputStream``'s
 current buffer while the caller holds the namesystem lock (so txids follow the order in which
@@ -18,7 +18,7 @@ buffer:
 A failed sync (``QuorumException``: a majority of JournalNodes down, or this writer fenced by
 a newer epoch) is fatal for this edit log: it is marked failed, nothing after the last durable
 txid is ever acknowledged, every waiter gets ``EditLogError`` naming the reason, and
-``on_failure`` tells the HA layer to leave the active state (the design doc's "the NN aborts
+``on_failure`` tells the HA layer to leave the active state (HDFS-3077's "the NN aborts
 on the next edit").
 
 Segments: ``open_for_write(txid)`` starts a segment whose first transaction is a

@@ -1,5 +1,5 @@
 """FSImage: the namespace as a SQLite checkpoint, written through SQLAlchemy Core
-(DESIGN.md section 4, "NameNode").
+(docs/protocol.md §7.4, "NameNode").
 
 A checkpoint ``fsimage_<txid 19 digits>.db`` holds the namespace after transaction ``txid``;
 loading it and applying the edits from ``txid + 1`` rebuilds the namespace exactly. Beside it,

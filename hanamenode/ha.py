@@ -1,4 +1,4 @@
-"""HA states and the small pure rules of the NameNode's HA machinery (DESIGN.md sections 5-6).
+"""HA states and the small pure rules of the NameNode's HA machinery (docs/architecture.md §5.3).
 
 ``HAState`` is the NameNode's state (HDFS ``HAServiceState``); the transitions themselves are
 ``FSNamesystem.transition_to_active``/``transition_to_standby``. The decisions that need no

@@ -1,4 +1,4 @@
-"""The NameNode's Prometheus metrics (DESIGN.md section 8), one ``CollectorRegistry`` per
+"""The NameNode's Prometheus metrics (docs/operations.md §5), one ``CollectorRegistry`` per
 NameNode so that several NameNodes in one process (tests) do not share counters.
 
 Counters and histograms are updated where things happen (the edit log, the tailer, the

@@ -1,4 +1,4 @@
-"""The in-memory namespace: a tree of INodeDirectory and INodeFile (DESIGN.md section 5).
+"""The in-memory namespace: a tree of INodeDirectory and INodeFile (docs/architecture.md §5.1).
 
 Every mutation is split in two so that one code path serves the active and every replay:
 

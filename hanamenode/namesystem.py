@@ -1,5 +1,5 @@
 """FSNamesystem: the namespace, the edit log, the retry cache and the HA state of one
-NameNode, behind the namesystem lock (DESIGN.md section 5; HDFS ``FSNamesystem``).
+NameNode, behind the namesystem lock (docs/architecture.md §5.3; HDFS ``FSNamesystem``).
 
 Every mutation, on the active only::
 

@@ -1,4 +1,4 @@
-"""Namespace paths: the one validation every client path goes through (DESIGN.md section 5).
+"""Namespace paths: the one validation every client path goes through (docs/architecture.md §5.1).
 
 A path arrives from the network, becomes part of an edit op that every NameNode replays, and
 of an fsimage row, so the NameNode accepts exactly one spelling of each path: absolute,

@@ -3,7 +3,7 @@
 A client that loses its connection during a call does not know whether the call ran; it
 retries with the same ``(client_id, call_id)``. Re-executing would turn a successful
 ``mkdir /a`` into ``PathExistsError`` or a successful ``delete`` into ``PathNotFoundError``,
-so the NameNode answers a retry from this cache instead. DESIGN.md section 5: the pair is
+so the NameNode answers a retry from this cache instead. docs/architecture.md §5.5: the pair is
 written into the edit op, and replaying an op (standby tailer, image + edits load) records the
 same success here, so a retry that reaches the *new* active after a failover still gets the
 first answer.

@@ -1,6 +1,6 @@
 """The NameNode daemon: ClientProtocol, HAServiceProtocol and NamenodeProtocol over gRPC on
-the NameNode's RPC address, Prometheus ``/metrics`` on its HTTP address (DESIGN.md sections 1,
-5, 6 and 8).
+the NameNode's RPC address, Prometheus ``/metrics`` on its HTTP address (docs/architecture.md
+§1, §5, §6 and docs/operations.md §5).
 
 The servicers only convert messages; the decisions are ``FSNamesystem``'s. Every refusal is a
 ``NamenodeError`` that reaches the caller through ``errors.to_status`` in one place

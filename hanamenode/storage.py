@@ -1,5 +1,5 @@
 """The NameNode's local name directory: ``VERSION``, the lock, and its fsimage checkpoints
-(DESIGN.md section 4, "NameNode").
+(docs/protocol.md §7.4, "NameNode").
 
 ::
 

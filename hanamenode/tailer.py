@@ -1,4 +1,4 @@
-"""EditLogTailer: the standby follows the shared edit log (DESIGN.md section 5; HDFS
+"""EditLogTailer: the standby follows the shared edit log (docs/architecture.md §5.4; HDFS
 ``EditLogTailer``).
 
 Every ``tail_edits_period`` the tailer asks the JournalNodes for their manifests from

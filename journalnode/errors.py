@@ -57,7 +57,7 @@ class EpochError(JournalError):
 class JournalOutOfSyncError(JournalError):
     """The writer and this JournalNode disagree: a txid gap, a replayed IPC serial, no open
     segment, another segment open. The writer marks this logger out of sync until its next
-    segment (design doc section 2.2)."""
+    segment (HDFS-3077 §2.2)."""
 
     code = grpc.StatusCode.FAILED_PRECONDITION
 

@@ -1,4 +1,4 @@
-"""The JournalNode's storage on a real directory (HDFS-3077 section 4.1).
+"""The JournalNode's storage on a real directory (docs/protocol.md §7.1, HDFS-3077 §4.1).
 
 ``FileJournalStorage`` implements ``journalnode.storage.JournalStorage`` for one journal id::
 
@@ -13,7 +13,7 @@
 
 Segment files hold ``proto.records.SEGMENT_HEADER`` then framed records. A crash can leave a
 torn record at the end of an in-progress segment; ``load`` and ``scan_segment`` cut it off at
-the last valid record, as the design doc asks. Files that must not be used any more are
+the last valid record, as HDFS-3077 asks. Files that must not be used any more are
 moved aside under their name plus a suffix (``.empty``, ``.corrupt``, ``.stale``) and are
 only ever removed by ``purge``.
 
@@ -257,7 +257,7 @@ class FileJournalStorage:
         )
 
     def persist_committed_txid(self, txid: int) -> None:
-        """Best effort (design doc 4.1): one pwrite, no fsync; lag metrics only."""
+        """Best effort (HDFS-3077 §4.1): one pwrite, no fsync; lag metrics only."""
         self._require_open()
         path = self.current_dir / COMMITTED_TXID_FILE
         with storage_errors("write", path):
@@ -501,7 +501,7 @@ class FileJournalStorage:
         """md5 of every finalized segment file, by file name, each verified record by record
         as it is read (CorruptSegmentError naming file and offset on a bad one).
 
-        The design doc's system test (7.4.1) collates these across JournalNodes: files of the
+        HDFS-3077's system test (§7.4.1) collates these across JournalNodes: files of the
         same name must be byte-identical everywhere. Nothing on disk is changed.
         """
         digests: dict[str, str] = {}

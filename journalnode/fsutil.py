@@ -1,4 +1,4 @@
-"""The JournalNode's view of ``durable.files`` (docs: HDFS-3077 section 4): the same
+"""The JournalNode's view of ``durable.files`` (docs/protocol.md §7.1, HDFS-3077 §4): the same
 crash-safe primitives the NameNode uses, with every ``OSError`` turned into a
 ``StorageError`` naming the path and the errno, so that the servicer reports one error type
 (UNAVAILABLE) and the operator reads which file failed and why; plus the check that a

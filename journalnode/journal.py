@@ -1,7 +1,7 @@
-"""The Journal: one journal id's rules, as the QJM design doc states them.
+"""The Journal: one journal id's rules, as HDFS-3077 states them.
 
-This is the protocol logic of a JournalNode (design doc sections 2.3-2.11, 4; DESIGN.md
-section 3), free of sockets and files: it runs over any ``JournalStorage`` — a real
+This is the protocol logic of a JournalNode (HDFS-3077 §2.3-§2.11, §4; docs/protocol.md
+§3), free of sockets and files: it runs over any ``JournalStorage`` — a real
 directory in the daemon, memory in the simulator — and a ``fetch`` callable that acceptRecovery
 uses to download a segment from another JournalNode. The gRPC servicer is a thin shell that
 turns messages into calls here and ``JournalError`` into status codes.
@@ -10,15 +10,15 @@ Rules, each with its test in tests/unit/test_journal.py:
 
 * every call but format/isFormatted needs a formatted journal and the caller's cluster id;
 * a writer call whose epoch is below lastPromisedEpoch is refused; a higher one is promised
-  (persisted) before anything else happens (section 2.3), and resets the IPC serial;
+  (persisted) before anything else happens (§2.3), and resets the IPC serial;
 * newEpoch must be strictly higher than the promise;
 * within an epoch IPC serial numbers strictly increase (a replayed or reordered call is refused);
 * journal() needs writer epoch == lastWriterEpoch, an open segment the writer agrees on,
   and txids that continue exactly where the segment ends;
-* startLogSegment persists lastWriterEpoch before it creates the segment (section 2.4);
+* startLogSegment persists lastWriterEpoch before it creates the segment (§2.4);
 * finalize is idempotent and never un-finalizes or changes a finalized end (invariant 1);
 * an in-progress segment without transactions is moved aside as if it never existed;
-* acceptRecovery persists what it accepted; prepareRecovery returns it (section 2.8).
+* acceptRecovery persists what it accepted; prepareRecovery returns it (§2.8).
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ class Journal:
         self._cur_segment = None
 
     def _check_request(self, req: RequestInfo) -> None:
-        """Fencing (design doc 2.3) and IPC ordering for every writer call."""
+        """Fencing (HDFS-3077 §2.3) and IPC ordering for every writer call."""
         if req.journal_id != self.journal_id:
             raise InvalidRequestError(
                 f"request for journal {req.journal_id!r} reached journal {self.journal_id!r}"
@@ -229,7 +229,7 @@ class Journal:
         return self._ns is not None
 
     def format(self, ns: NamespaceInfo, *, force: bool = False) -> None:
-        """Write VERSION. Refuses a journal that holds data unless forced (design doc 4.2)."""
+        """Write VERSION. Refuses a journal that holds data unless forced (HDFS-3077 §4.2)."""
         if not ns.cluster_id:
             raise InvalidRequestError("format needs a non-empty cluster id")
         with self._lock:
@@ -250,7 +250,7 @@ class Journal:
     # ------------------------------------------------------------------ epochs
 
     def get_journal_state(self, cluster_id: str) -> tuple[int, str]:
-        """(lastPromisedEpoch, address to stream segments from), design doc 2.5 step 1."""
+        """(lastPromisedEpoch, address to stream segments from), HDFS-3077 §2.5 step 1."""
         with self._lock:
             self._check_cluster(cluster_id)
             return self._last_promised_epoch, self.from_url
@@ -356,7 +356,7 @@ class Journal:
     def journal(
         self, req: RequestInfo, *, segment_txid: int, first_txid: int, num_txns: int, framed: bytes
     ) -> None:
-        """Append one batch (design doc 2.11 step 4): epoch, contiguity, write, sync, ack."""
+        """Append one batch (HDFS-3077 §2.11 step 4): epoch, contiguity, write, sync, ack."""
         with self._lock:
             self._check_write_request(req)
             if num_txns <= 0:
@@ -474,7 +474,7 @@ class Journal:
     def get_edit_log_manifest(
         self, cluster_id: str, since_txid: int, *, in_progress_ok: bool = False
     ) -> list[RemoteEditLog]:
-        """Segments that hold txids at or after since_txid (design doc section 3)."""
+        """Segments that hold txids at or after since_txid (HDFS-3077 §3)."""
         with self._lock:
             self._check_cluster(cluster_id)
             logs = []
@@ -524,7 +524,7 @@ class Journal:
             return cached
 
     def prepare_recovery(self, req: RequestInfo, segment_txid: int) -> PrepareRecoveryResult:
-        """Paxos phase 1 (design doc 2.8 step 2): the segment as on disk, plus what was accepted."""
+        """Paxos phase 1 (HDFS-3077 §2.8 step 2): the segment as on disk, and what was accepted."""
         with self._lock:
             self._check_request(req)
             # The writer is recovering: nothing may be appended to whatever was open.
@@ -555,7 +555,7 @@ class Journal:
     def accept_recovery(
         self, req: RequestInfo, state: SegmentState, from_url: str, fetch: SegmentFetcher
     ) -> None:
-        """Paxos phase 2 (design doc 2.8 step 3): sync the segment, then persist the decision."""
+        """Paxos phase 2 (HDFS-3077 §2.8 step 3): sync the segment, then persist the decision."""
         with self._lock:
             self._check_request(req)
             self._cur_segment = None

@@ -1,9 +1,10 @@
 """The JournalNode daemon: QJournalService over gRPC for any number of journal ids, plus metrics.
 
-DESIGN.md sections 1 and 3. ``JournalNodeServer`` owns one storage root; each journal id gets a
-``Journal`` over a ``FileJournalStorage`` in ``<root>/<journal_id>``, created on first use (a
-journal that was never formatted answers every call but format with "not formatted"). The
-servicer only converts messages and errors; the rules live in ``journalnode.journal``.
+docs/architecture.md §1 and docs/protocol.md §2. ``JournalNodeServer`` owns one storage root;
+each journal id gets a ``Journal`` over a ``FileJournalStorage`` in ``<root>/<journal_id>``,
+created on first use (a journal that was never formatted answers every call but format with
+"not formatted"). The servicer only converts messages and errors; the rules live in
+``journalnode.journal``.
 
     with JournalNodeServer(root, "127.0.0.1:0", metrics_address="127.0.0.1:0") as jn:
         print(jn.address, jn.metrics_port)

@@ -1,14 +1,14 @@
 """The small storage interface the Journal's rules run over, and an in-memory implementation.
 
-DESIGN.md section 2 / STYLE.md section 1: the same ``Journal`` logic runs over a real
+docs/architecture.md §3.1: the same ``Journal`` logic runs over a real
 directory in the daemon (``journalnode.file_storage.FileJournalStorage``) and over
 ``MemoryJournalStorage`` in the unit tests and the deterministic simulator.
 
 A storage holds, for one journal id: the namespace info (VERSION), lastPromisedEpoch,
 lastWriterEpoch, committed txid, the segments (each a header plus framed records) and the
 accepted recoveries (paxos/). Durability is the storage's job: when a method returns, what
-it wrote survives a crash (except ``persist_committed_txid``, which is best effort, as the
-design doc section 4.1 allows).
+it wrote survives a crash (except ``persist_committed_txid``, which is best effort, as HDFS-3077
+§4.1 allows).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``hapipe analyze``: an fsimage plus edit segments turned into tables and the reports an
-operator asks for (DESIGN.md section 7).
+operator asks for (docs/architecture.md §8.5).
 
 The image (``hanamenode.fsimage.load_image``) and the edit segments (a JournalNode's
 ``current`` directory, or any directory of ``edits_*`` files, decoded with ``proto.records``)

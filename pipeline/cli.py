@@ -1,4 +1,4 @@
-"""``hapipe``: the Spark jobs of DESIGN.md section 7 from the command line.
+"""``hapipe``: the Spark jobs of docs/architecture.md §8.5 from the command line.
 
     hapipe soak --seeds 5000 [--first-seed 0] [--steps 200] [--mutant ignore-writer-epoch]
     hapipe verify --dirs /data/jn1,/data/jn2,/data/jn3 [--logtester-dirs /tmp/lt]

@@ -1,5 +1,5 @@
 """The one place that builds (and stops) the SparkSession of every ``hapipe`` job
-(DESIGN.md section 7).
+(docs/architecture.md §8.5).
 
 ``local[*]`` unless ``--master`` says otherwise; quiet: log4j at WARN on stderr
 (``log4j2.properties`` beside this file), no console progress bar, no web UI unless asked for;

@@ -1,7 +1,7 @@
-"""``hapipe soak``: the design doc's randomized fault test (7.3) as a Spark job, one task per
-seed (DESIGN.md section 7).
+"""``hapipe soak``: HDFS-3077's randomized fault test (§7.3) as a Spark job, one task per
+seed (docs/architecture.md §8.5).
 
-The design doc's authors ran ``TestQJMWithFaults.testRandomized`` as 5,000 map tasks on a
+HDFS-3077's authors ran ``TestQJMWithFaults.testRandomized`` as 5,000 map tasks on a
 100-node cluster and reported every failing seed. Here each task runs
 ``qjm.sim.run_simulation`` for one seed: the executor imports the simulator itself and gets
 only plain ints and bools (``simulate_seed``), so nothing of the driver is shipped but the

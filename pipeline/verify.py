@@ -1,5 +1,5 @@
-"""``hapipe verify``: the design doc's system-test check (7.4.1) at cluster scale, as a Spark
-job (DESIGN.md section 7).
+"""``hapipe verify``: HDFS-3077's system-test check (§7.4.1) at cluster scale, as a Spark
+job (docs/architecture.md §8.5).
 
 Two properties, after LogTesters (or NameNodes) have fenced each other for hours:
 

@@ -1,6 +1,6 @@
 """Framing of edit-log records, shared by the writer (qjm) and the JournalNode.
 
-DESIGN.md section 4: a segment file is a header followed by records
+docs/protocol.md §7.2: a segment file is a header followed by records
 ``[u32 length][u32 crc32c][EditOp bytes]`` (big-endian). The writer frames a batch once;
 the JournalNode checks it and appends the bytes verbatim, so the same bytes travel the
 wire, land on every JN's disk and are streamed back to readers.

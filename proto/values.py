@@ -71,7 +71,7 @@ class SegmentState:
 
 @dataclass(frozen=True, slots=True)
 class RequestInfo:
-    """What every writer call carries (DESIGN.md section 3)."""
+    """What every writer call carries (docs/protocol.md §2.1)."""
 
     journal_id: str
     cluster_id: str

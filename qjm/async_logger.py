@@ -1,10 +1,10 @@
-"""AsyncLogger and AsyncLoggerSet (design doc 5.1.1, 5.1.3).
+"""AsyncLogger and AsyncLoggerSet (HDFS-3077 §5.1.1, §5.1.3).
 
 An ``AsyncLogger`` wraps one ``JournalChannel`` with a single worker (so calls reach its
 JournalNode in order), stamps each call with the writer's epoch, IPC serial and committed
 txid, and bounds how many bytes of edits may wait for that JournalNode. A logger whose
 JournalNode errors on a write, or falls further behind than the bound, is *out of sync*: it
-refuses edits until the next segment starts (design doc 2.2), so one slow or dead JournalNode
+refuses edits until the next segment starts (HDFS-3077 §2.2), so one slow or dead JournalNode
 costs the writer nothing while a quorum keeps up.
 
 Over gRPC, edits do not take the worker: ``send_edits`` pipelines them on the channel's

@@ -1,4 +1,4 @@
-"""Generating epoch numbers (design doc section 2.5).
+"""Generating epoch numbers (HDFS-3077 §2.5).
 
 The writer asks a quorum for ``lastPromisedEpoch`` (``getJournalState``), proposes one more
 than the highest answer, and becomes the writer of that epoch only if a quorum then accepts
@@ -14,7 +14,7 @@ def next_epoch(promised_epochs: Iterable[int]) -> int:
     """The epoch to propose: one more than the highest ``lastPromisedEpoch`` a quorum reported.
 
     A proposed epoch is not unique: two writers that read the same promises propose the same
-    number (design doc section 2.5, footnote 3). Uniqueness comes from ``newEpoch``: a
+    number (HDFS-3077 §2.5, footnote 3). Uniqueness comes from ``newEpoch``: a
     JournalNode promises only a strictly higher epoch, and any two quorums overlap, so at most
     one of them gets a quorum of promises for it.
 

@@ -1,9 +1,9 @@
-"""The QJM client's error hierarchy (design doc sections 2.11 and 5.1.2).
+"""The QJM client's error hierarchy (HDFS-3077 §2.11 and §5.1.2).
 
 A writer that cannot reach a quorum must stop writing, exactly as if its local edits directory
 had failed: ``QuorumException`` (and its ``QuorumTimeout``) say which loggers answered and how
 the others failed, so one line in the NameNode log explains why it aborted. ``RecoveryError``
-is the recovery's sanity checks (section 2.9): it means the JournalNodes' states contradict the
+is the recovery's sanity checks (HDFS-3077 §2.9): it means the JournalNodes' states contradict the
 protocol's invariants, and recovery must not proceed.
 """
 
@@ -52,8 +52,8 @@ class QuorumTimeout(QuorumException):
 class RecoveryError(QJMError):
     """A recovery sanity check failed: the JournalNodes' answers break a protocol invariant.
 
-    For example two finalized copies of one segment with different lengths (design doc section
-    2.8, "all loggers must finalize the segment to the same length"), or a chosen recovery
+    For example two finalized copies of one segment with different lengths (HDFS-3077
+    §2.8, "all loggers must finalize the segment to the same length"), or a chosen recovery
     length that would drop a txid some JournalNode knows was committed.
     """
 

@@ -1,4 +1,4 @@
-"""QuorumJournalManager and QuorumOutputStream (design doc 2.2-2.11, 5.2).
+"""QuorumJournalManager and QuorumOutputStream (HDFS-3077 §2.2-§2.11, §5.2).
 
 The writer's side of the protocol: fence earlier writers with a new unique epoch, recover the
 last unfinalized segment by Paxos (prepareRecovery, choose a source, acceptRecovery, finalize),
@@ -117,7 +117,7 @@ class QuorumJournalManager:
     def _wait(self, call: Any, timeout: float, name: str) -> dict[AsyncLogger, Any]:
         return self.loggers.wait_for_write_quorum(call, timeout, name)
 
-    # ------------------------------------------------------------------ format (design doc 4.2)
+    # ------------------------------------------------------------------ format (HDFS-3077 §4.2)
 
     def format(self, *, force: bool = False) -> None:
         """Format the journal on every JournalNode: all must succeed, not just a quorum."""
@@ -148,7 +148,7 @@ class QuorumJournalManager:
             call.rethrow_exception("could not ask every JournalNode whether it is formatted")
         return {lg.address: formatted for lg, (formatted, _) in call.successes().items()}
 
-    # ------------------------------------------------------------------ epochs (design doc 2.5)
+    # ------------------------------------------------------------------ epochs (HDFS-3077 §2.5)
 
     def create_new_unique_epoch(self) -> dict[AsyncLogger, int | None]:
         """getJournalState on a quorum, propose max+1, newEpoch on a quorum.
@@ -174,7 +174,7 @@ class QuorumJournalManager:
         )
         return responses
 
-    # ------------------------------------------------------------------ recovery (design doc 2.8)
+    # ------------------------------------------------------------------ recovery (HDFS-3077 §2.8)
 
     def recover_unfinalized_segments(self) -> int | None:
         """Fence earlier writers and finalize the newest segment on a quorum.
@@ -333,7 +333,7 @@ class QuorumJournalManager:
             self._heartbeat_thread.join(timeout=5)
             self._heartbeat_thread = None
 
-    # ------------------------------------------------------------------ reading (design doc 3)
+    # ------------------------------------------------------------------ reading (HDFS-3077 §3)
 
     def select_input_streams(self, since_txid: int) -> list[RedundantEditLogInputStream]:
         """Finalized segments from since_txid on, each readable from every JN that has it."""
@@ -380,7 +380,7 @@ class QuorumJournalManager:
 
 
 class QuorumOutputStream:
-    """Writes one segment to a quorum, with a double buffer (design doc 2.11).
+    """Writes one segment to a quorum, with a double buffer (HDFS-3077 §2.11).
 
     ``write`` appends to the current buffer; ``set_ready_to_flush`` swaps it with the (empty)
     ready buffer; ``flush_ready`` sends the ready buffer and waits for a quorum. A caller that

@@ -1,4 +1,4 @@
-"""Writer-side metrics after Hadoop's IPCLoggerChannelMetrics (design doc section 6).
+"""Writer-side metrics after Hadoop's IPCLoggerChannelMetrics (HDFS-3077 §6).
 
 One set of Prometheus metrics per process, labelled by journal and JournalNode address, so
 any number of QuorumJournalManagers (tests run several) share them without clashing.

@@ -1,8 +1,8 @@
-"""Quorum arithmetic and ``QuorumCall`` (design doc sections 2.3, 2.11 and 5.1.2).
+"""Quorum arithmetic and ``QuorumCall`` (HDFS-3077 §2.3, §2.11 and §5.1.2).
 
 Every writer operation goes to all JournalNodes in parallel and succeeds once a majority has
 answered with success; it fails as soon as so many have failed that a majority is impossible,
-or when its timeout passes. Latency is therefore the median JournalNode's (DESIGN.md section 3).
+or when its timeout passes. Latency is therefore the median JournalNode's (docs/protocol.md §4.2).
 
 The rule itself is the pure function ``quorum_decision`` (etcd raft's ``VoteResult``: won, lost
 or pending); ``QuorumCall`` only collects the outcomes of ``concurrent.futures.Future`` objects
@@ -30,7 +30,7 @@ def majority(n: int) -> int:
     """The smallest number of loggers that overlaps every other such set: ``n // 2 + 1``.
 
     Any two majorities of the same ``n`` loggers share at least one logger, which is what makes
-    epochs fence (design doc section 2.3) and recovery find every committed txid (section 2.8).
+    epochs fence (HDFS-3077 §2.3) and recovery find every committed txid (§2.8).
     """
     if n < 1:
         raise ValueError(f"a quorum needs at least one logger, not {n}")

@@ -1,4 +1,4 @@
-"""Reading finalized segments from several JournalNodes (design doc section 3).
+"""Reading finalized segments from several JournalNodes (HDFS-3077 §3).
 
 ``chain_segments`` merges every JournalNode's manifest into one chain of segments starting at
 a txid; each link is a ``RedundantEditLogInputStream`` that reads the segment from one
@@ -121,7 +121,7 @@ def chain_segments(
 ) -> list[RedundantEditLogInputStream]:
     """Finalized segments covering since_txid onward without gaps, each with every source that
     has it. Two JournalNodes reporting the same first txid with different ends is a broken
-    invariant (design doc 2.7) and an error naming both."""
+    invariant (HDFS-3077 §2.7) and an error naming both."""
     by_start: dict[int, tuple[int, list[SegmentSource], str]] = {}
     for source, logs in manifests.items():
         for entry in logs:
@@ -167,7 +167,7 @@ def journaled_edits_quorum(
 
     Every answer starts at the same txid. A txid is safe once ``majority`` JournalNodes hold
     it written in the same writer epoch: a writer writes each txid once, so those copies are
-    the same, and a txid on a majority in its writer's epoch is one the design doc's recovery
+    the same, and a txid on a majority in its writer's epoch is one HDFS-3077's recovery
     keeps (it is what acknowledging a write means). Per epoch, the safe count is the
     ``majority``-th largest count among the answers (a node of another epoch counts 0); the
     best epoch wins. None when nothing is safe yet. A stale node (say one that was away while

@@ -1,4 +1,4 @@
-"""Choosing how to recover an unfinalized segment (design doc sections 2.8-2.10, HDFS-3845).
+"""Choosing how to recover an unfinalized segment (HDFS-3077 §2.8-§2.10, HDFS-3845).
 
 After ``newEpoch``, the new writer sends ``prepareRecovery(segment_txid)`` to every JournalNode
 (Paxos phase 1), picks one answer as the recovery *source* with ``SegmentRecoveryComparator``,
@@ -39,7 +39,7 @@ class RecoveryCandidate:
 
 
 class SegmentRecoveryComparator:
-    """Orders recovery candidates by how good a recovery source each is (design doc 2.9).
+    """Orders recovery candidates by how good a recovery source each is (HDFS-3077 §2.9).
 
     ``compare(a, b)`` is negative, zero or positive as ``a`` is a worse, equal or better source:
 
@@ -52,7 +52,7 @@ class SegmentRecoveryComparator:
        wins; (c) if equal, the one with more transactions wins.
 
     Rule 3a's ``lastWriterEpoch`` is HDFS-3845's fix: a stale replica that is longer than what
-    a later writer committed must lose to it (examples 2.10.6 and writer-epoch-edge-case.txt).
+    a later writer committed must lose to it (HDFS-3077 §2.10.6, and HDFS-3845).
 
     The mutant ``Mutant.IGNORE_WRITER_EPOCH`` (``conf.mutants``, tests only) restores the
     pre-HDFS-3845 rule 3, which compares ``acceptedInEpoch`` alone and so can truncate or
@@ -100,7 +100,7 @@ class SegmentRecoveryComparator:
 
 def choose_recovery_source(candidates: Iterable[RecoveryCandidate]) -> RecoveryCandidate | None:
     """The best recovery source by ``SegmentRecoveryComparator``, or None when no candidate
-    has the segment (nothing to recover: design doc 2.10.5).
+    has the segment (nothing to recover: HDFS-3077 §2.10.5).
 
     Among equally good sources the one with the smallest logger name wins, so a decision never
     depends on the order in which responses arrived (the simulator replays runs by seed).
@@ -125,7 +125,7 @@ def choose_recovery_source(candidates: Iterable[RecoveryCandidate]) -> RecoveryC
 def check_recovery_sanity(
     chosen: RecoveryCandidate, candidates: Iterable[RecoveryCandidate], committed_txid: int = 0
 ) -> None:
-    """Refuse a recovery decision that would break an invariant (design doc 2.8-2.9).
+    """Refuse a recovery decision that would break an invariant (HDFS-3077 §2.8-§2.9).
 
     * Nothing committed past the chosen end: no candidate's ``last_committed_txid`` (what the
       last writer told it was committed), nor ``committed_txid`` (what the caller itself knows
@@ -176,7 +176,7 @@ class RecoveryPlan:
     hold an identical copy (same start, end and state, and the same md5 or, without digests,
     the same writer epoch) and need not download; ``needs_sync`` are the other responders.
     Every logger still gets ``acceptRecovery``: it persists the decision (Paxos phase 2), which
-    is what makes a later recovery reach the same result (design doc 2.10.7).
+    is what makes a later recovery reach the same result (HDFS-3077 §2.10.7).
     """
 
     segment_txid: int
@@ -199,7 +199,7 @@ def plan_recovery(
     """Decide the recovery of segment ``segment_txid`` from the ``prepareRecovery`` answers.
 
     None when no responder has the segment. A JournalNode moves an empty in-progress segment
-    aside and reports no segment (design doc 2.10.5), so empty segments never reach here.
+    aside and reports no segment (HDFS-3077 §2.10.5), so empty segments never reach here.
     Raises ``RecoveryError`` when a sanity check fails (see ``check_recovery_sanity``).
     """
     answers = list(candidates)
@@ -230,8 +230,8 @@ def _holds_identical_copy(
     c: RecoveryCandidate, source: RecoveryCandidate, comparator: SegmentRecoveryComparator
 ) -> bool:
     # Same start, end and state, and then the md5 digests when both JNs sent one. Without
-    # digests: two finalized copies of equal length are identical by invariant (design doc
-    # 2.8), but two in-progress copies of equal length are only known to be identical when the
+    # digests: two finalized copies of equal length are identical by invariant (HDFS-3077
+    # §2.8), but two in-progress copies of equal length are only known to be identical when the
     # same epoch wrote them: had JN1 in 2.10.6 received only txid 151 from writer 1, it would
     # have the length of JN2's copy from writer 2 but different edits.
     seg, src = c.segment, source.segment

@@ -1,4 +1,4 @@
-"""The design doc's recovery examples (sections 2.10.1-2.10.7) and HDFS-3845's, as data.
+"""HDFS-3077's recovery examples (§2.10.1-§2.10.7) and HDFS-3845's, as data.
 
 Each ``RecoveryExample`` is one row: the state of every JournalNode for the segment under
 recovery, which of them answered ``prepareRecovery``, and the expected decision (the acceptable
@@ -26,7 +26,7 @@ class JnState:
 
     ``segment_start`` is None when the JN never had the segment; an in-progress segment with
     ``last_txid < segment_start`` exists on disk but is empty, and the JN moves it aside and
-    answers "no segment" (design doc 2.10.5). ``last_txid`` is the last txid the JN holds,
+    answers "no segment" (HDFS-3077 §2.10.5). ``last_txid`` is the last txid the JN holds,
     in this segment or, without one, in the previous segment. ``committed_txid`` is the
     committed txid the last writer told it (``RequestInfo.committed_txid``).
     """

@@ -1,7 +1,7 @@
 """kazoo clients made from the configuration, and the plumbing that follows their session.
 
-DESIGN.md sections 6 and 8: hosts and an optional chroot (``ha.zookeeper.quorum``
-``h1:2181,h2:2181/chroot``), the session timeout, digest authentication
+docs/architecture.md §6.1 and docs/operations.md §9: hosts and an optional chroot
+(``ha.zookeeper.quorum`` ``h1:2181,h2:2181/chroot``), the session timeout, digest authentication
 (``ha.zookeeper.auth``) and the ACL of every znode we create (``ha.zookeeper.acl``; when it
 is not set, ``world:anyone:cdrwa`` without authentication and creator-only ``auth::cdrwa``
 with it, as Hadoop's ``ZKUtil`` advises)::

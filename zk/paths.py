@@ -1,4 +1,4 @@
-"""Where the failover znodes live (DESIGN.md section 6), and what the breadcrumb holds.
+"""Where the failover znodes live (docs/architecture.md §6.1), and what the breadcrumb holds.
 
 Everything of one nameservice is under its *working znode* ``<parent_znode>/<nameservice>``
 (below the chroot of ``ha.zookeeper.quorum``, if it has one)::

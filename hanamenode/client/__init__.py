@@ -1,4 +1,4 @@
-"""The NameNode's client side (DESIGN.md sections 1 and 5): ``FailoverProxy`` (the
+"""The NameNode's client side (docs/architecture.md §1 and §5.6): ``FailoverProxy`` (the
 configured NameNodes plus one retry policy, reusing ``(client_id, call_id)`` on every retry),
 ``HaFsClient`` (mkdirs/create/delete/rename/list/stat through it) and ``shell`` (``hafs``).
 

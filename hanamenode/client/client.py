@@ -1,5 +1,5 @@
-"""``HaFsClient``: the namespace of an HA nameservice as one client sees it (DESIGN.md
-section 1, ``hafs``; HDFS ``DistributedFileSystem`` over ``DFSClient``).
+"""``HaFsClient``: the namespace of an HA nameservice as one client sees it (docs/architecture.md
+§1, ``hafs``; HDFS ``DistributedFileSystem`` over ``DFSClient``).
 
 Each method is one logical ClientProtocol call made through a ``FailoverProxy``, so it
 reaches whichever NameNode is active and a retry across a failover runs at most once. The

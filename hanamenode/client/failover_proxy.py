@@ -1,5 +1,5 @@
 """The client's failover proxy: a list of NameNode addresses plus one retry policy
-(DESIGN.md sections 1 and 5; HDFS ``ConfiguredFailoverProxyProvider`` with
+(docs/architecture.md §1 and §5.6; HDFS ``ConfiguredFailoverProxyProvider`` with
 ``RetryPolicies.failoverOnNetworkException``).
 
 One *logical* call gets one ``(client_id, call_id)``; every attempt of it, on whichever

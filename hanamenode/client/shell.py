@@ -1,5 +1,5 @@
 """``hafs``: the file system shell of the nameservice, in the habit of ``hdfs dfs``
-(DESIGN.md section 1).
+(docs/architecture.md §1).
 
     hafs --conf C mkdir [-p] PATH...       silent; "mkdir: `/x': File exists"
     hafs --conf C touch PATH...            an empty file; an existing file is left as it is

@@ -1,4 +1,4 @@
-"""The deterministic fault simulator of the QJM (design doc section 7.3, STYLE.md section 4).
+"""The deterministic fault simulator of the QJM (HDFS-3077 §7.3, docs/architecture.md §8.2).
 
 ``TestQJMWithFaults.testRandomized`` in the spirit of FoundationDB's simulation: real
 ``Journal`` and ``QuorumJournalManager`` code over in-memory JournalNodes, one seeded RNG for

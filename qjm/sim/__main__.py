@@ -1,4 +1,4 @@
-"""``python -m qjm.sim``: run the deterministic QJM fault simulation (design doc 7.3).
+"""``python -m qjm.sim``: run the deterministic QJM fault simulation (HDFS-3077 §7.3).
 
     python -m qjm.sim --seed 7 --steps 200                 # one run, one-line summary
     python -m qjm.sim --seed 7 --steps 200 --verbose       # ... with its whole trace

@@ -1,6 +1,6 @@
 """Simulated JournalNodes and the in-memory transport the writers reach them through.
 
-Real protocol code, simulated machines (design doc section 7.3; STYLE.md sections 1 and 4):
+Real protocol code, simulated machines (HDFS-3077 §7.3; docs/architecture.md §3.1 and §8.2):
 each ``SimJournalNode`` is a real ``journalnode.journal.Journal`` over a ``SimJournalStorage``
 (``MemoryJournalStorage`` plus two storage-level faults). Killing a JournalNode drops its
 ``Journal``; restarting it builds a new one over the same storage, which is durable on return,
@@ -141,7 +141,7 @@ class SimJournalNode:
 class SimNetwork:
     """The JournalNodes and the in-memory transport between them and their callers.
 
-    ``deliver`` is the fault-injecting proxy of design doc 7.3: every call of every writer
+    ``deliver`` is the fault-injecting proxy of HDFS-3077 §7.3: every call of every writer
     passes through it, in one thread, in a fixed order (each quorum call goes to jn0, then
     jn1, then jn2), and one ``FaultInjector`` decides its fate.
     """
@@ -246,7 +246,7 @@ class SimNetwork:
             raise
         except Exception as exc:
             # Not a verdict of the Journal: the protocol code itself failed (Hadoop's test
-            # greps the output for AssertionError for the same reason, design doc 7.3).
+            # greps the output for AssertionError for the same reason, HDFS-3077 §7.3).
             self.trace(f"{prefix}: UNEXPECTED {short(exc)}")
             self._unexpected(f"{node.address} raised {short(exc, 400)} for {what}")
             raise
@@ -269,7 +269,7 @@ class SimNetwork:
         return result
 
     def fetcher(self, accepting: SimJournalNode) -> SegmentFetcher:
-        """acceptRecovery's download (design doc 2.8 step 3a): reads the source JournalNode
+        """acceptRecovery's download (HDFS-3077 §2.8 step 3a): reads the source JournalNode
         through its Journal, as its GetSegment servicer would, and can fail."""
 
         def fetch(from_url: str, journal_id: str, start: int, end: int) -> Iterable[bytes]:

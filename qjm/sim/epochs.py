@@ -1,6 +1,6 @@
-"""Writers racing for epochs: Hadoop's TestEpochsAreUnique in the simulator (design doc 7.1).
+"""Writers racing for epochs: Hadoop's TestEpochsAreUnique in the simulator (HDFS-3077 §7.1).
 
-Many writers call ``create_new_unique_epoch`` (design doc 2.5: getJournalState on a quorum,
+Many writers call ``create_new_unique_epoch`` (HDFS-3077 §2.5: getJournalState on a quorum,
 propose max + 1, newEpoch on a quorum) at once. Without threads, "at once" is the simulator's
 interleaving: before any of a writer's deliveries, another writer may run its whole attempt
 first, so two writers read the same promises and propose the same epoch. getJournalState and

@@ -1,6 +1,6 @@
 """What can go wrong, and how often: the simulator's fault kinds and the one RNG that picks them.
 
-Design doc section 7.3 (``TestQJMWithFaults.testRandomized``): a fault-injecting proxy between
+HDFS-3077 §7.3 (``TestQJMWithFaults.testRandomized``): a fault-injecting proxy between
 the writers and the JournalNodes fails some percentage of the RPCs, and every choice comes from
 one seeded random number generator so that a seed replays the run. ``FaultInjector`` is that
 proxy's brain: the simulated channel asks it, once per delivered RPC, what happens to this one
@@ -9,9 +9,9 @@ proxy's brain: the simulated channel asks it, once per delivered RPC, what happe
 The probabilities (``FaultPlan``) are a budget of about 0.1 per RPC for the plain faults
 (fail before the JournalNode acts, fail after it acted, kill the JournalNode at the fault point),
 plus the targeted ones that reach the protocol's edge cases: writers that die after the first
-batch of a segment reached only some JournalNodes or in the middle of a recovery (HDFS-3845,
-``writer-epoch-edge-case.txt``), a torn append, an acceptRecovery whose decision is lost after
-its segment was synced (HDFS-3955).
+batch of a segment reached only some JournalNodes or in the middle of a recovery (HDFS-3845),
+a torn append, an acceptRecovery whose decision is lost after its segment was synced
+(HDFS-3955).
 """
 
 from __future__ import annotations
@@ -39,17 +39,17 @@ class FaultKind(enum.Enum):
     disk, the rest is not; the next load truncates the torn tail."""
     LOST_ACCEPT = "lost-accept"
     """The JournalNode dies after acceptRecovery synced the segment but before it persisted
-    the accepted recovery (design doc 2.8 step 3b; HDFS-3955)."""
+    the accepted recovery (HDFS-3077 §2.8 step 3b; HDFS-3955)."""
     FETCH_FAIL = "fetch-fail"
     """acceptRecovery's download of the segment from the recovery source fails."""
     READ_FAIL = "read-fail"
     """A reader's getSegment fails, before the first byte or in the middle of the stream."""
     WRITER_CRASH_BATCH = "writer-crash-batch"
     """The writer dies in the middle of sending a batch: it reached only a prefix of the
-    JournalNodes, in their fixed order (design doc 2.10.1, 2.10.6)."""
+    JournalNodes, in their fixed order (HDFS-3077 §2.10.1, §2.10.6)."""
     WRITER_CRASH_RECOVERY = "writer-crash-recovery"
     """The writer dies in the middle of taking over: newEpoch, prepareRecovery, acceptRecovery
-    or the recovery's finalize reached only some JournalNodes (design doc 2.10.7, HDFS-3845)."""
+    or the recovery's finalize reached only some JournalNodes (HDFS-3077 §2.10.7, HDFS-3845)."""
     WRITER_CRASH_OTHER = "writer-crash-other"
     """The writer dies in the middle of another call (startLogSegment, finalize, purge)."""
 
@@ -84,8 +84,8 @@ class RpcContext(enum.Enum):
 class FaultPlan:
     """Probabilities of every fault, per delivered RPC unless said otherwise.
 
-    ``fail_before + fail_after + jn_crash`` is the plain budget of about 0.1 per RPC (design
-    doc 7.3: "inject an IOException in some percentage of the RPC calls"). The writer-crash
+    ``fail_before + fail_after + jn_crash`` is the plain budget of about 0.1 per RPC (HDFS-3077
+    §7.3: "inject an IOException in some percentage of the RPC calls"). The writer-crash
     probabilities are per delivery too, so a crash lands before or after a uniformly random
     JournalNode of the fixed order and the call reaches only a prefix of them.
     """
@@ -100,20 +100,20 @@ class FaultPlan:
     jn_crash_after_accept: float = 0.06
     """Extra, on acceptRecovery only: the JournalNode persisted the accepted recovery and
     died before answering. When it is the recovery source the others' downloads fail too
-    (design doc 2.8, footnote 6), and it may stay down while the next writer takes over."""
+    (HDFS-3077 §2.8, footnote 6), and it may stay down while the next writer takes over."""
     fetch_fail: float = 0.1
     """Per download of a segment by acceptRecovery."""
     read_fail: float = 0.1
     """Per getSegment by a reader; half of them fail in the middle of the stream."""
     writer_crash_first_batch: float = 0.1
     """A writer dies while its segment's first batch reached only some JournalNodes: the
-    start of HDFS-3845's sequence (writer-epoch-edge-case.txt)."""
+    start of HDFS-3845's sequence."""
     writer_crash_batch: float = 0.01
     writer_crash_recovery: float = 0.01
     """getJournalState, newEpoch, prepareRecovery and the recovery's finalize."""
     writer_crash_accept: float = 0.08
     """A recovering writer dies after its acceptRecovery reached only some JournalNodes
-    (design doc 2.10.7; the second step of HDFS-3845's sequence)."""
+    (HDFS-3077 §2.10.7; the second step of HDFS-3845's sequence)."""
     writer_crash_other: float = 0.01
     jn_restart_between_steps: float = 0.01
     """Per JournalNode per step."""

@@ -1,40 +1,40 @@
-"""The invariants the simulator checks after every step (STYLE.md section 4, design doc 2.3-2.8).
+"""The invariants the simulator checks after every step (docs/protocol.md §9, HDFS-3077 §2.3-§2.8).
 
 ``History`` remembers what the run promised to its writers (epochs obtained, txids
 acknowledged) and what the JournalNodes' disks held, and raises ``InvariantViolation`` naming
 the first invariant that broke:
 
 ``epochs-unique``
-    No two writers ever completed ``create_new_unique_epoch`` with the same epoch (design doc
-    2.3, 2.5: "Each epoch number is unique").
+    No two writers ever completed ``create_new_unique_epoch`` with the same epoch (HDFS-3077
+    §2.3, §2.5: "Each epoch number is unique").
 ``acked-durable``
     Every txid acknowledged to a writer of epoch e (``QuorumOutputStream.flush`` returned) is,
     once a writer of a later epoch has recovered, in the recovered log with the same bytes, and
-    not past its end (design doc 2.6 postcondition 1, 2.8: "the finalized log must contain all
+    not past its end (HDFS-3077 §2.6 postcondition 1, §2.8: "the finalized log must contain all
     previously committed transactions"). A txid is acknowledged at most once, with one content.
     A recovery that *decides* to stop below an acknowledged txid breaks it too, even when the
     QJM's sanity check (``RecoveryError``) then refuses to carry the decision out.
 ``finalized-identical``
     Finalized segments with the same first txid hold identical records on every JournalNode,
-    for the whole run (design doc 2.8: "all loggers must finalize the segment to the same
+    for the whole run (HDFS-3077 §2.8: "all loggers must finalize the segment to the same
     length and contents").
 ``never-unfinalized``
     Once a JournalNode holds a finalized segment (start, end) it never again holds that start
-    in progress or with another end, unless it purged it (design doc 2.7, invariant 1).
+    in progress or with another end, unless it purged it (HDFS-3077 §2.7, invariant 1).
 ``no-acked-after-fence``
     When a writer of epoch e is told a batch is acknowledged, every epoch e' > e whose newEpoch
     had already succeeded on a quorum Q' has a JournalNode in Q' that acknowledged the batch
     before it promised e'. So a fenced writer gets no ack for a batch the fencing quorum did not
-    see, and the newer writer learns of the batch's segment from newEpoch (design doc 2.3, 2.8
+    see, and the newer writer learns of the batch's segment from newEpoch (HDFS-3077 §2.3, §2.8
     step 1).
 ``recovery-sane``
-    The writer's own sanity checks of a recovery decision (``qjm.errors.RecoveryError``, design
-    doc 2.9; an AssertionError in Hadoop) never fire: they mean the decision would lose a
+    The writer's own sanity checks of a recovery decision (``qjm.errors.RecoveryError``, HDFS-3077
+    §2.9; an AssertionError in Hadoop) never fire: they mean the decision would lose a
     committed txid or contradict a finalized copy. (When the simulator's own record shows the
     decision would drop an acknowledged txid, it reports acked-durable instead.)
 ``no-unexpected-error``
     The protocol code raises only its own errors: anything else (an assertion, a KeyError) is a
-    bug, as Hadoop's randomized test greps its output for AssertionError (design doc 7.3).
+    bug, as Hadoop's randomized test greps its output for AssertionError (HDFS-3077 §7.3).
 ``recoverable``
     At the end of the run, with every JournalNode up and no faults, a new writer recovers.
 """

@@ -1,4 +1,4 @@
-"""The deterministic simulation of a QJM cluster under faults (design doc 7.3, FoundationDB-style).
+"""The deterministic simulation of a QJM cluster under faults (HDFS-3077 §7.3, FoundationDB-style).
 
 ``run_simulation(seed, steps)`` builds ``n_journalnodes`` simulated JournalNodes and lets
 writers take over from each other for ``steps`` steps while ``FaultInjector`` breaks RPCs,
@@ -12,12 +12,12 @@ A step: restart JournalNodes whose downtime is over, maybe restart or read, mayb
 writer (a failover while the old one is alive), then one action of one live writer:
 
 * a new writer takes over: ``recover_unfinalized_segments`` (getJournalState, newEpoch,
-  prepareRecovery, acceptRecovery, finalize: design doc 2.5, 2.8), then ``start_log_segment``
+  prepareRecovery, acceptRecovery, finalize: HDFS-3077 §2.5, §2.8), then ``start_log_segment``
   and the segment's lone first transaction (HDFS writes OP_START_LOG_SEGMENT alone);
 * an active writer writes a batch of 1..20 transactions and flushes it, rolls its segment
   (finalize, start the next), or purges old segments.
 
-A writer whose call fails to reach its quorum is dead, as a NameNode aborts (design doc 2.11
+A writer whose call fails to reach its quorum is dead, as a NameNode aborts (HDFS-3077 §2.11
 step 5); fenced writers stay alive until their next write fails. Concurrency without threads:
 before any delivery, with a small probability, the network first runs one action of another
 writer (depth 1), e.g. the old writer sends a batch while the new one is halfway through
@@ -458,7 +458,7 @@ class Simulation:
         writer.stream = writer.qjm.start_log_segment(recovered_end + 1)
         writer.state = WriterState.ACTIVE
         # HDFS writes OP_START_LOG_SEGMENT alone as the segment's first batch; the Journal
-        # relies on it (a segment holding one txn may be restarted, design doc 2.10.5-2.10.6).
+        # relies on it (a segment holding one txn may be restarted, HDFS-3077 §2.10.5-§2.10.6).
         self._flush(writer, 1, segment_start=True)
 
     def _classify_refused_recovery(

@@ -1,6 +1,6 @@
 """The simulator's trace: every event of a run, digested, with a short tail kept for reports.
 
-Two runs of the same seed must write the same trace line for line (STYLE.md section 4), so
+Two runs of the same seed must write the same trace line for line (docs/architecture.md §8.2), so
 ``trace_digest`` (sha256 of every line) is what the determinism test compares. Lines never hold
 wall-clock times, object ids or anything iterated in hash order.
 """

@@ -1,4 +1,4 @@
-"""Real processes, a real ZooKeeper, real signals (DESIGN.md section 2, ``tests/chaos``).
+"""Real processes, a real ZooKeeper, real signals (docs/architecture.md §8.4, ``tests/chaos``).
 
 Each module gets its own dev cluster (``hadev.devcluster``: ZooKeeper, three
 JournalNodes, two NameNodes with automatic failover, session timeout 1 s) with QJM quorum

@@ -1,4 +1,4 @@
-"""The design doc's system-test checks (7.4.1) on a live cluster's JournalNode directories.
+"""HDFS-3077's system-test checks (§7.4.1) on a live cluster's JournalNode directories.
 
 Finalized segment files never change once renamed into place, so they are read straight from
 each JournalNode's ``current/`` while it runs (without its lock), each parsed record by

@@ -2,7 +2,7 @@
 
 Edits go on one long-lived ``JournalStream`` per logger, straight from the writer's thread;
 every other call goes through the logger's worker. These tests hold the logger to what the
-unary design promised (design doc 2.2, 5.1.1): the JournalNode sees one logger's calls in the
+unary design promised (HDFS-3077 §2.2, §5.1.1): the JournalNode sees one logger's calls in the
 order they were made; a batch that fails, or is not answered in time, marks the logger out of
 sync until the next segment; a stream that broke is replaced by a new one when the logger
 rejoins. JournalNodes are in-process ``JournalNodeServer``s on loopback.

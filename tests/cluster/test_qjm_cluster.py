@@ -1,7 +1,7 @@
 """The QuorumJournalManager end to end, against real JournalNode gRPC servers.
 
-Every JournalNode is a real ``JournalNodeServer`` of a ``MiniJournalCluster`` (design doc
-section 7.2) writing real files; nothing of the JournalNode is mocked. Faults are injected in
+Every JournalNode is a real ``JournalNodeServer`` of a ``MiniJournalCluster`` (HDFS-3077
+§7.2) writing real files; nothing of the JournalNode is mocked. Faults are injected in
 two ways only: on the client side, by ``FaultInjectingChannel`` (it wraps the writer's
 ``GrpcJournalChannel`` to one JournalNode and makes chosen calls fail before they leave the
 writer, hangs them, or holds back their answers), and by stopping, restarting or damaging
@@ -358,7 +358,7 @@ def test_timeouts_have_every_default_attribute() -> None:
 def test_finalized_segments_read_back_through_select_input_streams(
     cluster: MiniJournalCluster,
 ) -> None:
-    """What a standby relies on (design doc section 3): every finalized segment comes back
+    """What a standby relies on (HDFS-3077 §3): every finalized segment comes back
     from select_input_streams, readable from every JournalNode, with each op once, in order,
     byte for byte as written; an in-progress segment is not offered."""
     with Writer(cluster) as w:
@@ -393,7 +393,7 @@ def test_finalized_segments_read_back_through_select_input_streams(
 
 
 def test_stopped_journalnode_rejoins_at_the_next_segment(cluster: MiniJournalCluster) -> None:
-    """Design doc 2.2/2.11: one JournalNode down costs the writer nothing; its logger is out of
+    """HDFS-3077 §2.2, §2.11: one JournalNode down costs the writer nothing; its logger is out of
     sync for the rest of the segment and rejoins when the next segment starts. The segment it
     missed is never finalized on it."""
     with Writer(cluster) as w:
@@ -489,7 +489,7 @@ def test_unanswering_majority_times_out_after_the_write_timeout(
 def test_fenced_writer_cannot_write_after_another_takes_over(
     cluster: MiniJournalCluster,
 ) -> None:
-    """Design doc 2.3: once a second writer has a quorum of promises for a higher epoch, every
+    """HDFS-3077 §2.3: once a second writer has a quorum of promises for a higher epoch, every
     write of the first fails with EpochError on every JournalNode, and the second writer's
     recovery kept everything the first had acknowledged."""
     with Writer(cluster) as old:
@@ -524,7 +524,7 @@ BIG_OP_BYTES = 4000  # 16 MB: far more than gRPC buffers ahead of a slow reader
 
 @pytest.mark.parametrize("fault", ["stop", "corrupt"])
 def test_reader_switches_journalnode_mid_segment(cluster: MiniJournalCluster, fault: str) -> None:
-    """RedundantEditLogInputStream (design doc section 3): if the JournalNode serving a segment
+    """RedundantEditLogInputStream (HDFS-3077 §3): if the JournalNode serving a segment
     fails part-way (stopped, or a byte of its file damaged ahead of the reader), reading goes
     on from another JournalNode and every op still comes out exactly once, in order."""
     with Writer(cluster) as w:
@@ -651,7 +651,7 @@ def test_restarted_journalnode_with_torn_tail_takes_part_in_recovery(
 def test_format_refuses_journalnodes_holding_data_unless_forced(
     cluster: MiniJournalCluster,
 ) -> None:
-    """Design doc 4.2: format never erases a journal that holds data by accident; with force
+    """HDFS-3077 §4.2: format never erases a journal that holds data by accident; with force
     it erases it on every JournalNode and the next writer starts from an empty journal."""
     with Writer(cluster) as w:
         epoch = start_writer(w)

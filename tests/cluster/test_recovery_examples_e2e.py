@@ -1,6 +1,6 @@
 """Every row of ``tests.recovery_examples.RECOVERY_EXAMPLES``, end to end on real JournalNodes.
 
-tests/unit/test_recovery_comparator.py checks the design doc's section 2.10 table (and the
+tests/unit/test_recovery_comparator.py checks the table of HDFS-3077 §2.10 (and the
 HDFS-3845 example) against the pure recovery decision. Here each row is played for real on a
 ``MiniJournalCluster``: the JournalNode states of the row are produced by the RPC sequences
 the document narrates, sent by real QuorumJournalManagers whose channels to some JournalNodes

@@ -1,6 +1,6 @@
 """``hapipe verify`` on local Spark against real JournalNode processes.
 
-A short loggers-in-isolation run (design doc 7.4.1; tests/process/test_logtester.py has the
+A short loggers-in-isolation run (HDFS-3077 §7.4.1; tests/process/test_logtester.py has the
 long one): three JournalNode processes, LogTester processes started so that each takes over
 from the one before while it still writes (fencing it), then a fault-free writer finalizes
 the log. On that healthy cluster verify finds nothing, from the storage directories and over

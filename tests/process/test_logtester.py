@@ -1,4 +1,4 @@
-"""The design doc's loggers-in-isolation system test (7.4.1), on real processes.
+"""HDFS-3077's loggers-in-isolation system test (§7.4.1), on real processes.
 
 Three JournalNode processes (``JournalNodeProcessCluster(3)``) hold one journal. Three
 supervisor threads each run a loop: start a LogTester process (``python -m hadev.logtester``,

@@ -1,4 +1,4 @@
-"""No two writers ever obtain the same epoch (Hadoop's TestEpochsAreUnique, design doc 2.5, 7.1).
+"""No two writers ever obtain the same epoch (Hadoop's TestEpochsAreUnique, HDFS-3077 §2.5, §7.1).
 
 Two forms of one race: in the deterministic simulator (many writers, interleaved, with
 getJournalState/newEpoch failing before and after the JournalNode acts, one seed per run), and
@@ -62,7 +62,7 @@ def test_the_race_catches_a_journal_that_promises_an_epoch_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The check bites: a JournalNode that accepts newEpoch(e) when it already promised e
-    (``<`` instead of ``<=``, design doc 2.5 step 3) lets two writers win the same epoch."""
+    (``<`` instead of ``<=``, HDFS-3077 §2.5 step 3) lets two writers win the same epoch."""
     real = Journal.new_epoch
 
     def promises_twice(self: Journal, ns: NamespaceInfo, epoch: int) -> int | None:

@@ -1,4 +1,4 @@
-"""The simulator finds HDFS-3845 when it is planted (writer-epoch-edge-case.txt).
+"""The simulator finds HDFS-3845 when it is planted.
 
 The mutant ``ignore-writer-epoch`` (``conf.mutants``) makes recovery compare
 ``acceptedInEpoch`` alone, as the QJM did before HDFS-3845: a writer's first batch of a new

@@ -1,4 +1,4 @@
-"""The deterministic QJM simulator (design doc 7.3) over many seeds: no invariant breaks.
+"""The deterministic QJM simulator (HDFS-3077 §7.3) over many seeds: no invariant breaks.
 
 The sweep covers ``--sim-seeds`` seeds (default 200) of ``STEPS`` steps each; every failure
 names its seed and the one command that replays it. The same sweep shows the simulator is

@@ -1,4 +1,4 @@
-"""FileJournalStorage on real temporary directories, with real fsync (DESIGN.md section 4).
+"""FileJournalStorage on real temporary directories, with real fsync (docs/protocol.md §7.1).
 
 The crash cases are made by hand: a segment cut at every byte of its last record, a
 flipped byte, a temp file left where an atomic write stopped before its rename.

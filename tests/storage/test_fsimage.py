@@ -1,5 +1,5 @@
 """FSImage on real temporary directories: save/load round trips, image + edits, corruption,
-retention (DESIGN.md section 4, "NameNode").
+retention (docs/protocol.md §7.4, "NameNode").
 
 The namespaces come from the seeded workload of ``tests/unit/namespace_workload.py``; a
 failure prints ``seed=N``.

@@ -1,4 +1,4 @@
-"""``qjm.epochs.next_epoch``: the proposal step of epoch generation (design doc section 2.5)."""
+"""``qjm.epochs.next_epoch``: the proposal step of epoch generation (HDFS-3077 §2.5)."""
 
 from __future__ import annotations
 

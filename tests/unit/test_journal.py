@@ -143,7 +143,7 @@ def test_request_for_another_journal_id_is_refused() -> None:
         journal.heartbeat(RequestInfo("other", NS.cluster_id, 1, 0))
 
 
-# --------------------------------------------------------------- epochs (design doc 2.3, 2.5)
+# --------------------------------------------------------------- epochs (HDFS-3077 §2.3, §2.5)
 
 
 def test_new_epoch_must_be_strictly_higher() -> None:
@@ -290,7 +290,7 @@ def test_write_to_another_segment_than_the_open_one_is_refused() -> None:
 
 def test_restarted_journal_accepts_no_write_before_a_new_segment() -> None:
     # After a JN restart the writer's logger is out of sync until its next segment
-    # (design doc 2.2), rather than appending to a file it may have lost the tail of.
+    # (HDFS-3077 §2.2), rather than appending to a file it may have lost the tail of.
     storage = MemoryJournalStorage()
     journal = formatted(storage)
     w = writer_with_segment(journal)
@@ -458,7 +458,7 @@ def test_manifest_lists_finalized_segments_since_a_txid() -> None:
     ]
 
 
-# --------------------------------------------------------------- recovery (design doc 2.8)
+# --------------------------------------------------------------- recovery (HDFS-3077 §2.8)
 
 
 def test_prepare_recovery_reports_disk_state_and_writer_epoch() -> None:
@@ -597,7 +597,7 @@ def test_stats_follow_journal_metrics() -> None:
 
 
 def test_accept_recovery_replaces_a_copy_of_equal_length_but_other_content() -> None:
-    # Design doc 2.8 identifies a segment by "the highest transaction ID and md5sum": an
+    # HDFS-3077 §2.8 identifies a segment by "the highest transaction ID and md5sum": an
     # in-progress copy written by an older epoch may have the chosen copy's length and still
     # hold other edits (JN1 in 2.10.6 had it received txids 151-153 from writer 1 as JN2/JN3
     # did from writer 2). Skipping the download on length alone would finalize divergent copies.

@@ -45,7 +45,7 @@ DECISION_TABLE = [
     # A tolerant max_failures does not hide that too few loggers are left to win.
     ("5-tolerant-but-impossible", 5, 1, 3, 3, 5, LOST),
     ("5-tolerant-still-possible", 5, 1, 2, 3, 5, PENDING),
-    # format() needs every JournalNode (design doc 4.2): all successes, no failure allowed.
+    # format() needs every JournalNode (HDFS-3077 §4.2): all successes, no failure allowed.
     ("format-all-ok", 3, 3, 0, 3, 0, WON),
     ("format-one-failed", 3, 2, 1, 3, 0, LOST),
     ("format-waiting", 3, 2, 0, 3, 0, PENDING),
@@ -83,7 +83,7 @@ def test_quorum_decision_rejects_impossible_counts(
 )
 def test_majority(n: int, expected: int) -> None:
     assert majority(n) == expected
-    # Any two majorities overlap: that is what the fencing argument (design doc 2.3) needs.
+    # Any two majorities overlap: that is what the fencing argument (HDFS-3077 §2.3) needs.
     assert 2 * majority(n) > n
 
 

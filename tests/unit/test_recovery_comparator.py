@@ -1,4 +1,4 @@
-"""``qjm.recovery`` against the design doc's examples (sections 2.9-2.10) and HDFS-3845.
+"""``qjm.recovery`` against HDFS-3077's examples (§2.9-§2.10) and HDFS-3845.
 
 The examples are rows of ``tests.recovery_examples.RECOVERY_EXAMPLES``; each test id names the
 document section the row comes from.

@@ -164,7 +164,7 @@ def test_explicit_acl(zookeeper: ZooKeeperServer) -> None:
     settings = zk_settings(
         zookeeper,
         **{
-            "ha.zookeeper.parent-znode": "/shared",
+            "ha.zookeeper.parent-znode": "/common",
             "ha.zookeeper.auth": "digest:bob:pw",
             "ha.zookeeper.acl": f"digest:{digest}:rwcda,world:anyone:r",
         },
@@ -173,16 +173,16 @@ def test_explicit_acl(zookeeper: ZooKeeperServer) -> None:
     bob = started(client_from_settings(settings))
     reader = started(KazooClient(zookeeper.connect_string))
     try:
-        acls, _ = bob.get_acls("/shared/ns1")
+        acls, _ = bob.get_acls("/common/ns1")
         assert sorted(acls) == sorted(
             [
                 ACL(Permissions.ALL, Id("digest", digest)),
                 ACL(Permissions.READ, Id("world", "anyone")),
             ]
         )
-        assert reader.get_children("/shared/ns1") == ["members"]
+        assert reader.get_children("/common/ns1") == ["members"]
         with pytest.raises(NoAuthError):
-            reader.create("/shared/ns1/x", b"")
+            reader.create("/common/ns1/x", b"")
     finally:
         close_client(bob)
         close_client(reader)
