@@ -1,5 +1,5 @@
-"""The small files a journal keeps beside its segments (docs: HDFS-3077 section 4.1), their
-names and their encodings, as pure functions of bytes::
+"""The small files a journal keeps beside its segments (docs/protocol.md §7.1, HDFS-3077
+§4.1), their names and their encodings, as pure functions of bytes::
 
     VERSION                clusterID, namespaceID, cTime, ... (``durable.version``)
     last-promised-epoch    "N\\n", replaced atomically

@@ -1,5 +1,5 @@
-"""A segment's validated record stream (docs: HDFS-3077 section 4.1), over any binary file
-object: a real segment file, or ``io.BytesIO`` in tests.
+"""A segment's validated record stream (docs/protocol.md §7.2, HDFS-3077 §4.1), over any
+binary file object: a real segment file, or ``io.BytesIO`` in tests.
 
 A segment is ``proto.records.SEGMENT_HEADER`` then framed records. ``stream_records``
 validates records chunk by chunk and yields only whole, checked records, so a reader never

@@ -1,4 +1,5 @@
-"""Edit log segment file names (docs: HDFS-3077 section 4.1), as pure functions of strings.
+"""Edit log segment file names (docs/protocol.md §7.1, HDFS-3077 §4.1), as pure functions
+of strings.
 
 ::
 
