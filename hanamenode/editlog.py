@@ -18,8 +18,8 @@ buffer:
 A failed sync (``QuorumException``: a majority of JournalNodes down, or this writer fenced by
 a newer epoch) is fatal for this edit log: it is marked failed, nothing after the last durable
 txid is ever acknowledged, every waiter gets ``EditLogError`` naming the reason, and
-``on_failure`` tells the HA layer to leave the active state (HDFS-3077's "the NN aborts
-on the next edit").
+``on_failure`` tells the HA layer to leave the active state (in HDFS-3077, §2.11, the
+NameNode aborts).
 
 Segments: ``open_for_write(txid)`` starts a segment whose first transaction is a
 StartLogSegmentOp; ``roll`` ends it with an EndLogSegmentOp, finalizes it and starts the

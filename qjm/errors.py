@@ -53,7 +53,7 @@ class RecoveryError(QJMError):
     """A recovery sanity check failed: the JournalNodes' answers break a protocol invariant.
 
     For example two finalized copies of one segment with different lengths (HDFS-3077
-    §2.8, "all loggers must finalize the segment to the same length"), or a chosen recovery
+    §2.8: every finalized copy has one length and one content), or a chosen recovery
     length that would drop a txid some JournalNode knows was committed.
     """
 

@@ -85,7 +85,7 @@ class FaultPlan:
     """Probabilities of every fault, per delivered RPC unless said otherwise.
 
     ``fail_before + fail_after + jn_crash`` is the plain budget of about 0.1 per RPC (HDFS-3077
-    §7.3: "inject an IOException in some percentage of the RPC calls"). The writer-crash
+    §7.3: a fixed share of the RPCs fails). The writer-crash
     probabilities are per delivery too, so a crash lands before or after a uniformly random
     JournalNode of the fixed order and the call reaches only a prefix of them.
     """

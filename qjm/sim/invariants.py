@@ -6,18 +6,17 @@ the first invariant that broke:
 
 ``epochs-unique``
     No two writers ever completed ``create_new_unique_epoch`` with the same epoch (HDFS-3077
-    §2.3, §2.5: "Each epoch number is unique").
+    §2.3, §2.5: epochs are unique).
 ``acked-durable``
     Every txid acknowledged to a writer of epoch e (``QuorumOutputStream.flush`` returned) is,
     once a writer of a later epoch has recovered, in the recovered log with the same bytes, and
-    not past its end (HDFS-3077 §2.6 postcondition 1, §2.8: "the finalized log must contain all
-    previously committed transactions"). A txid is acknowledged at most once, with one content.
+    not past its end (HDFS-3077 §2.6 postcondition 1, §2.8: recovery keeps every committed
+    transaction). A txid is acknowledged at most once, with one content.
     A recovery that *decides* to stop below an acknowledged txid breaks it too, even when the
     QJM's sanity check (``RecoveryError``) then refuses to carry the decision out.
 ``finalized-identical``
     Finalized segments with the same first txid hold identical records on every JournalNode,
-    for the whole run (HDFS-3077 §2.8: "all loggers must finalize the segment to the same
-    length and contents").
+    for the whole run (HDFS-3077 §2.8: one length and one content for every finalized copy).
 ``never-unfinalized``
     Once a JournalNode holds a finalized segment (start, end) it never again holds that start
     in progress or with another end, unless it purged it (HDFS-3077 §2.7, invariant 1).

@@ -597,7 +597,7 @@ def test_stats_follow_journal_metrics() -> None:
 
 
 def test_accept_recovery_replaces_a_copy_of_equal_length_but_other_content() -> None:
-    # HDFS-3077 §2.8 identifies a segment by "the highest transaction ID and md5sum": an
+    # HDFS-3077 §2.8 identifies a segment by its last txid and its md5: an
     # in-progress copy written by an older epoch may have the chosen copy's length and still
     # hold other edits (JN1 in 2.10.6 had it received txids 151-153 from writer 1 as JN2/JN3
     # did from writer 2). Skipping the download on length alone would finalize divergent copies.
