@@ -3,7 +3,7 @@
 Each ``RecoveryExample`` is one row: the state of every JournalNode for the segment under
 recovery, which of them answered ``prepareRecovery``, and the expected decision (the acceptable
 sources and the recovered end txid). A reader can check every row against the document:
-``docs`` quotes the sentence each row encodes. The unit test feeds the rows to
+``docs`` says in a sentence why the row decides as it does. The unit test feeds the rows to
 ``qjm.recovery``; an end-to-end test can rebuild each JournalNode's state through real RPCs,
 which is why a row is declarative (segment start, last txid, finalized?, acceptedInEpoch,
 lastWriterEpoch, committed txid, the finalized segments before it, and the epoch of the writer
@@ -198,136 +198,140 @@ RECOVERY_EXAMPLES: tuple[RecoveryExample, ...] = (
     _example(
         "2.10.1-quorum-wrote-153", "2.10.1", 101, _S_2_10_1, "JN1 JN2 JN3", "JN2 JN3", 153,
         recovery_epoch=2,
-        docs="Since all copies have the same maxSeenEpoch, we follow Rule 3c and decide to "
-        "synchronize from either JN2 or JN3.",
+        docs="Every copy has max seen epoch 1, so rule 3c picks the longest: JN2 or JN3, "
+        "through 153.",
     ),
     _example(
         "2.10.1-jn1-jn2", "2.10.1", 101, _S_2_10_1, "JN1 JN2", "JN2", 153,
         recovery_epoch=2,
-        docs="we must be sure to recover through txid 153 (any quorum holds JN2 or JN3)",
+        docs="153 reached a quorum, so it must survive; JN2 is in this quorum and is the "
+        "longest.",
     ),
     _example(
         "2.10.1-jn1-jn3", "2.10.1", 101, _S_2_10_1, "JN1 JN3", "JN3", 153,
         recovery_epoch=2,
-        docs="we must be sure to recover through txid 153 (any quorum holds JN2 or JN3)",
+        docs="153 reached a quorum, so it must survive; JN3 is in this quorum and is the "
+        "longest.",
     ),
     _example(
         "2.10.2-all-three", "2.10.2", 101, _S_2_10_2, "JN1 JN2 JN3", "JN2", 153,
         recovery_epoch=2,
-        docs="it would be correct to decide either txid 150 or txid 153 (Rule 3c: the longest)",
+        docs="153 never reached a quorum, so 150 and 153 are both correct; rule 3c takes "
+        "JN2's 153.",
     ),
     _example(
         "2.10.2-jn1-jn2-153", "2.10.2", 101, _S_2_10_2, "JN1 JN2", "JN2", 153,
         recovery_epoch=2,
-        docs="If during recovery we saw only JN1 and JN2, we will recover to txn 153.",
+        docs="JN1 and JN2 answer: rule 3c takes JN2's longer copy, through 153.",
     ),
     _example(
         "2.10.2-jn1-jn3-150", "2.10.2", 101, _S_2_10_2, "JN1 JN3", "JN1", 150,
         recovery_epoch=2,
-        docs="If we saw only JN1 and JN3, we would recover to 150.",
+        docs="JN1 and JN3 answer: rule 3c takes JN1's copy, through 150, never JN3's 125.",
     ),
     _example(
         "2.10.2-jn2-jn3-153", "2.10.2", 101, _S_2_10_2, "JN2 JN3", "JN2", 153,
         recovery_epoch=2,
-        docs="If we saw JN2 and JN3 we would recover to 153.",
+        docs="JN2 and JN3 answer: rule 3c takes JN2's copy, through 153.",
     ),
     _example(
         "2.10.3-finalized-wins", "2.10.3", 101, _S_2_10_3, "JN1 JN2 JN3", "JN1 JN2", 150,
         recovery_epoch=2,
-        docs="Any quorum during recovery would see at least one finalized segment and thus "
-        "decide to recover from JN1 or JN2 by Rule 2.",
+        docs="Two JournalNodes finalized 150, so every quorum sees a finalized copy and rule "
+        "2 picks it.",
     ),
     _example(
         "2.10.3-jn1-jn3", "2.10.3", 101, _S_2_10_3, "JN1 JN3", "JN1", 150,
         recovery_epoch=2,
-        docs="Any quorum ... would see at least one finalized segment (Rule 2)",
+        docs="JN1's finalized copy wins over JN3's in-progress one by rule 2.",
     ),
     _example(
         "2.10.3-jn2-jn3", "2.10.3", 101, _S_2_10_3, "JN2 JN3", "JN2", 150,
         recovery_epoch=2,
-        docs="Any quorum ... would see at least one finalized segment (Rule 2)",
+        docs="JN2's finalized copy wins over JN3's in-progress one by rule 2.",
     ),
     _example(
         "2.10.4-all-three-finalized-wins", "2.10.4", 101, _S_2_10_4, "JN1 JN2 JN3", "JN1", 150,
         recovery_epoch=2,
-        docs="If, during recovery, we receive a response from JN1, then it will win by Rule 2.",
+        docs="JN1 answers with its finalized copy, which wins by rule 2.",
     ),
     _example(
         "2.10.4-jn1-jn2-finalized-wins", "2.10.4", 101, _S_2_10_4, "JN1 JN2", "JN1", 150,
         recovery_epoch=2,
-        docs="If, during recovery, we receive a response from JN1, then it will win by Rule 2.",
+        docs="JN1 answers with its finalized copy, which wins by rule 2.",
     ),
     _example(
         "2.10.4-jn1-jn3-finalized-wins", "2.10.4", 101, _S_2_10_4, "JN1 JN3", "JN1", 150,
         recovery_epoch=2,
-        docs="If, during recovery, we receive a response from JN1, then it will win by Rule 2.",
+        docs="JN1 answers with its finalized copy, which wins by rule 2.",
     ),
     _example(
         "2.10.4-jn2-jn3-longest-wins", "2.10.4", 101, _S_2_10_4, "JN2 JN3", "JN2", 150,
         recovery_epoch=2,
-        docs="If instead, we receive a response from only JN2 and JN3, then JN2 will win by "
-        "Rule 3c.",
+        docs="Without JN1, rule 3c takes JN2's longer in-progress copy, which already ends "
+        "at 150.",
     ),
     _example(
         "2.10.5-empty-segment-nothing-to-recover", "2.10.5", 151, _S_2_10_5, "JN1 JN2 JN3", "",
         None,
         recovery_epoch=2,
         prior=((1, 100), (101, 150)),
-        docs="if, during recovery, the segment itself is entirely empty, then we move aside "
-        "that segment and pretend it never existed ... no recovery will be necessary.",
+        docs="JN1's segment 151 holds no transaction: it is moved aside, every JournalNode "
+        "then looks the same, and there is nothing to recover.",
     ),
     _example(
         "2.10.6-writer-epoch-wins", "2.10.6", 151, _S_2_10_6, "JN1 JN2 JN3", "JN2 JN3", 151,
         recovery_epoch=3,
         prior=((1, 100), (101, 150)),
-        docs="it is important to recover the log to txid 151 rather than txid 153 ... because "
-        "JN2 and JN3 have a higher writer epoch, they win over JN1 due to Rule 3b.",
+        docs="JN2 and JN3 were last written by epoch 2, JN1 by epoch 1: rule 3b picks JN2 or "
+        "JN3 and the log ends at 151, not at JN1's 153.",
         pre_hdfs_3845=("JN1", 153),
     ),
     _example(
         "2.10.6-jn1-jn2-writer-epoch-wins", "2.10.6", 151, _S_2_10_6, "JN1 JN2", "JN2", 151,
         recovery_epoch=3,
         prior=((1, 100), (101, 150)),
-        docs="JN2 and JN3 have a higher writer epoch, they win over JN1 due to Rule 3b.",
+        docs="JN2's last writer epoch (2) beats JN1's (1) by rule 3b, although JN1's copy is "
+        "longer.",
         pre_hdfs_3845=("JN1", 153),
     ),
     _example(
         "2.10.6-jn2-jn3", "2.10.6", 151, _S_2_10_6, "JN2 JN3", "JN2 JN3", 151,
         recovery_epoch=3,
         prior=((1, 100), (101, 150)),
-        docs="JN1's log is properly removed and replaced with the correctly committed data "
-        "from JN2 or JN3.",
+        docs="JN2 and JN3 agree; JN1 will get their copy through acceptRecovery.",
     ),
     _example(
         "2.10.7-accepted-epoch-wins", "2.10.7", 101, _S_2_10_7, "JN1 JN2", "JN1", 150,
         recovery_epoch=3,
-        docs="assume it talks only to JN1 and JN2 ... Because of Rule 3b it will instead "
-        "choose JN1 again as the recovery source, and properly finalize JN1 and JN2 to txid 150",
+        docs="JN1 accepted 150 in epoch 2, which beats JN2's last writer epoch 1 by rule 3b: "
+        "the log is finalized at 150 again, as JN3 already has it.",
     ),
     _example(
         "2.10.7-all-three-finalized-wins", "2.10.7", 101, _S_2_10_7, "JN1 JN2 JN3", "JN3", 150,
         recovery_epoch=3,
-        docs="(Rule 2: JN3's finalized copy) ... which match the now-crashed JN3",
+        docs="JN3's finalized copy wins by rule 2.",
     ),
     _example(
         "2.10.7-jn2-jn3-finalized-wins", "2.10.7", 101, _S_2_10_7, "JN2 JN3", "JN3", 150,
         recovery_epoch=3,
-        docs="(Rule 2: JN3's finalized copy beats JN2's longer in-progress one)",
+        docs="JN3's finalized copy wins by rule 2 over JN2's longer in-progress copy.",
     ),
     _example(
         "HDFS-3845-writer-epoch-wins", "HDFS-3845", 101, _S_HDFS_3845, "JN0 JN1 JN2",
         "JN1 JN2", 150,
         recovery_epoch=4,
-        docs="A recovery at this point, with the old protocol, would incorrectly truncate the "
-        "log to transaction ID 101. ... JN1 and JN2 have a higher 'writer epoch'",
+        docs="JN1 and JN2 were last written by epoch 3, after JN0's recovery accepted in "
+        "epoch 2: rule 3 with writer epochs keeps 101-150; comparing accepted epochs "
+        "alone would cut the log to 101.",
         pre_hdfs_3845=("JN0", 101),
     ),
     _example(
         "HDFS-3845-jn0-jn1-writer-epoch-wins", "HDFS-3845", 101, _S_HDFS_3845, "JN0 JN1", "JN1",
         150,
         recovery_epoch=4,
-        docs="uses the fact that JN1 and JN2 have a higher 'writer epoch' to distinguish JN0's "
-        "replica as stale",
+        docs="JN1's last writer epoch (3) beats JN0's accepted epoch (2), so JN0's copy is "
+        "recognized as stale.",
         pre_hdfs_3845=("JN0", 101),
     ),
 )
