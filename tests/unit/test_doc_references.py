@@ -10,6 +10,7 @@ as ``file:line``.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,17 +62,17 @@ class Reference:
 
 
 def repository_files(root: Path = ROOT) -> list[Path]:
-    """The files to check: sources, docs, build and configuration files. This file is left
-    out: its examples of bad references are meant to be bad."""
+    """The files to check: sources, docs, build and configuration files. Virtual envs, caches
+    and VCS data are pruned, not walked. This file is left out: its examples of bad
+    references are meant to be bad."""
     files = []
     this = Path(__file__).resolve()
-    for path in root.rglob("*"):
-        if path == this:
-            continue
-        if any(part in SKIP_DIRS or part.endswith(".egg-info") for part in path.parts):
-            continue
-        if path.is_file() and (path.suffix in SUFFIXES or path.name in NAMES):
-            files.append(path)
+    for top, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+        for name in names:
+            path = Path(top) / name
+            if path != this and (path.suffix in SUFFIXES or name in NAMES):
+                files.append(path)
     return sorted(files)
 
 
