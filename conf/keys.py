@@ -215,28 +215,44 @@ def _single_nameservice(text: str) -> str:
     return parse_id(text)
 
 
+# Upper bounds: a value past them is a config error naming the key, not an OverflowError deep
+# in a library (a timer of 10^300 seconds, a gRPC limit past its int32, a thread pool of 10^9).
+MAX_DURATION_SECONDS = 365 * 86400.0
+MAX_COUNT = 2**63 - 1
+MAX_MESSAGE_MIB = (2**31 - 1) // MIB  # gRPC's message limits are int32 byte counts: 2047
+MAX_HANDLERS = 10_000
+
+
 def _duration(unit: str, *, positive: bool = True) -> Callable[[str], float]:
     def parse(text: str) -> float:
         value = parse_duration(text, unit)
         if positive and value <= 0:
             raise ValueError(f"must be greater than zero, got {text!r}")
+        if value > MAX_DURATION_SECONDS:
+            raise ValueError(f"must be at most 365 days, got {text!r}")
         return value
 
     return parse
 
 
-def _count(minimum: int) -> Callable[[str], int]:
+def _count(minimum: int, maximum: int = MAX_COUNT) -> Callable[[str], int]:
     def parse(text: str) -> int:
         value = parse_int(text)
         if value < minimum:
             raise ValueError(f"must be at least {minimum}, got {text!r}")
+        if value > maximum:
+            raise ValueError(f"must be at most {maximum}, got {text!r}")
         return value
 
     return parse
 
 
-def _mebibytes(text: str) -> int:
-    return _count(1)(text) * MIB
+def _mebibytes(text: str, maximum: int = MAX_COUNT // MIB) -> int:
+    return _count(1, maximum)(text) * MIB
+
+
+def _message_mebibytes(text: str) -> int:
+    return _mebibytes(text, MAX_MESSAGE_MIB)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,8 +454,10 @@ KEYS: tuple[Key, ...] = (
     Key("hanamenode.rpc.tls.ca-file", parse_path, None, "CA certificate (PEM) trusted by all"),
     Key("hanamenode.rpc.tls.cert-file", parse_path, None, "this host's certificate chain (PEM)"),
     Key("hanamenode.rpc.tls.key-file", parse_path, None, "this host's private key (PEM)"),
-    Key("hanamenode.rpc.handler.count", _count(1), "16", "gRPC server worker threads"),
-    Key("hanamenode.rpc.max-message.mb", _mebibytes, "128", "largest gRPC message"),
+    Key(
+        "hanamenode.rpc.handler.count", _count(1, MAX_HANDLERS), "16", "gRPC server worker threads"
+    ),
+    Key("hanamenode.rpc.max-message.mb", _message_mebibytes, "128", "largest gRPC message"),
     # Client (hafs and the failover proxy). HDFS defaults are 15 attempts, 500 ms and 15 s;
     # the sleeps here are shorter, so that a manual failover on a dev cluster is not waited
     # out for seconds.

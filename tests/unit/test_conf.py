@@ -270,6 +270,13 @@ MALFORMED = [
     ("ha.zookeeper.acl", "world:anyone:xyz", "expected scheme:id:perms"),
     ("ha.zookeeper.parent-znode", "hanamenode", "expected an absolute znode path"),
     ("hanamenode.rpc.tls.enabled", "1", "expected true or false"),
+    # Out of range: a config error, not an OverflowError where the value is used (issue 10).
+    ("hanamenode.rpc.max-message.mb", "2048", "must be at most 2047, got '2048'"),
+    ("hanamenode.rpc.max-message.mb", "99999999999999999999", "must be at most 2047"),
+    ("hanamenode.rpc.handler.count", "1000000000", "must be at most 10000"),
+    ("dfs.qjournal.write-txns.timeout.ms", "1e400", "expected a duration"),
+    ("dfs.qjournal.write-txns.timeout.ms", "999999999999999999999", "must be at most 365 days"),
+    ("dfs.namenode.checkpoint.txns", "9" * 30, "must be at most 9223372036854775807"),
 ]
 
 
