@@ -2,6 +2,11 @@
 ``ActiveStandbyElector`` and ``ZKFailoverController`` in one): a kazoo ``Lock`` plus a
 breadcrumb and a fence step.
 
+This is the shell that wires the parts to kazoo and the NameNode: the decisions are pure
+functions in ``failover.election_rules``, the breadcrumb is ``failover.breadcrumb``, the
+membership znode ``failover.membership``, and the steps of a graceful failover
+``failover.graceful``.
+
     elector = ActiveStandbyElector(settings, "nn1", fsn)   # fsn: FSNamesystem (an HATarget)
     elector.start()          # threads elector-nn1 and health-monitor-nn1
     ...
@@ -42,9 +47,7 @@ fence timeout), wins the lock itself with nothing to fence, then lets the others
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import re
 import threading
 import time
 from dataclasses import dataclass
@@ -53,12 +56,10 @@ from typing import Any, Protocol
 import structlog
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
-    BadVersionError,
     CancelledError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
-    NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
@@ -69,10 +70,20 @@ from kazoo.retry import KazooRetry
 from prometheus_client import CollectorRegistry
 
 from conf import Settings
+from failover.breadcrumb import Breadcrumb, BreadcrumbChanged, UnreadableBreadcrumb
 from failover.controller import REQUEST_BY_ZKFC, HAServiceTarget
-from failover.errors import UnknownNameNodeError
+from failover.election_rules import (
+    Decision,
+    ElectionInputs,
+    Reason,
+    ZKConnection,
+    stand_for_election,
+    step_down,
+)
 from failover.fencing import FenceTarget, NodeFencer
+from failover.graceful import Attempt, graceful_failover
 from failover.health import HealthMonitor
+from failover.membership import Membership
 from failover.metrics import ElectorMetrics
 from hanamenode.errors import NamenodeError, ServiceFailedError
 from hanamenode.ha import HAState
@@ -86,7 +97,6 @@ log = structlog.get_logger(__name__)
 
 _POLL = 0.1
 """How often a waiting thread looks at stop and session loss (seconds)."""
-_LOCK_SEQUENCE = re.compile(r"__lock__(\d{10})$")
 
 
 class ElectorState(enum.Enum):
@@ -188,6 +198,7 @@ class ActiveStandbyElector:
         self.zk_op_timeout = max(5.0, self.session_timeout)
         self._target = target
         self._client = client_from_settings(settings)
+        self._breadcrumb = Breadcrumb(self._client, self.paths.breadcrumb, self.info)
         self._watcher = SessionWatcher(
             self._client, on_change=self._on_zk_state, log_context={"nn": nn_id}
         )
@@ -209,8 +220,6 @@ class ActiveStandbyElector:
         self._pending: _ElectorLock | None = None
         self._attempt_seq = 0
         self._last_attempt: ActiveAttempt | None = None
-        self._member_session: int | None = None
-        self._member_problem: str | None = None
         self._watched_lock_path: str | None = None
         self._lock_watch_armed = False
         self._lock_node_lost = False
@@ -220,6 +229,8 @@ class ActiveStandbyElector:
             registry or CollectorRegistry(), lambda: self._state.value, lambda: self.zk_state
         )
         self._log = log.bind(nn=nn_id, ns=settings.nameservice)
+        self._membership = Membership(self._client, self.paths, nn_id, self.info,
+                                      self._wait_result, self._log)
 
     # -- what it is ----------------------------------------------------------------------------
 
@@ -374,72 +385,50 @@ class ActiveStandbyElector:
         started = time.monotonic()
         holder = self._lock_holder()
         self._log.info("graceful failover to this NameNode", holder=holder)
-        ceded: list[HAServiceTarget] = []
-        if holder is not None and holder != self.nn_id:
-            try:
-                old = HAServiceTarget.from_settings(self.settings, holder)
-                old.cede_active(self.cede_seconds, self.new_active_timeout)
-            except (NamenodeError, UnknownNameNodeError) as exc:
-                raise ServiceFailedError(
-                    f"Unable to get the active NameNode {holder} to cede: {exc}"
-                ) from None
-            ceded.append(old)
-        for other in self.settings.namenode_ids:
-            if other in (self.nn_id, holder):
-                continue
-            peer = HAServiceTarget.from_settings(self.settings, other)
-            try:
-                peer.cede_active(self.cede_seconds, self.new_active_timeout)
-                ceded.append(peer)
-            except NamenodeError as exc:
-                self._log.warning("another NameNode did not cede", other=other, error=str(exc))
-        with self._cond:
-            done = self._cond.wait_for(lambda: self._attempt_seq > seq, self.new_active_timeout)
-            attempt = self._last_attempt
-        for peer in ceded:
-            try:
-                peer.cede_active(0, self.graceful_fence_timeout)
-            except NamenodeError as exc:
-                self._log.warning("could not ask a NameNode to rejoin the election",
-                                  other=peer.nn_id, error=str(exc))
-        if not done or attempt is None:
-            why = "" if self._healthy else f" (it is unhealthy: {self._health_reason})"
-            raise ServiceFailedError(
-                f"Unable to become active: NameNode {self.nn_id} did not win the election "
-                f"within {self.new_active_timeout:g}s{why}"
-            )
-        if not attempt.succeeded:
-            raise ServiceFailedError(f"Unable to become active: {attempt.message}")
+
+        def cede(nn: str) -> None:
+            target = HAServiceTarget.from_settings(self.settings, nn)
+            target.cede_active(self.cede_seconds, self.new_active_timeout)
+
+        def rejoin(nn: str) -> None:
+            target = HAServiceTarget.from_settings(self.settings, nn)
+            target.cede_active(0, self.graceful_fence_timeout)
+
+        def wait_won() -> Attempt | None:
+            with self._cond:
+                done = self._cond.wait_for(lambda: self._attempt_seq > seq,
+                                           self.new_active_timeout)
+                attempt = self._last_attempt
+            if not done or attempt is None:
+                return None
+            return attempt.succeeded, attempt.message
+
+        def why_not_won() -> str:
+            return "" if self._healthy else f" (it is unhealthy: {self._health_reason})"
+
+        previous = graceful_failover(
+            self.nn_id, holder=holder, others=self.settings.namenode_ids, cede=cede,
+            rejoin=rejoin, wait_won=wait_won, log=self._log, within=self.new_active_timeout,
+            why_not_won=why_not_won,
+        )
         self._log.info("graceful failover done", previous=holder,
                        seconds=round(time.monotonic() - started, 3))
-        return holder or ""
+        return previous
 
     def _lock_holder(self) -> str | None:
-        """The id in the lowest lock znode (the holder's), None when nobody holds it."""
+        """Who holds the election lock (kazoo's ``Lock.contenders()``: the first contender),
+        None when nobody does."""
+        lock = Lock(self._client, self.paths.lock, self.nn_id)
+        lock.assured_path = True  # never create the lock path: `hactl format-zk` does
         try:
-            children = self._wait_result(
-                self._client.get_children_async(self.paths.lock), "listing the lock"
-            )
-            nodes = sorted(
-                (m.group(1), child)
-                for child in children
-                if (m := _LOCK_SEQUENCE.search(child)) is not None
-            )
-            for _, node in nodes:
-                try:
-                    data, _ = self._wait_result(
-                        self._client.get_async(f"{self.paths.lock}/{node}"), "reading the lock"
-                    )
-                except NoNodeError:
-                    continue  # released meanwhile: the next one holds it
-                return bytes(data).decode() or None
+            contenders = lock.contenders()
         except NoNodeError:
             return None
-        except (KazooException, TimeoutError) as exc:
+        except KazooException as exc:
             raise ServiceFailedError(
                 f"cannot read the election lock {self.paths.lock}: {type(exc).__name__} {exc}"
             ) from None
-        return None
+        return contenders[0] or None if contenders else None
 
     def _wait_result(self, result: Any, what: str) -> Any:
         """The value of a kazoo async result, waiting up to ``zk_op_timeout``."""
@@ -464,49 +453,12 @@ class ActiveStandbyElector:
         self._wake.set()
 
     def _keep_membership(self) -> None:
-        """``members/<nn>``, ephemeral, once per session (run by the health monitor)."""
+        """``members/<nn>``, once per session (run by the health monitor)."""
         if self._stopping.is_set() or not self._watcher.connected:
             return
         client_id = self._client.client_id
-        if client_id is None or client_id[0] == self._member_session:
-            return
-        session = client_id[0]
-        try:
-            registered = self._register_membership(session)
-        except NoNodeError:
-            problem = f"{self.paths.members} does not exist: run `hactl format-zk`"
-        except (KazooException, TimeoutError) as exc:
-            problem = f"{type(exc).__name__} {exc}".strip()
-        else:
-            if registered:
-                self._member_session, self._member_problem = session, None
-                self._log.info("registered membership", path=self.paths.member(self.nn_id),
-                               session=hex(session))
-            return
-        if problem != self._member_problem:
-            self._log.warning("membership not registered; retrying", problem=problem)
-        self._member_problem = problem
-
-    def _register_membership(self, session: int) -> bool:
-        path = self.paths.member(self.nn_id)
-        try:
-            self._wait_result(
-                self._client.create_async(path, self.info.to_bytes(), ephemeral=True),
-                "creating the membership znode",
-            )
-            return True
-        except NodeExistsError:
-            pass
-        stat = self._wait_result(self._client.exists_async(path), "reading membership")
-        if stat is None or stat.ephemeralOwner == session:
-            return stat is not None
-        # Left by an earlier run of this NameNode whose session has not expired yet.
-        self._log.info("replacing a stale membership znode", path=path,
-                       owner=hex(stat.ephemeralOwner))
-        with contextlib.suppress(NoNodeError, BadVersionError):
-            self._wait_result(self._client.delete_async(path, version=stat.version),
-                              "deleting a stale membership znode")
-        return False  # created at the next tick
+        if client_id is not None:
+            self._membership.keep(client_id[0])
 
     # -- the election thread -------------------------------------------------------------------
 
@@ -522,17 +474,26 @@ class ActiveStandbyElector:
         self._wake.wait(seconds)
         self._wake.clear()
 
-    def _why_out(self) -> str | None:
+    def _inputs(self, generation: int | None = None) -> ElectionInputs:
+        """The snapshot the rules decide on; ``generation``: the session count when the lock
+        was won (None while not holding it)."""
+        return ElectionInputs(
+            stopping=self._stopping.is_set(),
+            healthy=self._healthy,
+            health_reason=self._health_reason,
+            cede_left=max(0.0, self._cede_until - time.monotonic()),
+            cede_for=self._cede_for,
+            zk=ZKConnection(str(self._watcher.state)),
+            suspended_for=self._watcher.suspended_for(),
+            session_timeout=self.session_timeout,
+            session_expired=generation is not None and self._watcher.sessions_lost != generation,
+            lock_node_lost=self._lock_node_lost,
+            nn_state=self._target.state,
+        )
+
+    def _why_out(self) -> Decision | None:
         """Why this NameNode may not be in the election now (None: it may)."""
-        if self._stopping.is_set():
-            return "stopping"
-        if not self._healthy:
-            return f"unhealthy: {self._health_reason}"
-        if time.monotonic() < self._cede_until:
-            return f"ceded the election for {self._cede_for:g}s"
-        if not self._watcher.connected:
-            return "not connected to ZooKeeper"
-        return None
+        return stand_for_election(self._inputs())
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -552,11 +513,11 @@ class ActiveStandbyElector:
             why = self._why_out()
             if why is None:
                 return True
-            if self._stopping.is_set():
+            if why.reason is Reason.STOPPING:
                 return False
-            if why != logged:
-                self._log.info("staying out of the election", why=why)
-                logged = why
+            if why.message != logged:
+                self._log.info("staying out of the election", why=why.message)
+                logged = why.message
             cede_left = self._cede_until - time.monotonic()
             self._pause(min(0.5, cede_left) if cede_left > 0 else 0.5)
 
@@ -603,7 +564,9 @@ class ActiveStandbyElector:
                 self._pending = None
         if not acquired:
             self._delete_lock_node(lock)  # kazoo's own clean-up is best effort
-            self._log.info("left the queue for the lock", why=self._why_out() or "cancelled")
+            why = self._why_out()
+            self._log.info("left the queue for the lock",
+                           why=why.message if why is not None else "cancelled")
             return
         generation = self._watcher.sessions_lost
         self._log.info("won the election lock", node=lock.node)
@@ -613,7 +576,7 @@ class ActiveStandbyElector:
                 self._check_own_lock_node(lock, generation)
                 why = self._why_out()
                 if why is not None:
-                    raise _Abort(f"no longer eligible: {why}")
+                    raise _Abort(f"no longer eligible: {why.message}")
                 self._become_active(generation)
             except _Abort as exc:
                 self._record_attempt(False, str(exc))
@@ -657,36 +620,17 @@ class ActiveStandbyElector:
         self._set_state(ElectorState.BECOMING_ACTIVE)
         started = time.monotonic()
         fenced = "nothing to fence"
-        path = self.paths.breadcrumb
+
+        def wait(result: Any, what: str) -> Any:
+            return self._zk(result, what, generation)
+
         try:
-            try:
-                data, stat = self._zk(self._client.get_async(path), "reading the breadcrumb",
-                                      generation)
-            except NoNodeError:
-                data, stat = None, None
-            if data is not None:
-                try:
-                    old = ActiveNodeInfo.from_bytes(bytes(data))
-                except ValueError as exc:
-                    raise _Abort(
-                        f"cannot read {path} ({exc}); after checking that no NameNode is "
-                        "active, `hactl format-zk --force` clears it"
-                    ) from None
-                if old.namenode_id != self.nn_id:
-                    fenced = self._fence(old)
-            new_data = self.info.to_bytes()
-            try:
-                if stat is None:
-                    self._zk(self._client.create_async(path, new_data),
-                             "creating the breadcrumb", generation)
-                else:
-                    self._zk(self._client.set_async(path, new_data, version=stat.version),
-                             "writing the breadcrumb", generation)
-            except (NodeExistsError, BadVersionError, NoNodeError) as exc:
-                raise _Abort(
-                    f"the breadcrumb changed while this NameNode held the lock "
-                    f"({type(exc).__name__})"
-                ) from None
+            old, stat = self._breadcrumb.read(wait)
+            if old is not None and old.namenode_id != self.nn_id:
+                fenced = self._fence(old)
+            self._breadcrumb.write(stat, wait)
+        except (UnreadableBreadcrumb, BreadcrumbChanged) as exc:
+            raise _Abort(str(exc)) from None
         except KazooException as exc:
             raise _Abort(f"ZooKeeper request failed: {type(exc).__name__} {exc}") from exc
         if self._watcher.sessions_lost != generation:
@@ -749,40 +693,19 @@ class ActiveStandbyElector:
                     raise _Stopping()
                 if not self._lock_watch_armed and self._watcher.connected:
                     self._arm_lock_watch(path)
-                why, label = self._why_step_down(generation)
-                if why is None:
+                decision = step_down(self._inputs(generation))
+                if decision is None:
                     continue
-                self._log.warning("stepping down", reason=why)
-                self.metrics.step_downs.labels(label).inc()
-                stepped = label == "left_active" or self._transition_to_standby(why)
-                if label == "ceded" and stepped:
+                reason = decision.reason
+                self._log.warning("stepping down", reason=decision.message)
+                self.metrics.step_downs.labels(reason.value).inc()
+                left = reason is Reason.LEFT_ACTIVE
+                stepped = left or self._transition_to_standby(decision.message)
+                if reason is Reason.CEDED and stepped:
                     self._delete_own_breadcrumb(generation)
-                return label == "left_active"
+                return left
         finally:
             self._watched_lock_path = None
-
-    def _why_step_down(self, generation: int) -> tuple[str | None, str]:
-        if self._watcher.sessions_lost != generation:
-            return "the ZooKeeper session expired", "session_lost"
-        suspended = self._watcher.suspended_for()
-        if suspended > self.session_timeout:
-            return (
-                f"disconnected from ZooKeeper for {suspended:.1f}s, longer than the session "
-                f"timeout ({self.session_timeout:g}s)",
-                "disconnected",
-            )
-        if self._lock_node_lost:
-            return "the election lock znode was deleted", "lock_lost"
-        if not self._healthy:
-            return f"the NameNode is unhealthy: {self._health_reason}", "unhealthy"
-        if time.monotonic() < self._cede_until:
-            return "asked to cede the election", "ceded"
-        state = self._target.state
-        if state is not HAState.ACTIVE:
-            return f"the NameNode left the active state on its own (now {state.value})", (
-                "left_active"
-            )
-        return None, ""
 
     def _arm_lock_watch(self, path: str) -> None:
         """Watch our lock znode, so that its deletion (``format-zk --force``, an operator)
@@ -822,21 +745,12 @@ class ActiveStandbyElector:
         return True
 
     def _delete_own_breadcrumb(self, generation: int) -> None:
-        """After a clean step-down, the next active needs no fence. Version-checked, so a
-        breadcrumb someone else wrote meanwhile stays; requests of one session apply in
-        order, so this is done before the lock is given back."""
-        path = self.paths.breadcrumb
+        """After a clean step-down, the next active needs no fence. Requests of one session
+        apply in order, so this is done before the lock is given back."""
         try:
-            data, stat = self._zk(self._client.get_async(path), "reading the breadcrumb",
-                                  generation)
-            if ActiveNodeInfo.from_bytes(bytes(data)).namenode_id != self.nn_id:
-                return
-            self._zk(self._client.delete_async(path, version=stat.version),
-                     "deleting the breadcrumb", generation)
-            self._log.info("deleted own breadcrumb after stepping down")
-        except (NoNodeError, BadVersionError):
-            return
-        except (KazooException, ValueError, _Abort) as exc:
+            if self._breadcrumb.delete_own(lambda r, what: self._zk(r, what, generation)):
+                self._log.info("deleted own breadcrumb after stepping down")
+        except (KazooException, UnreadableBreadcrumb, _Abort) as exc:
             self._log.warning("could not delete own breadcrumb; the next active will fence "
                               "this NameNode gracefully", error=str(exc) or type(exc).__name__)
 
