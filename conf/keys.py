@@ -412,14 +412,19 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         "dfs.ha.tail-edits.qjm.rpc.max-txns",
-        _count(1),
+        _count(1, 1 << 20),  # proto.bounds: GetJournaledEditsRequest.max_txns
         "5000",
         "most edits one in-progress tailing call returns",
     ),
     Key("dfs.ha.log-roll.period", _duration("s"), "120", "how often the standby asks for a roll"),
     Key("dfs.namenode.checkpoint.txns", _count(1), "1000000", "checkpoint after this many txns"),
     Key("dfs.namenode.checkpoint.period", _duration("s"), "3600", "checkpoint at least this often"),
-    Key("dfs.namenode.num.checkpoints.retained", _count(1), "2", "fsimage checkpoints kept"),
+    Key(
+        "dfs.namenode.num.checkpoints.retained",
+        _count(1, 1000),
+        "2",
+        "fsimage checkpoints kept",
+    ),
     Key(
         "ha.failover-controller.graceful-fence.rpc-timeout.ms",
         _duration("ms"),
@@ -457,13 +462,18 @@ KEYS: tuple[Key, ...] = (
     Key(
         "hanamenode.rpc.handler.count", _count(1, MAX_HANDLERS), "16", "gRPC server worker threads"
     ),
-    Key("hanamenode.rpc.max-message.mb", _message_mebibytes, "128", "largest gRPC message"),
+    Key(
+        "hanamenode.rpc.max-message.mb",
+        _message_mebibytes,
+        "16",
+        "largest journal batch a JournalNode accepts, and largest answer of any daemon",
+    ),
     # Client (hafs and the failover proxy). HDFS defaults are 15 attempts, 500 ms and 15 s;
     # the sleeps here are shorter, so that a manual failover on a dev cluster is not waited
     # out for seconds.
     Key(
         "dfs.client.failover.max.attempts",
-        _count(1),
+        _count(1, 1_000_000),
         "15",
         "attempts of one call over all NameNodes before the client gives up",
     ),

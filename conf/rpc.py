@@ -61,13 +61,20 @@ class PortInUseError(BindError, OSError):
         self.errno = errno.EADDRINUSE
 
 
-def server_options(max_message_bytes: int = _DEFAULTS.max_message_bytes) -> list[tuple[str, Any]]:
-    """gRPC server channel arguments shared by every server of the project."""
+def server_options(
+    max_message_bytes: int = _DEFAULTS.max_message_bytes, max_receive_bytes: int | None = None
+) -> list[tuple[str, Any]]:
+    """gRPC server channel arguments shared by every server of the project.
+
+    ``max_receive_bytes`` (default ``max_message_bytes``) bounds each request message: gRPC
+    refuses a longer one with RESOURCE_EXHAUSTED from its length prefix, before buffering or
+    decoding it, so a flood of oversized requests costs the server no memory."""
+    receive = max_message_bytes if max_receive_bytes is None else max_receive_bytes
     return [
         # grpc sets SO_REUSEPORT by default: two servers could then share one port and split
         # its connections between them; a JournalNode started twice must fail to bind instead.
         ("grpc.so_reuseport", 0),
-        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", receive),
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.keepalive_time_ms", 30_000),
         ("grpc.keepalive_timeout_ms", 10_000),
@@ -106,13 +113,17 @@ def make_server(
     tls: TLSSettings | None = None,
     max_workers: int | None = None,
     max_message_bytes: int | None = None,
+    max_receive_bytes: int | None = None,
+    interceptors: Sequence[grpc.ServerInterceptor] = (),
     options: Sequence[tuple[str, Any]] = (),
 ) -> grpc.Server:
     """A gRPC server with the project's options; not yet bound (see ``bind``) nor started.
 
     Arguments given explicitly win over ``settings`` (``settings.tls``,
     ``settings.rpc.handler_count``, ``settings.rpc.max_message_bytes``), which win over the
-    defaults (no TLS, 16 workers, 128 MiB).
+    defaults (no TLS, 16 workers, 16 MiB). ``max_receive_bytes`` is the request limit of the
+    services the server hosts, when smaller than ``max_message_bytes`` (the NameNode's);
+    ``interceptors`` run before every servicer (``conf.guard.RequestGuard``).
     """
     rpc = settings.rpc if settings is not None else _DEFAULTS
     if tls is None and settings is not None:
@@ -121,7 +132,8 @@ def make_server(
     max_bytes = max_message_bytes if max_message_bytes is not None else rpc.max_message_bytes
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc-handler"),
-        options=[*server_options(max_bytes), *options],
+        options=[*server_options(max_bytes, max_receive_bytes), *options],
+        interceptors=list(interceptors) or None,
     )
     _SERVER_TLS[server] = tls if tls is not None else TLSSettings()
     return server

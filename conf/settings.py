@@ -129,7 +129,7 @@ class TLSSettings:
 @dataclass(frozen=True, slots=True)
 class RPCSettings:
     handler_count: int = 16
-    max_message_bytes: int = 128 * MIB
+    max_message_bytes: int = 16 * MIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +359,16 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         new_active_timeout=get("ha.failover-controller.new-active.rpc-timeout.ms"),
         cli_check_timeout=get("ha.failover-controller.cli-check.rpc-timeout.ms"),
     )
+    max_message_bytes: int = get("hanamenode.rpc.max-message.mb")
+    if qjm.queued_edits_limit_bytes >= max_message_bytes:
+        # A writer sends batches up to its queue limit; a JournalNode must accept them.
+        raise ConfigError(
+            f"{qjm.queued_edits_limit_bytes // MIB} MiB is not below "
+            f"hanamenode.rpc.max-message.mb ({max_message_bytes // MIB} MiB): the JournalNodes "
+            "would refuse the largest batches",
+            source=source,
+            key="dfs.qjournal.queued-edits.limit.mb",
+        )
     if ha.automatic_failover_enabled and not zk.quorum:
         raise ConfigError(
             "required when dfs.ha.automatic-failover.enabled is true",
@@ -378,7 +388,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         tls=_tls(get, source),
         rpc=RPCSettings(
             handler_count=get("hanamenode.rpc.handler.count"),
-            max_message_bytes=get("hanamenode.rpc.max-message.mb"),
+            max_message_bytes=max_message_bytes,
         ),
         values=MappingProxyType(values),
         client=ClientSettings(

@@ -31,12 +31,13 @@ from hanamenode.namespace import Namespace
 from hanamenode.peers import NameNodePeers
 from hanamenode.storage import NameDirectory
 from proto import namenode_pb2
+from proto.bounds import IMAGE_CHUNK_MAX_BYTES
 from proto.values import NamespaceInfo
 from qjm.errors import describe_exception
 
 log = structlog.get_logger(__name__)
 
-IMAGE_CHUNK_BYTES = 1 << 20
+IMAGE_CHUNK_BYTES = IMAGE_CHUNK_MAX_BYTES
 # How often the thread looks whether a checkpoint is due, at most.
 _CHECK_INTERVAL = 1.0
 

@@ -3,9 +3,10 @@
 A path arrives from the network, becomes part of an edit op that every NameNode replays, and
 of an fsimage row, so the NameNode accepts exactly one spelling of each path: absolute,
 normalized (no empty, ``.`` or ``..`` component, no trailing slash except the root), valid
-UTF-8 without NUL, and within HDFS's default limits — 8000 characters
-(``HdfsServerConstants.MAX_PATH_LENGTH``), 1000 components (``MAX_PATH_DEPTH``) and 255 bytes
-per component (``dfs.namenode.fs-limits.max-component-length``). Anything else is an
+UTF-8 without control characters (C0 including NUL, DEL and C1: HDFS accepts them, but names
+are printed on terminals, where they are commands), and within HDFS's default limits: 8000
+characters (``HdfsServerConstants.MAX_PATH_LENGTH``), 1000 components (``MAX_PATH_DEPTH``)
+and 255 bytes per component (``dfs.namenode.fs-limits.max-component-length``). Anything else is an
 ``InvalidPathError`` whose message names the path and the rule it broke.
 """
 
@@ -47,6 +48,13 @@ def validate_path(path: object) -> str:
         raise _invalid(path, f"longer than {MAX_PATH_LENGTH} characters")
     if "\x00" in path:
         raise _invalid(path, "contains a NUL character")
+    control = _first_control(path)
+    if control is not None:
+        raise _invalid(
+            path,
+            f"contains the control character U+{ord(control):04X} "
+            "(names may not contain C0, DEL or C1 control characters)",
+        )
     if path == ROOT:
         return path
     if path.endswith(SEPARATOR):
@@ -68,6 +76,37 @@ def validate_path(path: object) -> str:
                 path, f"component {index} is {size} bytes, longer than {MAX_COMPONENT_BYTES}"
             )
     return path
+
+
+def _is_control(ch: str) -> bool:
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code <= 0x9F
+
+
+def _first_control(text: str) -> str | None:
+    if text.isprintable():  # fast path: no C0, DEL or C1 character is printable
+        return None
+    return next((ch for ch in text if _is_control(ch)), None)
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: unchanged when every character is printable;
+    otherwise with backslashes doubled and every character that is not printable escaped
+    (``\\x1b``, ``\\n``, ``\\u200b``; bytes that were not UTF-8 on a command line, which
+    Python carries as lone surrogates, as ``\\x80``)."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif "\udc80" <= ch <= "\udcff":
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(repr(ch)[1:-1])
+    return "".join(out)
 
 
 def components(path: str) -> list[str]:

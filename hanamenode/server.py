@@ -25,6 +25,8 @@ import structlog
 from prometheus_client import start_http_server
 
 from conf import Settings
+from conf.guard import ANY_ROLE, MethodRule, RequestGuard, Role
+from conf.keys import MIB
 from conf.rpc import BindError, PortInUseError, bind, make_server
 from failover.elector import ActiveStandbyElector
 from hanamenode import fsimage
@@ -50,6 +52,47 @@ log = structlog.get_logger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 
 EMPTY = namenode_pb2.HAEmpty()
+
+MAX_REQUEST_BYTES = 1 * MIB
+"""The request limit of the NameNode's three services (``proto.bounds``): a ClientProtocol
+call is a few KiB at most (a path of 8000 characters, a client id of 128 bytes), an image
+upload chunk 512 KiB, an HA call a few bytes. gRPC refuses a longer message from its length
+prefix, before it takes memory."""
+
+
+def _transition_roles(request: Any) -> frozenset[Role]:
+    # The elector (inside a NameNode, with its certificate) transitions its own NameNode and
+    # fences the other; an operator's transition (hactl) needs the admin role.
+    if request.source == namenode_pb2.REQUEST_BY_ZKFC:
+        return frozenset({Role.NAMENODE})
+    return frozenset({Role.ADMIN})
+
+
+def _rules() -> dict[str, MethodRule]:
+    client = MethodRule(frozenset({Role.CLIENT}))
+    namenode = MethodRule(frozenset({Role.NAMENODE}))
+    namenode_or_admin = MethodRule(frozenset({Role.NAMENODE, Role.ADMIN}))
+    rules: dict[str, MethodRule] = {}
+    for method in ("Mkdirs", "Create", "Delete", "Rename", "GetListing", "GetFileInfo"):
+        rules[f"/hanamenode.namenode.ClientProtocol/{method}"] = client
+    ha = "/hanamenode.namenode.HAServiceProtocol/"
+    rules[ha + "GetServiceStatus"] = MethodRule(ANY_ROLE)
+    rules[ha + "MonitorHealth"] = MethodRule(ANY_ROLE)
+    rules[ha + "TransitionToActive"] = MethodRule(roles_for=_transition_roles)
+    rules[ha + "TransitionToStandby"] = MethodRule(roles_for=_transition_roles)
+    rules[ha + "CedeActive"] = namenode  # one elector to the other, in a graceful failover
+    rules[ha + "GracefulFailover"] = MethodRule(frozenset({Role.ADMIN}))
+    nnp = "/hanamenode.namenode.NamenodeProtocol/"
+    for method in ("RollEditLog", "GetMostRecentCheckpoint", "PutImage", "PurgeLogs"):
+        rules[nnp + method] = namenode
+    # bootstrap-standby, an operator's command, reads the namespace info and the image.
+    rules[nnp + "GetImage"] = namenode_or_admin
+    rules[nnp + "GetNamespaceInfo"] = namenode_or_admin
+    return rules
+
+
+RULES = _rules()
+"""Which role may call each method of the NameNode (docs/operations.md §9)."""
 
 
 def _abort(context: grpc.ServicerContext, exc: NamenodeError) -> None:
@@ -382,7 +425,16 @@ class NameNodeServer:
             )
             self._fsn = fsn
             self.metrics.watch(fsn.metrics_snapshot)
-            server = make_server(self.settings)
+            guard = RequestGuard(
+                RULES,
+                check_roles=self.settings.tls.enabled,
+                invalid=InvalidArgumentError,
+                denied=AccessControlError,
+                to_status=to_status,
+            )
+            server = make_server(
+                self.settings, max_receive_bytes=MAX_REQUEST_BYTES, interceptors=[guard]
+            )
             self._server = server
             namenode_pb2_grpc.add_ClientProtocolServicer_to_server(
                 ClientProtocolServicer(fsn), server

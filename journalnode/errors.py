@@ -85,6 +85,12 @@ class StorageLockedError(StorageError):
     """Another live JournalNode holds ``in_use.lock`` of this storage directory."""
 
 
+class AccessDeniedError(JournalError):
+    """The caller's certificate does not carry the role the call needs (conf.guard)."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
 class JournalUnavailableError(JournalError):
     """The JournalNode could not be reached or did not answer in time: not a verdict of its
     Journal, so the caller may retry it or count it as a failed quorum member."""
@@ -105,6 +111,7 @@ CODEC: ErrorCodec[JournalError] = ErrorCodec(
         CorruptSegmentError,
         StorageError,
         StorageLockedError,
+        AccessDeniedError,
         JournalUnavailableError,
     ),
     JournalUnavailableError,

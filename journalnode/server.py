@@ -27,10 +27,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from conf import TLSSettings
+from conf.guard import MethodRule, RequestGuard, Role
 from conf.rpc import BindError, PortInUseError, bind, make_channel, make_server
 from journalnode import fsutil
 from journalnode.errors import (
     ERROR_CLASS_KEY,
+    AccessDeniedError,
+    InvalidRequestError,
     JournalError,
     JournalNotFormattedError,
     from_rpc_error,
@@ -46,6 +49,31 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 EMPTY = journal_pb2.Empty()
+
+
+def _rules() -> dict[str, MethodRule]:
+    service = "/hanamenode.journal.QJournalService/"
+    writer = MethodRule(frozenset({Role.NAMENODE}))
+    reader = MethodRule(frozenset({Role.NAMENODE, Role.ADMIN}))
+    rules = {
+        service + method: writer
+        for method in (
+            "GetJournalState", "NewEpoch", "StartLogSegment", "Journal", "JournalStream",
+            "Heartbeat", "FinalizeLogSegment", "PurgeLogs", "PrepareRecovery", "AcceptRecovery",
+        )
+    }
+    for method in ("IsFormatted", "GetEditLogManifest", "GetJournaledEdits"):
+        rules[service + method] = reader
+    rules[service + "Format"] = MethodRule(frozenset({Role.ADMIN}))
+    # A JournalNode accepting a recovery downloads the segment from another one.
+    rules[service + "GetSegment"] = MethodRule(
+        frozenset({Role.NAMENODE, Role.JOURNALNODE, Role.ADMIN})
+    )
+    return rules
+
+
+RULES = _rules()
+"""Which role may call each method of the JournalNode (docs/operations.md §9)."""
 
 
 class JournalMetricsCollector(Collector):
@@ -243,19 +271,24 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
     ) -> Iterator[Any]:
         """Each batch of the stream exactly as a Journal call, answered in order; a failed
         batch is answered with the status the unary call would have failed with, and the
-        stream goes on (the writer decides what a failure means, as for unary calls)."""
-        for request in request_iterator:
-            try:
-                self._write_batch(request)
-            except Exception as exc:
-                code, details, trailers = _status(exc, "JournalStream")
-                yield journal_pb2.JournalStreamResponse(
-                    code=code.value[0],
-                    details=details,
-                    error_class=dict(trailers).get(ERROR_CLASS_KEY, ""),
-                )
-                continue
-            yield JOURNAL_STREAM_OK
+        stream goes on (the writer decides what a failure means, as for unary calls). A
+        message out of bounds (``conf.guard`` raises while the stream is read) ends the
+        stream with its status."""
+        try:
+            for request in request_iterator:
+                try:
+                    self._write_batch(request)
+                except Exception as exc:
+                    code, details, trailers = _status(exc, "JournalStream")
+                    yield journal_pb2.JournalStreamResponse(
+                        code=code.value[0],
+                        details=details,
+                        error_class=dict(trailers).get(ERROR_CLASS_KEY, ""),
+                    )
+                    continue
+                yield JOURNAL_STREAM_OK
+        except InvalidRequestError as exc:
+            _abort(context, exc, "JournalStream")
 
     @_unary
     def Heartbeat(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -341,7 +374,7 @@ class JournalNodeServer:
         metrics_address: str | None = None,
         tls: TLSSettings | None = None,
         handler_count: int = 16,
-        max_message_bytes: int = 128 * 1024 * 1024,
+        max_message_bytes: int = 16 * 1024 * 1024,
         advertised_host: str | None = None,
         edit_cache_bytes: int = DEFAULT_EDIT_CACHE_BYTES,
     ) -> None:
@@ -387,10 +420,19 @@ class JournalNodeServer:
             for child in sorted(self.root.iterdir()):
                 if child.is_dir() and (child / "current").is_dir():
                     self.journal(child.name)
+            tls = self._tls or TLSSettings()
+            guard = RequestGuard(
+                RULES,
+                check_roles=tls.enabled,
+                invalid=InvalidRequestError,
+                denied=AccessDeniedError,
+                to_status=to_status,
+            )
             self._server = make_server(
-                tls=self._tls,
+                tls=tls,
                 max_workers=self._handler_count,
                 max_message_bytes=self._max_message_bytes,
+                interceptors=[guard],
             )
             journal_pb2_grpc.add_QJournalServiceServicer_to_server(
                 QJournalServicer(self), self._server

@@ -9,9 +9,11 @@
     hafs --conf C stat [FORMAT] PATH...    FORMAT as hdfs dfs -stat (%y by default)
 
 Each command works through every path it is given, prints one line on stderr for each that
-fails (``ls: `/nope': No such file or directory``) and exits with status 1 if any did, 0
-otherwise. The NameNode to talk to is found by ``HaFsClient``'s failover proxy; when none
-answers as active the line names every NameNode's last answer.
+fails (``ls: `/nope': No such file or directory``; an argument that is not valid UTF-8 is
+such a failure, sent nowhere) and exits with status 1 if any did, 0 otherwise. Names are
+printed with anything not printable escaped (``hanamenode.paths.printable``), so a name
+cannot send commands to the terminal. The NameNode to talk to is found by ``HaFsClient``'s
+failover proxy; when none answers as active the line names every NameNode's last answer.
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ def ls_line(st: StatInfo, columns: Columns) -> str:
     group = f"{st.group:<{columns.group}} " if columns.group else st.group
     return (
         f"{kind}{permission_string(st.permission)} {replication:>{columns.replication}} "
-        f"{owner}{group}{st.length:>{columns.length}} {_local_minute(st.mtime_ms)} {st.path}"
+        f"{owner}{group}{st.length:>{columns.length}} {_local_minute(st.mtime_ms)} "
+        f"{namespace_paths.printable(st.path)}"
     )
 
 
@@ -116,11 +119,11 @@ def format_stat(fmt: str, st: StatInfo) -> str:
         "A": permission_string(st.permission),
         "b": str(st.length),
         "F": "directory" if st.is_dir else "regular file",
-        "g": st.group,
-        "n": "" if st.path == namespace_paths.ROOT else namespace_paths.basename(st.path),
+        "g": namespace_paths.printable(st.group),
+        "n": namespace_paths.printable(namespace_paths.basename(st.path)),
         "o": "0",
         "r": str(st.replication),
-        "u": st.owner,
+        "u": namespace_paths.printable(st.owner),
         "y": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(st.mtime_ms / 1000)),
         "Y": str(st.mtime_ms),
     }
@@ -169,9 +172,24 @@ class _Shell:
         self.errors += 1
         phrase = _PHRASES.get(type(error))
         if phrase is not None and path is not None:
-            click.echo(f"{command}: `{path}': {phrase}", err=True)
+            click.echo(f"{command}: `{namespace_paths.printable(path)}': {phrase}", err=True)
         else:
-            click.echo(f"{command}: {error}", err=True)
+            click.echo(f"{command}: {namespace_paths.printable(str(error))}", err=True)
+
+    def utf8(self, command: str, paths: Sequence[str]) -> list[str]:
+        """The arguments that are valid UTF-8; each other one is reported and counted (the
+        shell receives undecodable bytes as lone surrogates, which no request can carry)."""
+        valid: list[str] = []
+        for path in paths:
+            try:
+                path.encode("utf-8")
+            except UnicodeEncodeError:
+                self.errors += 1
+                shown = namespace_paths.printable(path)
+                click.echo(f"{command}: `{shown}': not a valid UTF-8 argument", err=True)
+            else:
+                valid.append(path)
+        return valid
 
     @contextmanager
     def reporting(self, command: str, path: str | None) -> Iterator[None]:
@@ -218,7 +236,7 @@ def main(ctx: click.Context, conf_path: str | None, log_format: str, log_level: 
 @click.pass_obj
 def mkdir(shell: _Shell, parents: bool, paths: tuple[str, ...]) -> None:
     """Create directories."""
-    for path in paths:
+    for path in shell.utf8("mkdir", paths):
         with shell.reporting("mkdir", path):
             shell.fs.mkdirs(path, parents=parents)
     shell.finish()
@@ -229,7 +247,7 @@ def mkdir(shell: _Shell, parents: bool, paths: tuple[str, ...]) -> None:
 @click.pass_obj
 def touch(shell: _Shell, paths: tuple[str, ...]) -> None:
     """Create empty files; an existing file is left unchanged."""
-    for path in paths:
+    for path in shell.utf8("touch", paths):
         # An existing file: nothing to do (a directory is PathIsDirectoryError).
         with shell.reporting("touch", path), contextlib.suppress(PathExistsError):
             shell.fs.create(path)
@@ -243,7 +261,7 @@ def touch(shell: _Shell, paths: tuple[str, ...]) -> None:
 @click.pass_obj
 def rm(shell: _Shell, recursive: bool, force: bool, paths: tuple[str, ...]) -> None:
     """Delete files (and directories, with -r)."""
-    for path in paths:
+    for path in shell.utf8("rm", paths):
         try:
             # hdfs dfs -rm refuses every directory without -r, the empty ones too.
             if not recursive and shell.fs.stat(path).is_dir:
@@ -257,7 +275,7 @@ def rm(shell: _Shell, recursive: bool, force: bool, paths: tuple[str, ...]) -> N
         except NamenodeError as exc:
             shell.fail("rm", path, exc)
             continue
-        click.echo(f"Deleted {path}")
+        click.echo(f"Deleted {namespace_paths.printable(path)}")
     shell.finish()
 
 
@@ -268,6 +286,8 @@ def mv(shell: _Shell, paths: tuple[str, ...]) -> None:
     """Move SRC to DST, or SRC... into the directory DST."""
     if len(paths) < 2:
         raise click.UsageError("mv needs a source and a destination")
+    if len(shell.utf8("mv", paths)) < len(paths):
+        shell.finish()
     *sources, dst = paths
     if len(sources) > 1:
         try:
@@ -313,7 +333,7 @@ def ls(shell: _Shell, recursive: bool, directory: bool, paths: tuple[str, ...]) 
                 with shell.reporting("ls", st.path):
                     list_directory(st.path)
 
-    for path in paths or (namespace_paths.ROOT,):
+    for path in shell.utf8("ls", paths or (namespace_paths.ROOT,)):
         with shell.reporting("ls", path):
             st = shell.fs.stat(path)
             if st.is_dir and not directory:
@@ -333,7 +353,9 @@ def stat(shell: _Shell, args: tuple[str, ...]) -> None:
     paths = list(args)
     if len(paths) > 1 and "%" in paths[0]:
         fmt = paths.pop(0)
-    for path in paths:
+    if len(shell.utf8("stat", [fmt])) < 1:
+        shell.finish()
+    for path in shell.utf8("stat", paths):
         with shell.reporting("stat", path):
             click.echo(format_stat(fmt, shell.fs.stat(path)))
     shell.finish()

@@ -165,3 +165,28 @@ def test_the_shell_end_to_end_across_a_failover(cluster: NameNodeProcessCluster)
     # Bad configuration: one line, status 1.
     result = run_hafs(Path(c.conf_path).with_name("missing.xml"), "ls", "/")
     assert result.returncode == 1 and result.stderr.startswith("Error: bad configuration: ")
+
+
+def test_hostile_arguments_and_names(cluster: NameNodeProcessCluster) -> None:
+    """Issue 10, rows 7 and 8: an argument that is not UTF-8 is one line and status 1, a name
+    with a control character is refused, and a listing escapes what is not printable."""
+    # A str with a lone surrogate reaches the child as the raw byte 0xff (surrogateescape).
+    for args in (("mkdir", "/bad\udcff"), ("ls", "/\udcff"), ("mv", "/a", "/\udcff"),
+                 ("stat", "%n", "/x\udcff")):
+        code, out, err = hafs(cluster, *args)
+        assert (code, out) == (1, ""), (args, code, out, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert "not a valid UTF-8 argument" in err and "\\xff" in err, err
+    for name, shown in (("/esc\x1b[31mred", "U+001B"), ("/new\nline", "U+000A"),
+                        ("/soh\x01", "U+0001"), ("/del\x7f", "U+007F"), ("/csi\x9b", "U+009B")):
+        err = fails(cluster, "mkdir", name)
+        assert f"contains the control character {shown}" in err, err
+        assert not any(ch in err for ch in "\x1b\x01\x7f\x9b"), repr(err)
+    ok(cluster, "mkdir", "/hostile")
+    ok(cluster, "mkdir", "/hostile/zero\u200bwidth", "/hostile/line\u2028sep", "/hostile/back\\")
+    listing = ok(cluster, "ls", "/hostile").splitlines()
+    names = sorted(line.rsplit(" ", 1)[1] for line in listing[1:])
+    assert names == [
+        "/hostile/back\\", "/hostile/line\\u2028sep", "/hostile/zero\\u200bwidth"
+    ], listing
+    assert ok(cluster, "stat", "%n", "/hostile/zero\u200bwidth") == "zero\\u200bwidth\n"

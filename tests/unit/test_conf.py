@@ -102,7 +102,7 @@ def test_empty_configuration_gives_the_documented_defaults() -> None:
     assert s.zk == ZKSettings()
     assert s.ha == HASettings()
     assert s.tls == TLSSettings()
-    assert s.rpc == RPCSettings(handler_count=16, max_message_bytes=128 * MIB)
+    assert s.rpc == RPCSettings(handler_count=16, max_message_bytes=16 * MIB)
     assert s.qjm.prepare_recovery_timeout == 120.0 and s.qjm.format_timeout == 60.0
     assert s.qjm.heartbeat_interval == 1.0
     assert s.journalnode("jn7") == JournalNodeSettings(
@@ -277,6 +277,9 @@ MALFORMED = [
     ("dfs.qjournal.write-txns.timeout.ms", "1e400", "expected a duration"),
     ("dfs.qjournal.write-txns.timeout.ms", "999999999999999999999", "must be at most 365 days"),
     ("dfs.namenode.checkpoint.txns", "9" * 30, "must be at most 9223372036854775807"),
+    ("ha.zookeeper.session-timeout.ms", "366d", "must be at most 365 days"),
+    ("dfs.ha.tail-edits.qjm.rpc.max-txns", "2000000", "must be at most 1048576"),
+    ("dfs.qjournal.queued-edits.limit.mb", "16", "is not below hanamenode.rpc.max-message.mb"),
 ]
 
 

@@ -99,3 +99,35 @@ def test_helpers() -> None:
     assert not paths.is_ancestor("/a", "/a")
     assert not paths.is_ancestor("/a", "/ab")
     assert not paths.is_ancestor("/a/b", "/a")
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [("/a\x01", "U+0001"), ("/a\x1b[2J", "U+001B"), ("/a\nb", "U+000A"), ("/a\tb", "U+0009"),
+     ("/x/\x7f", "U+007F"), ("/\x80", "U+0080"), ("/\x9f/y", "U+009F")],
+)
+def test_control_characters_are_refused(path: str, code: str) -> None:
+    with pytest.raises(InvalidPathError) as info:
+        paths.validate_path(path)
+    assert f"contains the control character {code}" in str(info.value)
+
+
+def test_printable_characters_next_to_the_control_ranges_are_accepted() -> None:
+    for path in ("/ ~", "/\xa0nbsp", "/\xa1", "/zero\u200bwidth"):
+        assert paths.validate_path(path) == path
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("/plain/ünï", "/plain/ünï"),
+        ("/back\\slash", "/back\\slash"),
+        ("/esc\x1b[31m", "/esc\\x1b[31m"),
+        ("/n\nl\\", "/n\\nl\\\\"),
+        ("/zw\u200b", "/zw\\u200b"),
+        ("/bad\udcff", "/bad\\xff"),
+    ],
+)
+def test_printable_escapes_what_a_terminal_would_run(text: str, shown: str) -> None:
+    assert paths.printable(text) == shown
+    assert paths.printable(text).isprintable()

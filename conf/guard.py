@@ -1,0 +1,214 @@
+"""The guard in front of every servicer: the caller's role and the request's bounds.
+
+A ``RequestGuard`` is a gRPC server interceptor that each daemon installs with its table of
+methods. Before a servicer sees a request it checks, in order:
+
+1. with mutual TLS on, the caller's role: roles are URIs ``hanamenode-role:<role>`` among
+   the subject alternative names of the caller's certificate (one certificate may carry
+   several). A method needs one of the roles its rule names; a caller without it gets
+   PERMISSION_DENIED naming the role needed and the ones presented. A method missing from
+   the table is refused to everybody (fail closed);
+2. the bounds of every field (``proto.bounds``): a field out of bounds is INVALID_ARGUMENT
+   naming the field, before the servicer acts.
+
+Refusals carry the service's own error classes (``invalid`` and ``denied``), so a client
+re-raises them as it does the servicer's own refusals. Messages of a client stream (the
+journal stream, an image upload) are checked one by one as the servicer reads them; a bad one
+raises the ``invalid`` class inside the servicer, which answers it like its own errors::
+
+    guard = RequestGuard(RULES, check_roles=settings.tls.enabled,
+                         invalid=InvalidRequestError, denied=AccessDeniedError,
+                         to_status=to_status)
+    server = make_server(settings, interceptors=[guard])
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from cryptography import x509
+from google.protobuf.message import Message
+
+from proto import bounds
+
+__all__ = [
+    "ANY_ROLE",
+    "ROLE_URI_PREFIX",
+    "MethodRule",
+    "RequestGuard",
+    "Role",
+    "roles_of_certificate",
+]
+
+ROLE_URI_PREFIX = "hanamenode-role:"
+
+
+class Role(enum.StrEnum):
+    """What a certificate may be allowed to do (docs/operations.md §9)."""
+
+    NAMENODE = "namenode"
+    JOURNALNODE = "journalnode"
+    ADMIN = "admin"
+    CLIENT = "client"
+
+
+ANY_ROLE = frozenset(Role)
+
+Status = tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class MethodRule:
+    """Who may call one method: ``roles``, or ``roles_for(request)`` when it depends on the
+    request (an HA transition asked by the elector or by an operator)."""
+
+    roles: frozenset[Role] = frozenset()
+    roles_for: Callable[[Any], frozenset[Role]] | None = None
+
+    def needed(self, request: Any) -> frozenset[Role]:
+        if self.roles_for is not None and request is not None:
+            return self.roles_for(request)
+        return self.roles
+
+
+@functools.lru_cache(maxsize=256)
+def roles_of_certificate(pem: bytes) -> frozenset[str]:
+    """The role names in a PEM certificate's ``hanamenode-role:`` SAN URIs (any text after
+    the prefix, so that an unknown role is reported as presented, not dropped)."""
+    cert = x509.load_pem_x509_certificate(pem)
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return frozenset()
+    uris = san.get_values_for_type(x509.UniformResourceIdentifier)
+    return frozenset(u[len(ROLE_URI_PREFIX) :] for u in uris if u.startswith(ROLE_URI_PREFIX))
+
+
+def _presented(context: grpc.ServicerContext) -> frozenset[str]:
+    auth: Mapping[str, Any] = context.auth_context() or {}
+    pems = auth.get("x509_pem_cert") or []
+    return roles_of_certificate(bytes(pems[0])) if pems else frozenset()
+
+
+def _names(roles: frozenset[Role] | frozenset[str]) -> str:
+    return " or ".join(sorted(str(r) for r in roles)) or "none"
+
+
+class RequestGuard(grpc.ServerInterceptor):
+    """Checks role and bounds before every method in ``rules`` (keyed ``/pkg.Service/Method``)."""
+
+    def __init__(
+        self,
+        rules: Mapping[str, MethodRule],
+        *,
+        check_roles: bool,
+        invalid: Callable[[str], Exception],
+        denied: Callable[[str], Exception],
+        to_status: Callable[[Any], Status],
+    ) -> None:
+        self._rules = dict(rules)
+        self.check_roles = check_roles
+        self._invalid = invalid
+        self._denied = denied
+        self._to_status = to_status
+
+    # -- the decisions -------------------------------------------------------------------------
+
+    def refusal(
+        self, method: str, request: Message | None, presented: frozenset[str] | None
+    ) -> Exception | None:
+        """Why a call of ``method`` (full name) with ``request`` (None: not read yet) by a
+        caller presenting ``presented`` roles (None: roles not checked) is refused, or None."""
+        name = method.rsplit("/", 1)[-1]
+        if presented is not None:
+            rule = self._rules.get(method)
+            if rule is None:
+                return self._denied(f"{name}: no role may call this method")
+            needed = rule.needed(request)
+            if not needed & presented:
+                return self._denied(
+                    f"{name} needs the role {_names(needed)}; the caller's certificate "
+                    f"presents {_names(presented)}"
+                )
+        if request is not None:
+            violation = bounds.check(request)
+            if violation is not None:
+                return self._invalid(f"{name}: {violation.message}")
+        return None
+
+    # -- the interceptor -----------------------------------------------------------------------
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        method: str = handler_call_details.method
+        if handler.request_streaming:
+            return self._wrap_streaming(method, handler)
+        return self._wrap_unary(method, handler)
+
+    def _abort(self, context: grpc.ServicerContext, exc: Exception) -> None:
+        code, details, trailers = self._to_status(exc)
+        context.set_trailing_metadata(trailers)
+        context.abort(code, details)
+
+    def _presented(self, context: grpc.ServicerContext) -> frozenset[str] | None:
+        return _presented(context) if self.check_roles else None
+
+    def _wrap_unary(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        streaming = handler.response_streaming
+        behavior = handler.unary_stream if streaming else handler.unary_unary
+        assert behavior is not None
+        make = grpc.unary_stream_rpc_method_handler if streaming else (
+            grpc.unary_unary_rpc_method_handler
+        )
+
+        def guarded(request: Any, context: grpc.ServicerContext) -> Any:
+            refused = self.refusal(method, request, self._presented(context))
+            if refused is not None:
+                self._abort(context, refused)
+            return behavior(request, context)
+
+        return make(
+            guarded,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _wrap_streaming(
+        self, method: str, handler: grpc.RpcMethodHandler
+    ) -> grpc.RpcMethodHandler:
+        streaming = handler.response_streaming
+        behavior = handler.stream_stream if streaming else handler.stream_unary
+        assert behavior is not None
+        make = grpc.stream_stream_rpc_method_handler if streaming else (
+            grpc.stream_unary_rpc_method_handler
+        )
+
+        def checked(requests: Iterator[Any]) -> Iterator[Any]:
+            for request in requests:
+                refused = self.refusal(method, request, None)
+                if refused is not None:
+                    raise refused
+                yield request
+
+        def guarded(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            refused = self.refusal(method, None, self._presented(context))
+            if refused is not None:
+                self._abort(context, refused)
+            return behavior(checked(requests), context)
+
+        return make(
+            guarded,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
