@@ -54,9 +54,9 @@ History lines (JSONL; ``hachaos.history`` writes them)::
     {"type": "invoke", "process": 4, "key": "", "f": "ls", "args": {}, "time": 12.7}
     {"type": "ok", "process": 4, "key": "", "f": "ls", "value": {"k1": "dir"}, "time": 12.8}
 
-``type`` is ``invoke``, ``ok``, ``fail``, ``info`` (and ``meta`` and ``nemesis`` lines, which
-the checker reads only for the key set); ``process`` issues one operation at a time; an
-invocation with no completion is indeterminate.
+``type`` is ``invoke``, ``ok``, ``fail``, ``info``, or ``meta`` (read for the key set), or
+``nemesis``, ``ack``, ``note`` (for the reader; skipped); ``process`` issues one operation
+at a time; an invocation with no completion is indeterminate.
 """
 
 from __future__ import annotations
@@ -100,6 +100,9 @@ ANSWERS: Mapping[str, frozenset[str]] = {
     "ls": frozenset(STATES),
 }
 """Every answer an operation can have; anything else in a history is an error."""
+
+NOTES = frozenset({"nemesis", "ack", "note"})
+"""History lines for the reader, which the checker skips."""
 
 DEFAULT_MAX_STEPS = 2_000_000
 """Search steps per key before the checker gives up and says it does not know."""
@@ -199,7 +202,7 @@ def parse_history(records: Iterable[Mapping[str, Any]]) -> History:
             meta.update(record)
             keys.update(str(k) for k in record.get("keys", ()))
             continue
-        if kind == "nemesis":
+        if kind in NOTES:
             continue
         try:
             process = int(record["process"])

@@ -1,0 +1,320 @@
+"""The nemeses of ``hachaos``: what faults a run injects, when, and for how long.
+
+``schedule`` is pure: from a seed, the selected faults, the run's length and the session
+timeout it draws one fault at a time (a quiet spell, the fault, its healing), so the same
+``--seed`` and ``--nemesis`` replay the same schedule. Targets are roles ("the active",
+"the standby", "JournalNode 2", "these hosts against those"), resolved when the fault
+starts. ``Nemesis`` is the thin shell that applies a schedule to a running cluster in a
+thread and writes each start and heal into the history.
+
+=================== ==================================================================
+fault               what it does, and what heals it
+=================== ==================================================================
+kill                ``kill -9`` of the active NameNode; restarted after the duration
+kill-standby        ``kill -9`` of a standby NameNode; restarted after the duration
+kill-jn             ``kill -9`` of a JournalNode; restarted after the duration
+pause               SIGSTOP of the active NameNode, longer than the session timeout;
+                    SIGCONT
+partition-zk        the active cut from ZooKeeper only
+partition-jns       the active cut from every JournalNode only
+partition-active    the active cut from every other daemon (its clients still reach it)
+partition-halves    the daemons split in two random groups (clients reach everyone)
+partition-jn        one JournalNode cut from everyone
+disk-full           one JournalNode's journal disk (a small tmpfs) filled to the last
+                    byte; the filler file removed
+=================== ==================================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+__all__ = [
+    "ClusterControl",
+    "Fault",
+    "Nemesis",
+    "Step",
+    "parse_faults",
+    "schedule",
+]
+
+log = structlog.get_logger(__name__)
+
+
+class Fault(enum.Enum):
+    KILL = "kill"
+    KILL_STANDBY = "kill-standby"
+    KILL_JN = "kill-jn"
+    PAUSE = "pause"
+    PARTITION_ZK = "partition-zk"
+    PARTITION_JNS = "partition-jns"
+    PARTITION_ACTIVE = "partition-active"
+    PARTITION_HALVES = "partition-halves"
+    PARTITION_JN = "partition-jn"
+    DISK_FULL = "disk-full"
+
+
+def parse_faults(text: str) -> tuple[Fault, ...]:
+    """``kill,pause`` or ``all`` (or ``none``): the faults, in the order of ``Fault``.
+    ValueError naming an unknown one and listing the known."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return tuple(Fault)
+    if names in ([], ["none"]):
+        return ()
+    known = {f.value: f for f in Fault}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown nemesis {', '.join(unknown)}; known: all, none, {', '.join(known)}"
+        )
+    return tuple(f for f in Fault if f.value in names)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One fault: it starts ``at`` seconds into the run and is healed ``duration`` seconds
+    later. ``choice`` picks among equals: which JournalNode (modulo their number), or, for
+    halves, which daemons go to the first group (bit i: the i-th daemon)."""
+
+    at: float
+    fault: Fault
+    duration: float
+    choice: int
+
+    def describe(self) -> str:
+        return f"{self.at:7.2f}s {self.fault.value} for {self.duration:.2f}s (choice {self.choice})"
+
+
+def schedule(
+    seed: int,
+    faults: Sequence[Fault],
+    total: float,
+    session_timeout: float,
+    *,
+    warmup: float = 2.0,
+    quiet: tuple[float, float] = (1.0, 3.0),
+) -> tuple[Step, ...]:
+    """The faults of a run of ``total`` seconds, one at a time, none starting in the first
+    ``warmup`` seconds and each healed before the run ends. A pause outlasts the ZooKeeper
+    session (1.5-4 session timeouts), so the paused active loses its lock.
+
+    >>> [s.fault.value for s in schedule(1, [Fault.KILL], 20.0, 1.0)][:2]
+    ['kill', 'kill']
+    """
+    if not faults:
+        return ()
+    rng = random.Random(seed)
+    steps: list[Step] = []
+    t = warmup
+    while True:
+        t += rng.uniform(*quiet)
+        fault = rng.choice(list(faults))
+        if fault is Fault.PAUSE:
+            duration = session_timeout * rng.uniform(1.5, 4.0)
+        elif fault in (Fault.KILL, Fault.KILL_STANDBY, Fault.KILL_JN):
+            duration = rng.uniform(0.2, 3.0)
+        else:
+            duration = rng.uniform(max(2.0, 2 * session_timeout), 6.0)
+        choice = rng.randrange(1 << 16)
+        if t + duration > total:
+            return tuple(steps)
+        steps.append(Step(round(t, 3), fault, round(duration, 3), choice))
+        t += duration
+
+
+# -- the shell --------------------------------------------------------------------------------
+
+
+class ClusterControl(Protocol):
+    """What the nemesis needs from a cluster (``hachaos.cluster.ChaosCluster`` has it)."""
+
+    namenode_ids: list[str]
+    journalnode_ids: list[str]
+    disk_jn: str | None
+
+    def active(self) -> str | None: ...
+    def kill(self, name: str, sig: int) -> None: ...
+    def restart(self, name: str) -> None: ...
+    def running(self, name: str) -> bool: ...
+    def partition(self, groups: Iterable[Iterable[str]]) -> None: ...
+    def heal_network(self) -> None: ...
+    def fill_disk(self, jn_id: str) -> None: ...
+    def free_disk(self, jn_id: str) -> None: ...
+
+
+class Nemesis:
+    """Applies ``steps`` to ``cluster`` in a thread, from ``started`` (a ``time.monotonic``
+    instant) on; ``record(event)`` gets each start, heal and skip. ``stop`` heals whatever
+    is still broken and restarts any daemon that is not running.
+
+        with Nemesis(cluster, steps, history.note, started):
+            time.sleep(run_time)
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterControl,
+        steps: Sequence[Step],
+        record: Callable[[dict[str, Any]], None],
+        started: float,
+    ) -> None:
+        self.cluster = cluster
+        self.steps = list(steps)
+        self.record = record
+        self.started = started
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        self._heal: Callable[[], None] | None = None
+        self.applied = 0
+        self.errors: list[str] = []
+
+    def __enter__(self) -> Nemesis:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        for step in self.steps:
+            if self._stop.wait(max(0.0, self.started + step.at - time.monotonic())):
+                return
+            try:
+                target, heal = self._apply(step)
+            except Exception as exc:  # the run goes on; the failure is in the report
+                self._error(step, "start", exc)
+                continue
+            if heal is None:
+                self.record({"type": "nemesis", "fault": step.fault.value, "phase": "skip",
+                             "target": target})  # fmt: skip
+                continue
+            self.applied += 1
+            self._heal = heal
+            self.record({"type": "nemesis", "fault": step.fault.value, "phase": "start",
+                         "target": target, "duration": step.duration})  # fmt: skip
+            self._stop.wait(step.duration)
+            self._heal = None
+            try:
+                heal()
+            except Exception as exc:
+                self._error(step, "heal", exc)
+            self.record({"type": "nemesis", "fault": step.fault.value, "phase": "heal",
+                         "target": target})  # fmt: skip
+            if self._stop.is_set():
+                return
+
+    def _error(self, step: Step, phase: str, exc: Exception) -> None:
+        message = f"{step.describe()}: {phase} failed: {type(exc).__name__}: {exc}"
+        self.errors.append(message)
+        log.error("nemesis step failed", step=step.describe(), phase=phase, error=str(exc))
+        self.record({"type": "nemesis", "fault": step.fault.value, "phase": f"{phase}-failed",
+                     "error": f"{type(exc).__name__}: {exc}"})  # fmt: skip
+
+    def _apply(self, step: Step) -> tuple[str, Callable[[], None] | None]:
+        """Start ``step``'s fault: (its target, the function that heals it), or (why not,
+        None) when there is nothing to hit (no active NameNode at that moment)."""
+        c = self.cluster
+        fault = step.fault
+        jn = c.journalnode_ids[step.choice % len(c.journalnode_ids)]
+        if fault in (Fault.KILL, Fault.PAUSE, Fault.PARTITION_ZK, Fault.PARTITION_JNS,
+                     Fault.PARTITION_ACTIVE):  # fmt: skip
+            active = c.active()
+            if active is None:
+                return "no active NameNode", None
+            if fault is Fault.KILL:
+                c.kill(active, signal.SIGKILL)
+                return active, lambda: c.restart(active)
+            if fault is Fault.PAUSE:
+                c.kill(active, signal.SIGSTOP)
+                return active, lambda: c.kill(active, signal.SIGCONT)
+            others = {
+                Fault.PARTITION_ZK: ["zk"],
+                Fault.PARTITION_JNS: list(c.journalnode_ids),
+                Fault.PARTITION_ACTIVE: [
+                    "zk", *c.journalnode_ids, *(n for n in c.namenode_ids if n != active)
+                ],
+            }[fault]
+            c.partition([[active], others])
+            return f"{active} | {','.join(others)}", c.heal_network
+        if fault is Fault.KILL_STANDBY:
+            active = c.active()
+            standbys = [n for n in c.namenode_ids if n != active and c.running(n)]
+            if not standbys:
+                return "no standby NameNode", None
+            target = standbys[step.choice % len(standbys)]
+            c.kill(target, signal.SIGKILL)
+            return target, lambda: c.restart(target)
+        if fault is Fault.KILL_JN:
+            c.kill(jn, signal.SIGKILL)
+            return jn, lambda: c.restart(jn)
+        if fault is Fault.PARTITION_JN:
+            everyone = ["zk", *c.journalnode_ids, *c.namenode_ids]
+            c.partition([[jn], [h for h in everyone if h != jn]])
+            return jn, c.heal_network
+        if fault is Fault.PARTITION_HALVES:
+            hosts = ["zk", *c.journalnode_ids, *c.namenode_ids]
+            first = [h for i, h in enumerate(hosts) if step.choice >> i & 1]
+            second = [h for h in hosts if h not in first]
+            if not first or not second:
+                first, second = hosts[: len(hosts) // 2], hosts[len(hosts) // 2 :]
+            c.partition([first, second])
+            return f"{','.join(first)} | {','.join(second)}", c.heal_network
+        if fault is Fault.DISK_FULL:
+            target = c.disk_jn
+            if target is None:
+                return "no JournalNode on a small disk", None
+            c.fill_disk(target)
+            return target, lambda: c.free_disk(target)
+        raise AssertionError(fault)
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Stop the schedule, heal the fault in progress, restart what is down."""
+        self._stop.set()
+        self._thread.join(timeout)
+        heal = self._heal
+        if heal is not None and not self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                heal()
+        c = self.cluster
+        c.heal_network()
+        for name in c.namenode_ids + c.journalnode_ids:
+            with contextlib.suppress(ProcessLookupError):
+                if c.running(name):
+                    c.kill(name, signal.SIGCONT)
+        if c.disk_jn is not None:
+            c.free_disk(c.disk_jn)
+        for name in c.journalnode_ids + c.namenode_ids:
+            if not c.running(name):
+                self.record({"type": "nemesis", "fault": "restart-dead", "phase": "heal",
+                             "target": name})  # fmt: skip
+                c.restart(name)
+
+
+def fill(path: Path, chunk: int = 1 << 20) -> int:
+    """Write zeros to ``path`` until the file system is full; the bytes written."""
+    written = 0
+    zeros = bytes(chunk)
+    with open(path, "wb", buffering=0) as out:
+        while True:
+            try:
+                written += out.write(zeros)
+            except OSError:
+                if chunk == 1:
+                    break
+                chunk //= 2
+                zeros = bytes(chunk)
+        with contextlib.suppress(OSError):
+            out.flush()
+    return written
