@@ -49,8 +49,11 @@ def outcome(f: str, result: Any = None, error: BaseException | None = None) -> O
             assert isinstance(result, StatInfo)
             return "ok", "dir" if result.is_dir else "file", None
         if f == "ls":
-            return "ok", {s.path.rsplit("/", 1)[-1]: "dir" if s.is_dir else "file"
-                          for s in result}, None  # fmt: skip
+            return (
+                "ok",
+                {s.path.rsplit("/", 1)[-1]: "dir" if s.is_dir else "file" for s in result},
+                None,
+            )
         raise ValueError(f"unknown operation {f!r}")
     text = f"{type(error).__name__}: {error}"
     if isinstance(error, PathExistsError) and f in ("mkdir", "create"):

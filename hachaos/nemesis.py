@@ -197,21 +197,35 @@ class Nemesis:
                 self._error(step, "start", exc)
                 continue
             if heal is None:
-                self.record({"type": "nemesis", "fault": step.fault.value, "phase": "skip",
-                             "target": target})  # fmt: skip
+                self.record(
+                    {
+                        "type": "nemesis",
+                        "fault": step.fault.value,
+                        "phase": "skip",
+                        "target": target,
+                    }
+                )
                 continue
             self.applied += 1
             self._heal = heal
-            self.record({"type": "nemesis", "fault": step.fault.value, "phase": "start",
-                         "target": target, "duration": step.duration})  # fmt: skip
+            self.record(
+                {
+                    "type": "nemesis",
+                    "fault": step.fault.value,
+                    "phase": "start",
+                    "target": target,
+                    "duration": step.duration,
+                }
+            )
             self._stop.wait(step.duration)
             self._heal = None
             try:
                 heal()
             except Exception as exc:
                 self._error(step, "heal", exc)
-            self.record({"type": "nemesis", "fault": step.fault.value, "phase": "heal",
-                         "target": target})  # fmt: skip
+            self.record(
+                {"type": "nemesis", "fault": step.fault.value, "phase": "heal", "target": target}
+            )
             if self._stop.is_set():
                 return
 
@@ -219,8 +233,14 @@ class Nemesis:
         message = f"{step.describe()}: {phase} failed: {type(exc).__name__}: {exc}"
         self.errors.append(message)
         log.error("nemesis step failed", step=step.describe(), phase=phase, error=str(exc))
-        self.record({"type": "nemesis", "fault": step.fault.value, "phase": f"{phase}-failed",
-                     "error": f"{type(exc).__name__}: {exc}"})  # fmt: skip
+        self.record(
+            {
+                "type": "nemesis",
+                "fault": step.fault.value,
+                "phase": f"{phase}-failed",
+                "error": f"{type(exc).__name__}: {exc}",
+            }
+        )
 
     def _apply(self, step: Step) -> tuple[str, Callable[[], None] | None]:
         """Start ``step``'s fault: (its target, the function that heals it), or (why not,
@@ -228,8 +248,13 @@ class Nemesis:
         c = self.cluster
         fault = step.fault
         jn = c.journalnode_ids[step.choice % len(c.journalnode_ids)]
-        if fault in (Fault.KILL, Fault.PAUSE, Fault.PARTITION_ZK, Fault.PARTITION_JNS,
-                     Fault.PARTITION_ACTIVE):  # fmt: skip
+        if fault in (
+            Fault.KILL,
+            Fault.PAUSE,
+            Fault.PARTITION_ZK,
+            Fault.PARTITION_JNS,
+            Fault.PARTITION_ACTIVE,
+        ):
             active = c.active()
             if active is None:
                 return "no active NameNode", None
@@ -243,7 +268,9 @@ class Nemesis:
                 Fault.PARTITION_ZK: ["zk"],
                 Fault.PARTITION_JNS: list(c.journalnode_ids),
                 Fault.PARTITION_ACTIVE: [
-                    "zk", *c.journalnode_ids, *(n for n in c.namenode_ids if n != active)
+                    "zk",
+                    *c.journalnode_ids,
+                    *(n for n in c.namenode_ids if n != active),
                 ],
             }[fault]
             c.partition([[active], others])
@@ -272,11 +299,11 @@ class Nemesis:
             c.partition([first, second])
             return f"{','.join(first)} | {','.join(second)}", c.heal_network
         if fault is Fault.DISK_FULL:
-            target = c.disk_jn
-            if target is None:
+            full = c.disk_jn
+            if full is None:
                 return "no JournalNode on a small disk", None
-            c.fill_disk(target)
-            return target, lambda: c.free_disk(target)
+            c.fill_disk(full)
+            return full, lambda: c.free_disk(full)
         raise AssertionError(fault)
 
     def stop(self, timeout: float = 120.0) -> None:
@@ -297,8 +324,9 @@ class Nemesis:
             c.free_disk(c.disk_jn)
         for name in c.journalnode_ids + c.namenode_ids:
             if not c.running(name):
-                self.record({"type": "nemesis", "fault": "restart-dead", "phase": "heal",
-                             "target": name})  # fmt: skip
+                self.record(
+                    {"type": "nemesis", "fault": "restart-dead", "phase": "heal", "target": name}
+                )
                 c.restart(name)
 
 

@@ -144,13 +144,24 @@ class ChaosNetwork:
                 run_ip("netns", "add", ns)
                 run_ip("-n", ns, "link", "set", "lo", "up")
                 run_ip(
-                    "-n", net.bridge_namespace, "link", "add", port,
-                    "type", "veth", "peer", "name", "eth0", "netns", ns,
-                )  # fmt: skip
+                    "-n",
+                    net.bridge_namespace,
+                    "link",
+                    "add",
+                    port,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "eth0",
+                    "netns",
+                    ns,
+                )
                 run_ip("-n", net.bridge_namespace, "link", "set", port, "master", BRIDGE)
                 run_ip("-n", net.bridge_namespace, "link", "set", port, "up")
-                run_ip("-n", ns, "addr", "add", f"{addresses[host]}/{SUBNET.prefixlen}",
-                       "dev", "eth0")  # fmt: skip
+                run_ip(
+                    "-n", ns, "addr", "add", f"{addresses[host]}/{SUBNET.prefixlen}", "dev", "eth0"
+                )
                 run_ip("-n", ns, "link", "set", "eth0", "up")
         except BaseException:
             net.destroy()
@@ -178,8 +189,10 @@ class ChaosNetwork:
         path.mkdir(parents=True, exist_ok=True)
         result = subprocess.run(
             ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755", "tmpfs", str(path)],
-            capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if result.returncode != 0:
             raise NetworkError(f"mount tmpfs on {path}: {result.stderr.strip()}")
         self.mounts.append(str(path))
@@ -189,9 +202,7 @@ class ChaosNetwork:
         """Kill what still runs in the namespaces, delete them (their links go with them)
         and unmount the tmpfs mounts. Safe to repeat; errors are logged, and every step is
         tried."""
-        _remove(
-            [self.namespace(h) for h in self.all_hosts] + [self.bridge_namespace], self.mounts
-        )
+        _remove([self.namespace(h) for h in self.all_hosts] + [self.bridge_namespace], self.mounts)
         self.state_file.unlink(missing_ok=True)
         self.blocked.clear()
 
@@ -215,16 +226,33 @@ class ChaosNetwork:
             return
         for src, dst in ((a, b), (b, a)):
             run_ip(
-                "-n", self.namespace(src), "neigh", "replace", self.addresses[dst],
-                "lladdr", BLACKHOLE_MAC, "nud", "permanent", "dev", "eth0",
-            )  # fmt: skip
+                "-n",
+                self.namespace(src),
+                "neigh",
+                "replace",
+                self.addresses[dst],
+                "lladdr",
+                BLACKHOLE_MAC,
+                "nud",
+                "permanent",
+                "dev",
+                "eth0",
+            )
         self.blocked.add(pair)
 
     def unblock(self, a: str, b: str) -> None:
         pair = frozenset((a, b))
         for src, dst in ((a, b), (b, a)):
-            run_ip("-n", self.namespace(src), "neigh", "del", self.addresses[dst], "dev", "eth0",
-                   check=False)  # fmt: skip
+            run_ip(
+                "-n",
+                self.namespace(src),
+                "neigh",
+                "del",
+                self.addresses[dst],
+                "dev",
+                "eth0",
+                check=False,
+            )
         self.blocked.discard(pair)
 
     def partition(self, groups: Iterable[Iterable[str]]) -> None:
@@ -276,9 +304,7 @@ def _remove(namespaces: Sequence[str], mounts: Sequence[str]) -> None:
         if result.returncode != 0:
             log.error("cannot delete namespace", namespace=ns, error=result.stderr.strip())
     for path in mounts:
-        result = subprocess.run(
-            ["umount", "-l", path], capture_output=True, text=True, timeout=30
-        )
+        result = subprocess.run(["umount", "-l", path], capture_output=True, text=True, timeout=30)
         if result.returncode != 0 and "not mounted" not in result.stderr:
             log.error("cannot unmount", path=path, error=result.stderr.strip())
 

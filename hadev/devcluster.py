@@ -39,7 +39,7 @@ from types import TracebackType
 
 from conf import Settings, load_settings
 from conf.xmlconf import ConfigValue
-from hadev.journalnodes import JournalNodeProcess
+from hadev.journalnodes import LOOPBACK, DaemonHost, JournalNodeProcess
 from hadev.namenodes import NameNodeProcess, NameNodeProcessCluster, run_command
 from hadev.zookeeper import MAIN_CLASS, ZooKeeperServer
 from hanamenode.client import HaFsClient, RetryPolicy
@@ -66,6 +66,8 @@ a second); on a loaded 2-core machine much shorter sessions expire by accident (
 or interpreter)."""
 DEFAULT_QUORUM_TIMEOUT = "10s"
 """Every QJM quorum wait of the dev cluster (Hadoop's are up to two minutes)."""
+ZOOKEEPER_PORT = 2181
+"""ZooKeeper's client port on a host of its own."""
 START_TIMEOUT = 60.0
 ACTIVE_TIMEOUT = 30.0
 NAMESERVICE = "ns1"
@@ -161,6 +163,9 @@ class DevCluster:
 
     ``quorum_timeout`` and ``session_timeout`` go to ``dev_conf``, ``extra_conf`` on top of
     it; ``log_format`` is the NameNodes' (``json`` for tools that read their events).
+    ``hosts`` places daemons by name (``zk``, ``jn1``, ``nn2``...) on other hosts: an
+    address and a command prefix (``hadev.journalnodes.DaemonHost``; ``hachaos`` gives each
+    its own network namespace); the others run on loopback.
     """
 
     def __init__(
@@ -173,6 +178,7 @@ class DevCluster:
         quorum_timeout: str = DEFAULT_QUORUM_TIMEOUT,
         extra_conf: Mapping[str, ConfigValue] | None = None,
         log_format: str = "console",
+        hosts: Mapping[str, DaemonHost] | None = None,
     ) -> None:
         if namenodes < 2:
             raise DevClusterError(
@@ -189,12 +195,17 @@ class DevCluster:
         tick_ms = max(10, min(100, session_ms // 10))
         if session_ms < 2 * tick_ms:
             raise DevClusterError(f"session timeout {session_timeout:g}s is too short")
+        hosts = dict(hosts or {})
+        zk_host = hosts.get("zk", LOOPBACK)
         self.zookeeper = ZooKeeperServer(
             self.data_dir / "zk",
+            port=0 if zk_host.loopback else ZOOKEEPER_PORT,
             tick_time_ms=tick_ms,
             max_session_timeout_ms=max(20 * tick_ms, session_ms),
             pid_file=self.pid_file("zk"),
             log_path=self.log_dir / "zk.log",
+            host=zk_host.address,
+            command_prefix=zk_host.command_prefix,
         )
         self.nodes = NameNodeProcessCluster(
             self.data_dir,
@@ -205,6 +216,7 @@ class DevCluster:
             log_format=log_format,
             conf_path=self.conf_path,
             log_dir=self.log_dir,
+            hosts=hosts,
         )
         self.started = False
 

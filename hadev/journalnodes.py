@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -47,6 +48,9 @@ from proto import journal_pb2, journal_pb2_grpc
 
 __all__ = [
     "CODE_ROOT",
+    "JOURNALNODE_PORTS",
+    "LOOPBACK",
+    "DaemonHost",
     "JournalNodeProcess",
     "JournalNodeProcessCluster",
     "JournalNodeStartError",
@@ -65,6 +69,27 @@ START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
 # What the CLI prints when its RPC or HTTP port is taken (conf.rpc.PortInUseError).
 _PORT_IN_USE = "address already in use"
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonHost:
+    """Where a daemon runs: the address it binds and is reached at, and the command prefix
+    that runs it there (``hachaos`` puts each daemon in a network namespace of its own:
+    ``("ip", "netns", "exec", "hc123-jn1")``). The default is loopback, no prefix, free
+    ports; any other address gets the daemon's well-known ports (nothing else binds them in
+    a namespace of its own)."""
+
+    address: str = "127.0.0.1"
+    command_prefix: tuple[str, ...] = ()
+
+    @property
+    def loopback(self) -> bool:
+        return self.address == LOOPBACK.address
+
+
+LOOPBACK = DaemonHost()
+JOURNALNODE_PORTS = (8485, 8480)
+"""RPC and HTTP ports of a JournalNode on a host of its own (Hadoop's defaults)."""
 
 
 class DaemonStartError(RuntimeError):
@@ -111,12 +136,16 @@ def journalnode_command(jn_id: str, conf: Path | None = None) -> list[str]:
 
 
 def journalnode_config(
-    rpc_port: int, http_port: int, edits_dir: Path, extra: Mapping[str, ConfigValue] | None = None
+    rpc_port: int,
+    http_port: int,
+    edits_dir: Path,
+    extra: Mapping[str, ConfigValue] | None = None,
+    host: str = "127.0.0.1",
 ) -> dict[str, ConfigValue]:
-    """The properties of a one-JournalNode configuration on 127.0.0.1."""
+    """The properties of a one-JournalNode configuration on ``host``."""
     return {
-        "dfs.journalnode.rpc-address": f"127.0.0.1:{rpc_port}",
-        "dfs.journalnode.http-address": f"127.0.0.1:{http_port}",
+        "dfs.journalnode.rpc-address": f"{host}:{rpc_port}",
+        "dfs.journalnode.http-address": f"{host}:{http_port}",
         "dfs.journalnode.edits.dir": edits_dir,
         **(extra or {}),
     }
@@ -161,12 +190,17 @@ class DaemonProcess:
 
     kind = "daemon"
 
-    def __init__(self, name: str, workdir: Path) -> None:
+    def __init__(self, name: str, workdir: Path, host: DaemonHost = LOOPBACK) -> None:
         self.name = name
         self.workdir = Path(workdir)
+        self.host = host
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self._stop_requested = False
+
+    def command(self, args: Sequence[str]) -> list[str]:
+        """``args`` run on this daemon's host (behind its command prefix)."""
+        return [*self.host.command_prefix, *args]
 
     @property
     def log_path(self) -> Path:
@@ -265,12 +299,13 @@ class JournalNodeProcess(DaemonProcess):
         extra_conf: Mapping[str, ConfigValue] | None = None,
         probe_journal: str = "probe",
         conf_via_env: bool = False,
+        host: DaemonHost = LOOPBACK,
     ) -> None:
-        super().__init__(jn_id, workdir)
+        super().__init__(jn_id, workdir, host)
         self.jn_id = jn_id
         self.edits_dir = edits_dir if edits_dir is not None else self.workdir / f"{jn_id}-edits"
         if not (rpc_port and http_port):
-            rpc_port, http_port = free_ports(2)
+            rpc_port, http_port = free_ports(2) if host.loopback else JOURNALNODE_PORTS
         self.rpc_port = rpc_port
         self.http_port = http_port
         self.conf_path = conf_path if conf_path is not None else self.workdir / f"{jn_id}-site.xml"
@@ -285,17 +320,23 @@ class JournalNodeProcess(DaemonProcess):
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.rpc_port}"
+        return f"{self.host.address}:{self.rpc_port}"
+
+    @property
+    def http_address(self) -> str:
+        return f"{self.host.address}:{self.http_port}"
 
     @property
     def metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}/metrics"
+        return f"http://{self.http_address}/metrics"
 
     def properties(self) -> Mapping[str, ConfigValue]:
         """What the configuration file holds now (ports may change on a first start)."""
         if self._properties is not None:
             return self._properties()
-        return journalnode_config(self.rpc_port, self.http_port, self.edits_dir, self.extra_conf)
+        return journalnode_config(
+            self.rpc_port, self.http_port, self.edits_dir, self.extra_conf, self.host.address
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -313,7 +354,9 @@ class JournalNodeProcess(DaemonProcess):
             # Its own session: a Ctrl-C meant for the launcher (``hadev up``) does not reach
             # the daemon, which the launcher stops by pid, in order.
             self.proc = subprocess.Popen(
-                journalnode_command(self.jn_id, None if self.conf_via_env else self.conf_path),
+                self.command(
+                    journalnode_command(self.jn_id, None if self.conf_via_env else self.conf_path)
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -358,7 +401,9 @@ class JournalNodeProcess(DaemonProcess):
                 self.wait_serving(timeout)
                 return self
             except JournalNodeStartError as exc:
-                if not (fresh_ports and exc.port_in_use) or attempt == attempts:
+                if not (fresh_ports and exc.port_in_use and self.host.loopback):
+                    raise
+                if attempt == attempts:
                     raise
             self.rpc_port, self.http_port = free_ports(2)
         raise AssertionError("unreachable")
@@ -410,7 +455,8 @@ class JournalNodeProcessCluster:
     ``dfs.namenode.shared.edits.dir`` for writers that load it with ``conf.load_settings``.
     A launcher that shares one file between these and other daemons passes ``conf_path`` and
     ``render``, the function that returns the whole file (default ``properties``). Logs go
-    to ``<log_dir>/jn<i>.log`` (default ``base_dir``). A context manager: entering starts
+    to ``<log_dir>/jn<i>.log`` (default ``base_dir``). ``hosts`` places nodes by id on
+    other hosts (``DaemonHost``; the others stay on loopback). A context manager: entering starts
     every node, leaving stops every process it started (and removes ``base_dir`` if it made
     it).
     """
@@ -425,9 +471,11 @@ class JournalNodeProcessCluster:
         conf_path: Path | None = None,
         render: Callable[[], Mapping[str, ConfigValue]] | None = None,
         log_dir: Path | None = None,
+        hosts: Mapping[str, DaemonHost] | None = None,
     ) -> None:
         if n < 1:
             raise ValueError(f"a journal cluster needs at least one node, got {n}")
+        hosts = hosts or {}
         self._own_dir = base_dir is None
         self.base_dir = (
             Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="jnprocs-"))
@@ -443,11 +491,12 @@ class JournalNodeProcessCluster:
                 f"jn{i + 1}",
                 log_dir if log_dir is not None else self.base_dir,
                 edits_dir=self.base_dir / f"jn{i + 1}",
-                rpc_port=ports[2 * i],
-                http_port=ports[2 * i + 1],
+                rpc_port=ports[2 * i] if f"jn{i + 1}" not in hosts else 0,
+                http_port=ports[2 * i + 1] if f"jn{i + 1}" not in hosts else 0,
                 conf_path=self.conf_path,
                 properties=render or self.properties,
                 probe_journal=journal_id or "probe",
+                host=hosts.get(f"jn{i + 1}", LOOPBACK),
             )
             for i in range(n)
         ]
@@ -473,7 +522,7 @@ class JournalNodeProcessCluster:
         }
         for node in self.nodes:
             props[f"dfs.journalnode.rpc-address.{node.jn_id}"] = node.address
-            props[f"dfs.journalnode.http-address.{node.jn_id}"] = f"127.0.0.1:{node.http_port}"
+            props[f"dfs.journalnode.http-address.{node.jn_id}"] = node.http_address
             props[f"dfs.journalnode.edits.dir.{node.jn_id}"] = node.edits_dir
         if self.journal_id is not None:
             uri = f"qjournal://{';'.join(self.addresses)}/{self.journal_id}"
@@ -507,7 +556,7 @@ class JournalNodeProcessCluster:
                 try:
                     node.wait_serving(timeout)
                 except JournalNodeStartError as exc:
-                    if not (exc.port_in_use and node.starts == 1):
+                    if not (exc.port_in_use and node.starts == 1 and node.host.loopback):
                         raise
                     node.rpc_port, node.http_port = free_ports(2)
                     node.start(timeout)

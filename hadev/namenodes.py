@@ -38,6 +38,8 @@ from conf import Settings, TLSSettings, load_settings, write_xml
 from conf.rpc import make_channel
 from conf.xmlconf import ConfigValue
 from hadev.journalnodes import (
+    LOOPBACK,
+    DaemonHost,
     DaemonProcess,
     DaemonStartError,
     JournalNodeProcessCluster,
@@ -51,10 +53,12 @@ from hanamenode.storage import NameDirectory
 from proto import namenode_pb2, namenode_pb2_grpc
 
 __all__ = [
+    "NAMENODE_PORTS",
     "NameNodeProcess",
     "NameNodeProcessCluster",
     "NameNodeStartError",
     "get_service_state",
+    "get_service_status",
     "hanamenode_command",
     "run_command",
     "run_hafs",
@@ -62,6 +66,8 @@ __all__ = [
     "transition",
 ]
 
+NAMENODE_PORTS = (8020, 9870)
+"""RPC and HTTP ports of a NameNode on a host of its own (Hadoop's defaults)."""
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
 TRANSITION_TIMEOUT = 60.0
@@ -118,13 +124,23 @@ def _ha_call(
         channel.close()
 
 
+def get_service_status(
+    address: str, tls: TLSSettings | None = None, timeout: float = 5.0
+) -> namenode_pb2.ServiceStatus:
+    """What the NameNode at ``address`` reports (GetServiceStatus: HA state, last applied
+    txid, epoch); a ``NamenodeError`` (``NamenodeUnavailableError`` when unreachable)
+    otherwise."""
+    reply = _ha_call(address, tls, "GetServiceStatus", namenode_pb2.HAEmpty(), timeout)
+    assert isinstance(reply, namenode_pb2.ServiceStatus)
+    return reply
+
+
 def get_service_state(
     address: str, tls: TLSSettings | None = None, timeout: float = 5.0
 ) -> HAState:
     """The HA state the NameNode at ``address`` reports (GetServiceStatus); a
     ``NamenodeError`` (``NamenodeUnavailableError`` when unreachable) otherwise."""
-    reply = _ha_call(address, tls, "GetServiceStatus", namenode_pb2.HAEmpty(), timeout)
-    assert isinstance(reply, namenode_pb2.ServiceStatus)
+    reply = get_service_status(address, tls, timeout)
     name = namenode_pb2.HAState.Name(reply.state)
     return HAState[name] if name in HAState.__members__ else HAState.INITIALIZING
 
@@ -163,8 +179,9 @@ class NameNodeProcess(DaemonProcess):
         http_address: str | None = None,
         tls: TLSSettings | None = None,
         log_format: str = "console",
+        host: DaemonHost = LOOPBACK,
     ) -> None:
-        super().__init__(nn_id, workdir)
+        super().__init__(nn_id, workdir, host)
         self.nn_id = nn_id
         self.conf_path = Path(conf_path)
         self.rpc_address = rpc_address
@@ -217,7 +234,7 @@ class NameNodeProcess(DaemonProcess):
             # Its own session: a Ctrl-C meant for the launcher (``hadev up``) does not reach
             # the daemon, which the launcher stops by pid, in order.
             self.proc = subprocess.Popen(
-                command,
+                self.command(command),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -277,6 +294,7 @@ class NameNodeProcessCluster:
     bootstraps the others unless their name dirs are formatted already (a restart on the same
     ``base_dir`` keeps the namespace), and starts every NameNode; all are then STANDBY.
     Leaving stops every process it started (and removes ``base_dir`` if it made it).
+    ``hosts`` places daemons by id (``nn1``, ``jn2``...) on other hosts (``DaemonHost``).
     """
 
     def __init__(
@@ -291,6 +309,7 @@ class NameNodeProcessCluster:
         log_format: str = "console",
         conf_path: Path | None = None,
         log_dir: Path | None = None,
+        hosts: Mapping[str, DaemonHost] | None = None,
     ) -> None:
         if namenodes < 1:
             raise ValueError(f"a nameservice needs at least one NameNode, got {namenodes}")
@@ -308,20 +327,24 @@ class NameNodeProcessCluster:
             conf_path=self.conf_path,
             render=self.properties,
             log_dir=log_dir,
+            hosts=hosts,
         )
         ids = [f"nn{i}" for i in range(1, namenodes + 1)]
+        hosts = hosts or {}
         ports = free_ports(2 * len(ids))
-        self.namenodes: dict[str, NameNodeProcess] = {
-            nn: NameNodeProcess(
+        self.namenodes: dict[str, NameNodeProcess] = {}
+        for i, nn in enumerate(ids):
+            host = hosts.get(nn, LOOPBACK)
+            rpc, http = (ports[2 * i], ports[2 * i + 1]) if host.loopback else NAMENODE_PORTS
+            self.namenodes[nn] = NameNodeProcess(
                 nn,
                 log_dir if log_dir is not None else self.base_dir,
                 self.conf_path,
-                f"127.0.0.1:{ports[2 * i]}",
-                http_address=f"127.0.0.1:{ports[2 * i + 1]}",
+                f"{host.address}:{rpc}",
+                http_address=f"{host.address}:{http}",
                 log_format=log_format,
+                host=host,
             )
-            for i, nn in enumerate(ids)
-        }
 
     @property
     def ids(self) -> list[str]:
@@ -396,6 +419,8 @@ class NameNodeProcessCluster:
                 return
             except NameNodeStartError as exc:
                 if not exc.port_in_use or proc.starts > attempt or attempt == attempts:
+                    raise
+                if not proc.host.loopback:
                     raise
             rpc_port, http_port = free_ports(2)
             proc.rpc_address = f"127.0.0.1:{rpc_port}"

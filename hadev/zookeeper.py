@@ -179,7 +179,8 @@ class ZooKeeperServer:
     ``base_dir`` holds ``zoo.cfg``, ``data/`` and ``zookeeper.log`` (default: a temporary
     directory, removed on ``stop``; ``log_path`` puts the log elsewhere). ``port`` 0 picks a
     free one (and another if it is taken before the server binds it). ``pid_file``, if given,
-    holds the pid while it runs.
+    holds the pid while it runs. ``host`` is the address it binds (``port`` must then be
+    given unless it is loopback); ``command_prefix`` runs it there (``ip netns exec NS``).
     """
 
     def __init__(
@@ -194,12 +195,15 @@ class ZooKeeperServer:
         classpath: str | None = None,
         heap_mb: int = 256,
         log_path: str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+        command_prefix: Sequence[str] = (),
     ) -> None:
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir) if base_dir is not None else Path(
             tempfile.mkdtemp(prefix="zookeeper-")
         )
-        self.host = "127.0.0.1"
+        self.host = host
+        self.command_prefix = tuple(command_prefix)
         self._fixed_port = port
         self.port = port
         self.tick_time_ms = tick_time_ms
@@ -221,7 +225,7 @@ class ZooKeeperServer:
 
     @property
     def connect_string(self) -> str:
-        """``127.0.0.1:<port>``: kazoo's ``hosts`` and ``ha.zookeeper.quorum``."""
+        """``<host>:<port>``: kazoo's ``hosts`` and ``ha.zookeeper.quorum``."""
         return f"{self.host}:{self.port}"
 
     @property
@@ -335,7 +339,7 @@ class ZooKeeperServer:
             # Its own session: a Ctrl-C meant for the dev cluster's foreground process does
             # not reach the server, which is stopped by pid like every other daemon.
             self.proc = subprocess.Popen(
-                self.command(),
+                [*self.command_prefix, *self.command()],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -1,0 +1,5 @@
+"""``python -m hachaos``: the ``hachaos`` command."""
+
+from hachaos.cli import main
+
+main()

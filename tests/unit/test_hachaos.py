@@ -1,0 +1,115 @@
+"""The pure parts of hachaos: the nemesis schedule (seeded, replayable), the fault names, how
+a client's answer or error becomes a history entry, and the replay command."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from hachaos.history import outcome
+from hachaos.nemesis import Fault, parse_faults, schedule
+from hachaos.runner import RunOptions, replay_command
+from hanamenode.errors import (
+    InvalidPathError,
+    NamenodeUnavailableError,
+    PathExistsError,
+    PathIsDirectoryError,
+    PathNotFoundError,
+)
+from hanamenode.namespace import StatInfo
+
+
+def test_schedule_is_a_function_of_the_seed() -> None:
+    a = schedule(7, list(Fault), 120.0, 1.0)
+    assert a == schedule(7, list(Fault), 120.0, 1.0)
+    assert a != schedule(8, list(Fault), 120.0, 1.0)
+    assert {s.fault for s in a} <= set(Fault)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_schedule_keeps_faults_apart_and_inside_the_run(seed: int) -> None:
+    steps = schedule(seed, list(Fault), 60.0, 1.0, warmup=2.0)
+    assert steps, "a minute always has room for a fault"
+    assert steps[0].at >= 3.0  # warm-up plus the shortest quiet spell
+    for before, after in itertools.pairwise(steps):
+        assert after.at >= before.at + before.duration + 1.0
+    assert steps[-1].at + steps[-1].duration <= 60.0
+    for step in steps:
+        if step.fault is Fault.PAUSE:
+            assert step.duration > 1.0  # longer than the session timeout
+
+
+def test_schedule_uses_only_the_selected_faults() -> None:
+    steps = schedule(3, [Fault.KILL_JN, Fault.DISK_FULL], 200.0, 1.0)
+    assert {s.fault for s in steps} == {Fault.KILL_JN, Fault.DISK_FULL}
+    assert schedule(3, [], 200.0, 1.0) == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "faults"),
+    [
+        ("all", tuple(Fault)),
+        ("none", ()),
+        ("kill", (Fault.KILL,)),
+        ("partition-zk, kill", (Fault.KILL, Fault.PARTITION_ZK)),
+    ],
+)
+def test_parse_faults(text: str, faults: tuple[Fault, ...]) -> None:
+    assert parse_faults(text) == faults
+
+
+def test_parse_faults_names_the_unknown_one() -> None:
+    with pytest.raises(ValueError, match="unknown nemesis partition-nn; known: all, none, kill"):
+        parse_faults("kill,partition-nn")
+
+
+def _stat(is_dir: bool, path: str = "/chaos/k1") -> StatInfo:
+    return StatInfo(path, is_dir, 0, 0, 0o755, "u", "g", 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("f", "result", "error", "expected"),
+    [
+        ("mkdir", True, None, ("ok", "created")),
+        ("mkdir", False, None, ("ok", "noop")),
+        ("mkdir", None, PathExistsError("x"), ("ok", "exists")),
+        ("create", _stat(False), None, ("ok", "created")),
+        ("create", None, PathExistsError("x"), ("ok", "exists")),
+        ("create", None, PathIsDirectoryError("x"), ("ok", "is-dir")),
+        ("delete", True, None, ("ok", "deleted")),
+        ("delete", False, None, ("ok", "not-found")),
+        ("delete", None, PathNotFoundError("x"), ("ok", "not-found")),
+        ("stat", _stat(True), None, ("ok", "dir")),
+        ("stat", _stat(False), None, ("ok", "file")),
+        ("stat", None, PathNotFoundError("x"), ("ok", "absent")),
+        (
+            "ls",
+            [_stat(True, "/chaos/k1"), _stat(False, "/chaos/k2")],
+            None,
+            ("ok", {"k1": "dir", "k2": "file"}),
+        ),
+        # No NameNode answered, or an answer we do not expect: it may have been applied.
+        ("mkdir", None, NamenodeUnavailableError("x"), ("info", None)),
+        ("delete", None, InvalidPathError("x"), ("info", None)),
+        ("stat", None, TimeoutError("x"), ("info", None)),
+    ],
+)
+def test_outcome(f: str, result: object, error: Exception | None, expected: tuple) -> None:
+    kind, value, text = outcome(f, result, error)
+    assert (kind, value) == expected
+    assert (text is None) == (error is None)
+
+
+def test_outcome_raises_what_is_not_a_call_failure() -> None:
+    with pytest.raises(KeyError):
+        outcome("stat", error=KeyError("a bug in the harness"))
+
+
+def test_replay_command_names_everything_that_shapes_the_run() -> None:
+    options = RunOptions(time=30, faults=(Fault.KILL, Fault.PAUSE), seed=42, clients=4, keys=3,
+                         mutants=("x-y",))  # fmt: skip
+    assert replay_command(options) == (
+        "hachaos run --time 30 --nemesis kill,pause --seed 42 --clients 4 --keys 3 "
+        "--session-timeout 1 --mutants x-y"
+    )
