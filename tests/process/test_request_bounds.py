@@ -15,9 +15,9 @@ import grpc
 import pytest
 
 from conf.rpc import make_channel
+from hadev.namenodes import NameNodeProcessCluster
 from hanamenode.client import HaFsClient
 from hanamenode.ha import HAState
-from hanamenode.process import NameNodeProcessCluster
 from proto import namenode_pb2, namenode_pb2_grpc
 
 pytestmark = pytest.mark.timeout(240)
