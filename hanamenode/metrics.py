@@ -20,6 +20,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from qjm.metrics import QJM_REGISTRY
+
 _LATENCY_BUCKETS = (
     0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 )
@@ -118,6 +120,8 @@ class NameNodeMetrics:
             buckets=_LATENCY_BUCKETS,
         )
         self._collector: _StateCollector | None = None
+        # The writer's per-JournalNode metrics (qjm.metrics) are per process: serve them here.
+        r.register(_Forward(QJM_REGISTRY))
 
     def watch(self, snapshot: Callable[[], StateSnapshot]) -> None:
         """Export the gauges of ``snapshot()`` at every scrape (once per registry)."""
@@ -130,6 +134,19 @@ class NameNodeMetrics:
         """The current value of one sample (tests): 0.0 when it was never set."""
         found = self.registry.get_sample_value(name, labels or {})
         return 0.0 if found is None else float(found)
+
+
+class _Forward(Collector):
+    """Another registry's metrics, collected into this one at scrape time."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def describe(self) -> list[Any]:
+        return []  # no names claimed: the source registry already keeps them unique
+
+    def collect(self) -> Iterator[Any]:
+        yield from self._source.collect()
 
 
 class _StateCollector(Collector):

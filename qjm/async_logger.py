@@ -281,13 +281,13 @@ class AsyncLogger:
                     )
                 )
             if self.queued_bytes + size > self.queue_limit_bytes:
-                self._mark_out_of_sync_locked()
-                return _failed(
-                    LoggerTooFarBehindError(
-                        f"{self.address} has {self.queued_bytes} bytes queued, limit "
-                        f"{self.queue_limit_bytes}; marking it out of sync"
-                    )
+                behind = LoggerTooFarBehindError(
+                    f"{self.address} has {self.queued_bytes} bytes queued and batch "
+                    f"{first_txid} adds {size}, limit {self.queue_limit_bytes}; marking it "
+                    "out of sync"
                 )
+                self._mark_out_of_sync_locked(behind)
+                return _failed(behind)
             self.queued_bytes += size
             self.last_call_time = time.monotonic()
             batch = _Batch(
@@ -370,7 +370,7 @@ class AsyncLogger:
                     if not self._stream_unanswered:
                         self._stream_drained.notify_all()
                 if exc is not None:
-                    self._mark_out_of_sync_locked()
+                    self._mark_out_of_sync_locked(exc, batch.args[2])
             self._metrics.queued_bytes.set(queued)
             if exc is not None:
                 batch.result.set_exception(exc)
@@ -383,9 +383,18 @@ class AsyncLogger:
 
         sent.add_done_callback(done)
 
-    def _mark_out_of_sync_locked(self) -> None:
+    def _mark_out_of_sync_locked(self, cause: BaseException, first_txid: int | None = None) -> None:
+        """Refuse edits until the next segment; say once which JournalNode and why. (The key
+        is ``journalnode``: structlog's ``logger`` key is the logger's own name.)"""
         if not self.out_of_sync:
-            log.warning("logger out of sync until the next segment", logger=self.address)
+            log.warning(
+                "JournalNode out of sync until the next segment",
+                journalnode=self.address,
+                journal=self.journal_id,
+                epoch=self.epoch,
+                batch_first_txid=first_txid,
+                cause=f"{type(cause).__name__}: {cause}",
+            )
         self.out_of_sync = True
         self._metrics.out_of_sync.set(1)
 

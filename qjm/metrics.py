@@ -1,14 +1,15 @@
 """Writer-side metrics after Hadoop's IPCLoggerChannelMetrics (HDFS-3077 §6).
 
 One set of Prometheus metrics per process, labelled by journal and JournalNode address, so
-any number of QuorumJournalManagers (tests run several) share them without clashing.
+any number of QuorumJournalManagers (tests run several) share them without clashing. They
+live in ``QJM_REGISTRY``, which a NameNode's ``/metrics`` serves beside its own registry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 _LATENCY_BUCKETS = (
     0.0001,
@@ -29,6 +30,10 @@ _LATENCY_BUCKETS = (
 )
 
 
+QJM_REGISTRY = CollectorRegistry(auto_describe=True)
+"""The writer's metrics of this process (every QuorumJournalManager in it)."""
+
+
 @dataclass(frozen=True)
 class LoggerMetricHandles:
     """The label-bound metrics of one AsyncLogger."""
@@ -44,27 +49,32 @@ class LoggerMetricHandles:
 class LoggerMetrics:
     def __init__(self) -> None:
         labels = ["journal", "journalnode"]
+        r = QJM_REGISTRY
         self.out_of_sync = Gauge(
-            "qjm_logger_out_of_sync", "1 while the logger is out of sync", labels
+            "qjm_logger_out_of_sync", "1 while the logger is out of sync", labels, registry=r
         )
         self.queued_bytes = Gauge(
-            "qjm_logger_queued_edits_bytes", "Edit bytes queued for the JN", labels
+            "qjm_logger_queued_edits_bytes", "Edit bytes queued for the JN", labels, registry=r
         )
-        self.lag_txns = Gauge("qjm_logger_lag_txns", "Txns the JN is behind the quorum", labels)
+        self.lag_txns = Gauge(
+            "qjm_logger_lag_txns", "Txns the JN is behind the quorum", labels, registry=r
+        )
         self.lag_seconds = Gauge(
-            "qjm_logger_lag_seconds", "Seconds since the lagging JN last acked", labels
+            "qjm_logger_lag_seconds", "Seconds since the lagging JN last acked", labels, registry=r
         )
         self.rpc_seconds = Histogram(
             "qjm_logger_journal_rpc_seconds",
             "Journal RPC round trip",
             labels,
             buckets=_LATENCY_BUCKETS,
+            registry=QJM_REGISTRY,
         )
         self.write_seconds = Histogram(
             "qjm_logger_write_seconds",
             "Journal batch latency including queueing",
             labels,
             buckets=_LATENCY_BUCKETS,
+            registry=QJM_REGISTRY,
         )
 
     def for_logger(self, journal_id: str, address: str) -> LoggerMetricHandles:
@@ -85,4 +95,5 @@ QUORUM_SYNC_SECONDS = Histogram(
     "Time for a batch to be acked by a quorum",
     ["journal"],
     buckets=_LATENCY_BUCKETS,
+    registry=QJM_REGISTRY,
 )
