@@ -46,8 +46,10 @@ __all__ = [
     "REQUEST_BY_USER_FORCED",
     "REQUEST_BY_ZKFC",
     "HAServiceTarget",
+    "describe_status",
     "format_zk",
     "manual_failover",
+    "status_state",
     "working_znode_exists",
 ]
 
@@ -100,8 +102,7 @@ class HAServiceTarget:
         return reply
 
     def state(self, timeout: float) -> HAState:
-        name = namenode_pb2.HAState.Name(self.status(timeout).state)
-        return HAState[name] if name in HAState.__members__ else HAState.INITIALIZING
+        return status_state(self.status(timeout))
 
     def transition_to_active(self, source: namenode_pb2.RequestSource, timeout: float) -> None:
         self._call("TransitionToActive", namenode_pb2.TransitionRequest(source=source), timeout)
@@ -123,6 +124,18 @@ class HAServiceTarget:
         it already was)."""
         reply = self._call("GracefulFailover", namenode_pb2.HAEmpty(), timeout)
         return str(reply.previous_active)
+
+
+def status_state(status: namenode_pb2.ServiceStatus) -> HAState:
+    name = namenode_pb2.HAState.Name(status.state)
+    return HAState[name] if name in HAState.__members__ else HAState.INITIALIZING
+
+
+def describe_status(status: namenode_pb2.ServiceStatus) -> str:
+    """``active``, or ``active (ZooKeeper unreachable: automatic failover suspended)`` when
+    the elector reports why automatic failover cannot act."""
+    state = status_state(status).value
+    return f"{state} ({status.failover_note})" if status.failover_note else state
 
 
 def manual_failover(

@@ -1,13 +1,19 @@
-"""The elector's two decisions as pure functions: may this NameNode stand for election, and
-must the active step down? (docs/architecture.md §6.2; the thread that acts on them is
-``failover.elector``.)
+"""The elector's decisions as pure functions: may this NameNode stand for election, may it
+become active now, and must the active step down? (docs/architecture.md §6.2,
+docs/consistency.md §6; the thread that acts on them is ``failover.elector``.)
 
-Both read one frozen ``ElectionInputs`` snapshot the elector takes of its state, so each
+Each reads one frozen ``ElectionInputs`` snapshot the elector takes of its state, so each
 rule can be tested from a table without ZooKeeper or a NameNode::
 
-    inputs = ElectionInputs(zk=ZKConnection.SUSPENDED, suspended_for=3.0, session_timeout=2.0,
-                            nn_state=HAState.ACTIVE)
-    step_down(inputs)      # Decision(Reason.DISCONNECTED, "disconnected from ZooKeeper ...")
+    inputs = ElectionInputs(zk=ZKConnection.SUSPENDED, nn_state=HAState.ACTIVE)
+    step_down(inputs)      # None: neutral mode, the active keeps serving
+
+Neutral mode (HDFS's ``enterNeutralMode``): losing ZooKeeper is not a reason to step down.
+Write safety rests on the JournalNodes' epochs, not on the lock, so an active that cannot
+reach ZooKeeper keeps serving and steps down only when the JournalNodes fence it, when it
+reconnects and finds its lock znode gone, or when its session expired and another NameNode
+holds the lock. Nothing becomes active without a live session, so a standby that cannot
+reach ZooKeeper stays standby.
 
 A ``Reason`` names the rule that fired; its value is the label of the step-down metric.
 """
@@ -24,9 +30,14 @@ __all__ = [
     "ElectionInputs",
     "Reason",
     "ZKConnection",
+    "become_active",
+    "failover_note",
+    "journal_fenced",
     "stand_for_election",
     "step_down",
 ]
+
+FAILOVER_SUSPENDED = "ZooKeeper unreachable: automatic failover suspended"
 
 
 class ZKConnection(enum.Enum):
@@ -48,9 +59,9 @@ class Reason(enum.Enum):
     CEDED = "ceded"
     NOT_CONNECTED = "not_connected"
     SESSION_LOST = "session_lost"
-    DISCONNECTED = "disconnected"
-    """Disconnected longer than the session timeout: the servers may have expired the session
-    and another NameNode may be winning."""
+    """The session expired and another NameNode holds the lock now."""
+    FENCED = "fenced"
+    """The JournalNodes promised a higher epoch to another writer: this one is deposed."""
     LOCK_LOST = "lock_lost"
     LEFT_ACTIVE = "left_active"
     """The NameNode left ACTIVE on its own (its edit log failed)."""
@@ -70,8 +81,11 @@ class ElectionInputs:
     """What the rules look at, taken at one instant.
 
     ``session_expired``: the session this NameNode won the lock in has ended since (kazoo
-    reported LOST). ``lock_node_lost``: the lock znode it holds was deleted. ``cede_left``:
-    seconds left of a cede (0: not ceding), ``cede_for`` its requested length.
+    reported LOST). ``other_holder``: the NameNode holding the lock now, when that was read
+    after the session expired ("" when nobody else, or not read yet). ``lock_node_lost``:
+    the lock znode it holds was found deleted. ``fenced``: the NameNode reports that the
+    JournalNodes refused its epoch. ``cede_left``: seconds left of a cede (0: not
+    ceding), ``cede_for`` its requested length.
     """
 
     stopping: bool = False
@@ -80,10 +94,10 @@ class ElectionInputs:
     cede_left: float = 0.0
     cede_for: float = 0.0
     zk: ZKConnection = ZKConnection.CONNECTED
-    suspended_for: float = 0.0
-    session_timeout: float = 10.0
     session_expired: bool = False
+    other_holder: str = ""
     lock_node_lost: bool = False
+    fenced: bool = False
     nn_state: HAState = HAState.STANDBY
 
 
@@ -100,16 +114,29 @@ def stand_for_election(i: ElectionInputs) -> Decision | None:
     return None
 
 
-def step_down(i: ElectionInputs) -> Decision | None:
-    """Why the lock holder must step down now; None while it may stay active. The order is
-    the order of precedence: the first reason that holds is the one reported."""
+def become_active(i: ElectionInputs) -> Decision | None:
+    """Why the lock holder may not make its NameNode active now (None: it may). Never without
+    a live session: a standby that cannot reach ZooKeeper stays standby."""
     if i.session_expired:
         return Decision(Reason.SESSION_LOST, "the ZooKeeper session expired")
-    if i.zk is ZKConnection.SUSPENDED and i.suspended_for > i.session_timeout:
+    out = stand_for_election(i)
+    if out is not None:
+        return Decision(out.reason, f"no longer eligible: {out.message}")
+    return None
+
+
+def step_down(i: ElectionInputs) -> Decision | None:
+    """Why the active must step down now; None while it stays active, which includes neutral
+    mode (disconnected from ZooKeeper, for however long). The order is the order of
+    precedence: the first reason that holds is the one reported."""
+    if i.fenced:
         return Decision(
-            Reason.DISCONNECTED,
-            f"disconnected from ZooKeeper for {i.suspended_for:.1f}s, longer than the session "
-            f"timeout ({i.session_timeout:g}s)",
+            Reason.FENCED, "fenced by the JournalNodes: another writer holds a higher epoch"
+        )
+    if i.session_expired and i.other_holder:
+        return Decision(
+            Reason.SESSION_LOST,
+            f"the ZooKeeper session expired and NameNode {i.other_holder} holds the lock",
         )
     if i.lock_node_lost:
         return Decision(Reason.LOCK_LOST, "the election lock znode was deleted")
@@ -123,3 +150,15 @@ def step_down(i: ElectionInputs) -> Decision | None:
             f"the NameNode left the active state on its own (now {i.nn_state.value})",
         )
     return None
+
+
+def failover_note(i: ElectionInputs) -> str:
+    """What ``hactl get-service-state`` adds after the state ("" when nothing)."""
+    return "" if i.zk is ZKConnection.CONNECTED or i.stopping else FAILOVER_SUSPENDED
+
+
+def journal_fenced(last_failure: str | None) -> bool:
+    """Whether the NameNode's last edit-log failure (``FSNamesystem.last_failure``) was the
+    JournalNodes refusing its epoch (``EpochError``: a higher epoch was promised to another
+    writer), as opposed to a lost quorum."""
+    return last_failure is not None and "EpochError" in last_failure

@@ -73,10 +73,14 @@ from conf import Settings
 from failover.breadcrumb import Breadcrumb, BreadcrumbChanged, UnreadableBreadcrumb
 from failover.controller import REQUEST_BY_ZKFC, HAServiceTarget
 from failover.election_rules import (
+    FAILOVER_SUSPENDED,
     Decision,
     ElectionInputs,
     Reason,
     ZKConnection,
+    become_active,
+    failover_note,
+    journal_fenced,
     stand_for_election,
     step_down,
 )
@@ -85,6 +89,7 @@ from failover.graceful import Attempt, graceful_failover
 from failover.health import HealthMonitor
 from failover.membership import Membership
 from failover.metrics import ElectorMetrics
+from failover.neutral import NeutralClock
 from hanamenode.errors import NamenodeError, ServiceFailedError
 from hanamenode.ha import HAState
 from hanamenode.peers import connect_address
@@ -223,12 +228,17 @@ class ActiveStandbyElector:
         self._watched_lock_path: str | None = None
         self._lock_watch_armed = False
         self._lock_node_lost = False
+        self._rejoin_as_active = False
+        """The session expired while active and no reason to step down was found: the
+        NameNode stays active (neutral) while it queues for the lock in a new session."""
         self._thread: threading.Thread | None = None
         self._started = False
-        self.metrics = ElectorMetrics(
-            registry or CollectorRegistry(), lambda: self._state.value, lambda: self.zk_state
-        )
         self._log = log.bind(nn=nn_id, ns=settings.nameservice)
+        self._neutral = NeutralClock(self._log)
+        self.metrics = ElectorMetrics(
+            registry or CollectorRegistry(), lambda: self._state.value, lambda: self.zk_state,
+            self._neutral.seconds,
+        )
         self._membership = Membership(self._client, self.paths, nn_id, self.info,
                                       self._wait_result, self._log)
 
@@ -246,6 +256,12 @@ class ActiveStandbyElector:
     @property
     def healthy(self) -> bool:
         return self._healthy
+
+    @property
+    def failover_note(self) -> str:
+        """What ``hactl get-service-state`` prints after the state: "ZooKeeper unreachable:
+        automatic failover suspended" in neutral mode, else ""."""
+        return failover_note(self._inputs()) if self.running else ""
 
     @property
     def last_attempt(self) -> ActiveAttempt | None:
@@ -271,6 +287,7 @@ class ActiveStandbyElector:
             acl=describe_acls(self._client.default_acl),
         )
         self._started = True
+        self._neutral.start()
         self._client.start_async()
         self._health.start()
         self._thread = threading.Thread(target=self._run, name=f"elector-{self.nn_id}",
@@ -332,12 +349,22 @@ class ActiveStandbyElector:
         if not self.running:
             raise ServiceFailedError(f"the elector of NameNode {self.nn_id} is not running")
 
+    def _require_zookeeper(self, what: str) -> None:
+        """Fail at once, naming neutral mode, when ZooKeeper is unreachable: stepping down
+        or taking over needs the lock, and waiting for ZooKeeper would only time out."""
+        if not self._watcher.connected:
+            raise ServiceFailedError(
+                f"NameNode {self.nn_id} cannot {what}: {FAILOVER_SUSPENDED}"
+            )
+
     def cede_active(self, seconds: float) -> None:
         """Step down if active, give the lock back (or leave the queue) and stay out of the
         election for ``seconds``; ``seconds <= 0`` ends an earlier cede at once. Returns once
         this NameNode no longer holds the lock (ServiceFailedError if that takes longer than
         ``ha.failover-controller.new-active.rpc-timeout.ms``)."""
         self._require_running()
+        if seconds > 0:
+            self._require_zookeeper("cede the election")
         with self._cond:
             if seconds <= 0:
                 self._cede_until = 0.0
@@ -373,6 +400,7 @@ class ActiveStandbyElector:
         if self._target.state is HAState.ACTIVE and self._state is ElectorState.ACTIVE:
             self._log.info("graceful failover asked of the active NameNode: nothing to do")
             return ""
+        self._require_zookeeper("become active")
         healthy, reason = self._health.check_now()
         if not healthy:
             raise ServiceFailedError(
@@ -418,10 +446,24 @@ class ActiveStandbyElector:
     def _lock_holder(self) -> str | None:
         """Who holds the election lock (kazoo's ``Lock.contenders()``: the first contender),
         None when nobody does."""
+        self._require_zookeeper("read the election lock")
         lock = Lock(self._client, self.paths.lock, self.nn_id)
         lock.assured_path = True  # never create the lock path: `hactl format-zk` does
+        # contenders() makes blocking requests, which kazoo queues while disconnected: run
+        # it in a thread of the client's handler and wait a bounded time.
+        result = self._client.handler.async_result()
+
+        def list_contenders() -> None:
+            try:
+                result.set(lock.contenders())
+            except Exception as exc:
+                result.set_exception(exc)
+
+        self._client.handler.spawn(list_contenders)
         try:
-            contenders = lock.contenders()
+            contenders = self._wait_result(result, "listing the lock")
+        except TimeoutError as exc:
+            raise ServiceFailedError(str(exc)) from None
         except NoNodeError:
             return None
         except KazooException as exc:
@@ -441,6 +483,7 @@ class ActiveStandbyElector:
     def _on_zk_state(self, state: KazooState) -> None:
         if state != KazooState.CONNECTED:
             self._lock_watch_armed = False
+        self._neutral.update(state == KazooState.CONNECTED, self._target.state)
         self._wake.set()
 
     def _on_health_change(self, healthy: bool, reason: str) -> None:
@@ -459,6 +502,31 @@ class ActiveStandbyElector:
         client_id = self._client.client_id
         if client_id is not None:
             self._membership.keep(client_id[0])
+        if self._state is ElectorState.WAITING:
+            self._check_rejoin()
+
+    def _check_rejoin(self) -> None:
+        """After its session expired while active (neutral), the NameNode stays active until
+        it wins the lock again, or steps down once another NameNode holds it."""
+        if not self._rejoin_as_active:
+            return
+        if self._target.state is not HAState.ACTIVE:
+            self._rejoin_as_active = False  # fenced or stepped down meanwhile
+            return
+        try:
+            holder = self._lock_holder()
+        except ServiceFailedError as exc:
+            self._log.info("cannot read the lock holder yet", error=str(exc))
+            return
+        if holder is None or holder == self.nn_id:
+            return
+        decision = step_down(self._inputs(session_expired=True, other_holder=holder))
+        if decision is None:
+            return
+        self._rejoin_as_active = False
+        self._log.warning("stepping down", reason=decision.message)
+        self.metrics.step_downs.labels(decision.reason.value).inc()
+        self._transition_to_standby(decision.message)
 
     # -- the election thread -------------------------------------------------------------------
 
@@ -474,7 +542,10 @@ class ActiveStandbyElector:
         self._wake.wait(seconds)
         self._wake.clear()
 
-    def _inputs(self, generation: int | None = None) -> ElectionInputs:
+    def _inputs(
+        self, generation: int | None = None, *, session_expired: bool = False,
+        other_holder: str = "",
+    ) -> ElectionInputs:
         """The snapshot the rules decide on; ``generation``: the session count when the lock
         was won (None while not holding it)."""
         return ElectionInputs(
@@ -484,10 +555,13 @@ class ActiveStandbyElector:
             cede_left=max(0.0, self._cede_until - time.monotonic()),
             cede_for=self._cede_for,
             zk=ZKConnection(str(self._watcher.state)),
-            suspended_for=self._watcher.suspended_for(),
-            session_timeout=self.session_timeout,
-            session_expired=generation is not None and self._watcher.sessions_lost != generation,
+            session_expired=session_expired or (
+                generation is not None and self._watcher.sessions_lost != generation
+            ),
+            other_holder=other_holder,
             lock_node_lost=self._lock_node_lost,
+            # An FSNamesystem says why its edit log failed; other targets say nothing.
+            fenced=journal_fenced(getattr(self._target, "last_failure", None)),
             nn_state=self._target.state,
         )
 
@@ -543,6 +617,7 @@ class ActiveStandbyElector:
         if not self._working_znode_exists():
             self._pause(self.failure_backoff)
             return
+        self._check_rejoin()
         lock = _ElectorLock(self._client, self.paths.lock, self.nn_id,
                             max_delay=max(0.2, self.session_timeout / 4))
         with self._cond:
@@ -633,12 +708,14 @@ class ActiveStandbyElector:
             raise _Abort(str(exc)) from None
         except KazooException as exc:
             raise _Abort(f"ZooKeeper request failed: {type(exc).__name__} {exc}") from exc
-        if self._watcher.sessions_lost != generation:
-            raise _Abort("the ZooKeeper session expired before the transition")
+        why = become_active(self._inputs(generation))
+        if why is not None:
+            raise _Abort(f"{why.message} before the transition")
         try:
             self._target.transition_to_active()
         except Exception as exc:
             raise _Abort(f"the transition to active failed: {exc}") from exc
+        self._rejoin_as_active = False
         elapsed = time.monotonic() - started
         self.metrics.became_active.inc()
         self.metrics.become_active_seconds.observe(elapsed)
@@ -693,14 +770,24 @@ class ActiveStandbyElector:
                     raise _Stopping()
                 if not self._lock_watch_armed and self._watcher.connected:
                     self._arm_lock_watch(path)
-                decision = step_down(self._inputs(generation))
+                inputs = self._inputs(generation)
+                decision = step_down(inputs)
                 if decision is None:
+                    if inputs.session_expired:
+                        # Neutral: no reason to step down yet. Queue again in a new session;
+                        # step down if another NameNode holds the lock (_check_rejoin).
+                        self._rejoin_as_active = True
+                        self._log.warning(
+                            "ZooKeeper session expired while active: staying active and "
+                            "rejoining the election")
+                        return False
                     continue
                 reason = decision.reason
                 self._log.warning("stepping down", reason=decision.message)
                 self.metrics.step_downs.labels(reason.value).inc()
-                left = reason is Reason.LEFT_ACTIVE
-                stepped = left or self._transition_to_standby(decision.message)
+                left = reason in (Reason.LEFT_ACTIVE, Reason.FENCED)
+                stepped = reason is Reason.LEFT_ACTIVE or self._transition_to_standby(
+                    decision.message)
                 if reason is Reason.CEDED and stepped:
                     self._delete_own_breadcrumb(generation)
                 return left

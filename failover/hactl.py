@@ -35,6 +35,7 @@ from failover.controller import (
     REQUEST_BY_USER,
     REQUEST_BY_USER_FORCED,
     HAServiceTarget,
+    describe_status,
     format_zk,
     manual_failover,
 )
@@ -135,13 +136,15 @@ def cli(ctx: click.Context, conf_path: str | None, log_format: str, log_level: s
 @click.argument("nn_id")
 @pass_context
 def get_service_state(c: _Context, nn_id: str) -> None:
-    """Print the HA state of NN_ID: active or standby."""
+    """Print the HA state of NN_ID: active or standby, followed by what keeps automatic
+    failover from acting, if anything ("active (ZooKeeper unreachable: automatic failover
+    suspended)")."""
     target = c.target(nn_id)
     try:
-        state = target.state(c.rpc_timeout)
+        status = target.status(c.rpc_timeout)
     except NamenodeError as exc:
         _fail(f"Operation failed: {exc}")
-    click.echo(state.value)
+    click.echo(describe_status(status))
 
 
 @cli.command("get-all-service-state")
@@ -152,7 +155,7 @@ def get_all_service_state(c: _Context) -> None:
     width = max((len(t.address) for t in targets), default=0)
     for target in targets:
         try:
-            state = target.state(c.rpc_timeout).value
+            state = describe_status(target.status(c.rpc_timeout))
         except NamenodeError as exc:
             state = f"Failed to connect: {exc}"
         click.echo(f"{target.address:<{width}}  {state}")

@@ -1,6 +1,7 @@
 """The elector's Prometheus metrics, in the NameNode's registry (docs/operations.md §5):
 elections won, failed attempts, fencing by method and outcome, step-downs by reason, the time
-from winning the lock to active, and gauges of the ZooKeeper connection and election state::
+from winning the lock to active, the seconds spent without ZooKeeper (neutral mode), and
+gauges of the ZooKeeper connection and election state::
 
     metrics = ElectorMetrics(registry, lambda: "waiting", lambda: "CONNECTED")
     metrics.step_downs.labels("unhealthy").inc()
@@ -14,7 +15,7 @@ from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 __all__ = ["ELECTOR_STATES", "ElectorMetrics"]
@@ -34,6 +35,7 @@ class ElectorMetrics:
         registry: CollectorRegistry,
         state: Callable[[], str],
         zk_state: Callable[[], str],
+        neutral_seconds: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.registry = r = registry
         self.became_active = Counter(
@@ -65,7 +67,7 @@ class ElectorMetrics:
             registry=r,
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
         )
-        gauges = _StateCollector(state, zk_state)
+        gauges = _StateCollector(state, zk_state, neutral_seconds)
         r.register(gauges)
         self._collectors: list[Any] = [
             self.became_active,
@@ -86,9 +88,15 @@ class ElectorMetrics:
 
 
 class _StateCollector(Collector):
-    def __init__(self, state: Callable[[], str], zk_state: Callable[[], str]) -> None:
+    def __init__(
+        self,
+        state: Callable[[], str],
+        zk_state: Callable[[], str],
+        neutral_seconds: Callable[[], float],
+    ) -> None:
         self._state = state
         self._zk_state = zk_state
+        self._neutral_seconds = neutral_seconds
 
     def collect(self) -> Iterator[Any]:
         zk = GaugeMetricFamily(
@@ -105,3 +113,9 @@ class _StateCollector(Collector):
         for name in ELECTOR_STATES:
             election.add_metric([name], 1.0 if state == name else 0.0)
         yield election
+        yield CounterMetricFamily(
+            "hanamenode_elector_neutral_seconds",
+            "Seconds the elector spent without ZooKeeper (neutral mode: automatic failover "
+            "suspended, the NameNode keeps its state)",
+            value=self._neutral_seconds(),
+        )

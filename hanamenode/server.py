@@ -242,6 +242,7 @@ class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolSe
     @_rpc
     def GetServiceStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
         s = self.fsn.service_status()
+        elector = self._elector()
         return namenode_pb2.ServiceStatus(
             state=s.state.name,
             ready_to_become_active=s.ready_to_become_active,
@@ -249,6 +250,7 @@ class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolSe
             last_applied_txid=s.last_applied_txid,
             epoch=s.epoch,
             namenode_id=s.namenode_id,
+            failover_note=elector.failover_note if elector is not None else "",
         )
 
     @_rpc

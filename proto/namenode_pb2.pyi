@@ -175,20 +175,22 @@ class HAEmpty(_message.Message):
     def __init__(self) -> None: ...
 
 class ServiceStatus(_message.Message):
-    __slots__ = ("state", "ready_to_become_active", "not_ready_reason", "last_applied_txid", "epoch", "namenode_id")
+    __slots__ = ("state", "ready_to_become_active", "not_ready_reason", "last_applied_txid", "epoch", "namenode_id", "failover_note")
     STATE_FIELD_NUMBER: _ClassVar[int]
     READY_TO_BECOME_ACTIVE_FIELD_NUMBER: _ClassVar[int]
     NOT_READY_REASON_FIELD_NUMBER: _ClassVar[int]
     LAST_APPLIED_TXID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     NAMENODE_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILOVER_NOTE_FIELD_NUMBER: _ClassVar[int]
     state: HAState
     ready_to_become_active: bool
     not_ready_reason: str
     last_applied_txid: int
     epoch: int
     namenode_id: str
-    def __init__(self, state: _Optional[_Union[HAState, str]] = ..., ready_to_become_active: _Optional[bool] = ..., not_ready_reason: _Optional[str] = ..., last_applied_txid: _Optional[int] = ..., epoch: _Optional[int] = ..., namenode_id: _Optional[str] = ...) -> None: ...
+    failover_note: str
+    def __init__(self, state: _Optional[_Union[HAState, str]] = ..., ready_to_become_active: _Optional[bool] = ..., not_ready_reason: _Optional[str] = ..., last_applied_txid: _Optional[int] = ..., epoch: _Optional[int] = ..., namenode_id: _Optional[str] = ..., failover_note: _Optional[str] = ...) -> None: ...
 
 class TransitionRequest(_message.Message):
     __slots__ = ("source",)

@@ -13,7 +13,7 @@ from kazoo.client import KazooClient
 
 from failover.elector import ElectorState
 from hadev.zookeeper import ZooKeeperServer
-from hanamenode.errors import HealthCheckFailedError
+from hanamenode.errors import HealthCheckFailedError, ServiceFailedError
 from hanamenode.ha import HAState
 from tests.failover.zkcluster import (
     SESSION_TIMEOUT,
@@ -125,31 +125,48 @@ def test_no_active_when_every_fencing_method_fails(
         ) >= 2
 
 
-def test_the_active_steps_down_when_its_session_is_lost(tmp_path: Path) -> None:
-    # A ZooKeeper of its own: it is paused (SIGSTOP) longer than the session timeout.
+def test_the_active_keeps_serving_while_zookeeper_is_paused(tmp_path: Path) -> None:
+    # A ZooKeeper of its own: it is paused (SIGSTOP) three times the session timeout. Neutral
+    # mode: the active stays active and serves, the standby stays standby, a graceful
+    # failover fails at once naming the reason; afterwards exactly one NameNode is active.
     with ZooKeeperServer(tmp_path / "zk", tick_time_ms=TICK_MS) as zk:
         conf = failover_conf(zk)
         with auto_cluster(tmp_path / "cluster", conf) as c:
-            wait_for(lambda: elector(c, "nn2").state is ElectorState.WAITING, 5)
+            nn1, nn2 = elector(c, "nn1"), elector(c, "nn2")
+            wait_for(lambda: nn2.state is ElectorState.WAITING, 5)
             zk.pause()
             try:
                 paused = time.monotonic()
-                wait_for(lambda: c.fsn("nn1").state is HAState.STANDBY,
-                         3 * SESSION_TIMEOUT, "nn1 to step down")
-                stepped_down_after = time.monotonic() - paused
-                # Disconnected for longer than the session timeout: it may have expired.
-                assert SESSION_TIMEOUT <= stepped_down_after < 3 * SESSION_TIMEOUT
-                assert active_ids(c) == []
+                wait_for(lambda: nn1.zk_state != "CONNECTED", 3 * SESSION_TIMEOUT,
+                         "nn1 to notice")
+                assert nn1.failover_note == "ZooKeeper unreachable: automatic failover suspended"
+                txids = []
+                while time.monotonic() - paused < 3 * SESSION_TIMEOUT:
+                    txids.append(c.mkdir("nn1", f"/neutral-{len(txids)}").txid)
+                    assert active_ids(c) == ["nn1"]
+                    time.sleep(0.1)
+                assert txids == sorted(txids) and len(txids) >= 10
+                started = time.monotonic()
+                with pytest.raises(ServiceFailedError, match="ZooKeeper unreachable"):
+                    nn2.graceful_failover()
+                assert time.monotonic() - started < SESSION_TIMEOUT  # fails fast, no wait
+                neutral = c.server("nn1").metrics.value(
+                    "hanamenode_elector_neutral_seconds_total")
+                assert neutral >= 2 * SESSION_TIMEOUT
             finally:
                 zk.resume()
-            wait_for(lambda: len(active_ids(c)) == 1, 6 * SESSION_TIMEOUT,
-                     "a NameNode to be elected again")
-            time.sleep(0.5)
+            wait_for(lambda: nn1.zk_state == "CONNECTED" and nn2.zk_state == "CONNECTED",
+                     6 * SESSION_TIMEOUT, "both to reconnect")
+            wait_for(lambda: {nn1.state, nn2.state} == {ElectorState.ACTIVE,
+                                                        ElectorState.WAITING},
+                     6 * SESSION_TIMEOUT, "one NameNode elected, the other queued")
             assert len(active_ids(c)) == 1
+            assert nn1.failover_note == ""
             step_downs = c.server("nn1").metrics.value(
-                "hanamenode_elector_step_downs_total", {"reason": "disconnected"}
-            )
-            assert step_downs == 1
+                "hanamenode_elector_step_downs_total", {"reason": "disconnected"})
+            assert step_downs == 0
+            survivor = active_ids(c)[0]
+            assert c.mkdir(survivor, "/after-zookeeper-returned").txid > txids[-1]
 
 
 def test_an_unhealthy_active_leaves_the_election(
