@@ -460,6 +460,13 @@ KEYS: tuple[Key, ...] = (
     Key("hanamenode.rpc.tls.cert-file", parse_path, None, "this host's certificate chain (PEM)"),
     Key("hanamenode.rpc.tls.key-file", parse_path, None, "this host's private key (PEM)"),
     Key(
+        "hanamenode.rpc.tls.cert-file.<id>",
+        parse_path,
+        None,
+        "the certificate of one daemon (a NameNode or JournalNode id), carrying its role",
+    ),
+    Key("hanamenode.rpc.tls.key-file.<id>", parse_path, None, "the same daemon's private key"),
+    Key(
         "hanamenode.rpc.handler.count", _count(1, MAX_HANDLERS), "16", "gRPC server worker threads"
     ),
     Key(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import grpc
+import structlog
 
 from conf.keys import parse_address
 from conf.settings import RPCSettings, Settings, TLSSettings
@@ -35,11 +36,14 @@ __all__ = [
     "PortInUseError",
     "bind",
     "channel_options",
+    "daemon_settings",
     "make_channel",
     "make_server",
     "server_options",
     "status_code",
 ]
+
+log = structlog.get_logger(__name__)
 
 _DEFAULTS = RPCSettings()
 
@@ -180,6 +184,27 @@ def make_channel(
     if tls is not None and tls.enabled:
         return grpc.secure_channel(target, _channel_credentials(tls), options=all_options)
     return grpc.insecure_channel(target, options=all_options)
+
+
+def daemon_settings(settings: Settings, daemon_id: str) -> Settings:
+    """The settings daemon ``daemon_id`` serves with (``Settings.for_daemon``: its own
+    certificate). Mutual TLS is the default: without it, a daemon starts only when the file
+    asks for plaintext (``hanamenode.rpc.tls.enabled`` false), and then warns once."""
+    if settings.tls.enabled:
+        return settings.for_daemon(daemon_id)
+    if not settings.plaintext_requested:
+        raise ConfigError(
+            "mutual TLS is not configured: set hanamenode.rpc.tls.ca-file, cert-file and "
+            "key-file (docs/operations.md §9), or set this key to false to serve plaintext",
+            source=str(settings.source),
+            key="hanamenode.rpc.tls.enabled",
+        )
+    log.warning(
+        "serving plaintext RPC as asked (hanamenode.rpc.tls.enabled is false): any process "
+        "that reaches this daemon may call every RPC, Format and HA transitions included",
+        daemon=daemon_id,
+    )
+    return settings
 
 
 def _read(path: Path | None) -> bytes:

@@ -13,6 +13,7 @@ Nothing else in the project reads XML or the environment for configuration.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -201,6 +202,28 @@ class Settings:
             edit_cache_bytes=self._lookup("dfs.journalnode.edit-cache-size.bytes"),
         )
 
+    @property
+    def plaintext_requested(self) -> bool:
+        """Whether the file asks for plaintext RPC (``hanamenode.rpc.tls.enabled`` false)."""
+        return self.values.get("hanamenode.rpc.tls.enabled") is False
+
+    def for_daemon(self, daemon_id: str) -> Settings:
+        """These settings as daemon ``daemon_id`` (``nn1``, ``jn2``) uses them: its own
+        certificate and key (``hanamenode.rpc.tls.cert-file.<id>``, ``key-file.<id>``,
+        carrying its role) instead of the generic ones, which operators' tools use."""
+        cert = self.values.get(f"hanamenode.rpc.tls.cert-file.{daemon_id}")
+        key = self.values.get(f"hanamenode.rpc.tls.key-file.{daemon_id}")
+        if not self.tls.enabled or (cert is None and key is None):
+            return self
+        for name, path in (("cert-file", cert), ("key-file", key)):
+            full = f"hanamenode.rpc.tls.{name}.{daemon_id}"
+            if path is None:
+                raise self._error("required with its cert-file/key-file pair", full)
+            if not path.is_file():
+                raise self._error(f"no such file {str(path)!r}", full)
+        tls = TLSSettings(True, self.tls.ca_file, cert, key)
+        return dataclasses.replace(self, tls=tls)
+
     def namenode(self, nn_id: str) -> NameNodeSettings:
         """One NameNode of the nameservice: its RPC and HTTP addresses and its name dir."""
         ids_key = f"dfs.ha.namenodes.{self.nameservice}"
@@ -312,6 +335,16 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
             listed = ", ".join(namenode_ids) or "not set"
             raise ConfigError(
                 f"NameNode id {ident!r} is not in {ids_key} ({listed})",
+                source=source,
+                key=prop.name,
+            )
+        if key.name.startswith("hanamenode.rpc.tls.") and ident not in (
+            *namenode_ids,
+            *journalnode_ids,
+        ):
+            raise ConfigError(
+                f"{ident!r} is neither a NameNode id ({ids_key}) nor a JournalNode id "
+                "(dfs.journalnode.ids)",
                 source=source,
                 key=prop.name,
             )

@@ -1,6 +1,6 @@
 """``hadev``: the one-command local cluster (docs/architecture.md §1, ``hadev.devcluster``)::
 
-    hadev up [--dir D] [--journalnodes 3] [--namenodes 2] [--session-timeout 1s]
+    hadev up [--dir D] [--journalnodes 3] [--namenodes 2] [--session-timeout 1s] [--insecure]
     hadev down [--dir D]
 
 ``up`` starts ZooKeeper, the JournalNodes and the NameNodes (automatic failover on) as
@@ -8,7 +8,10 @@ processes on free loopback ports, formats them on first use (a later ``up`` on t
 directory reuses the data), writes ``D/conf/ha-site.xml``, prints how to point ``hafs`` and
 ``hactl`` at it, and stays in the foreground until Ctrl-C or SIGTERM; then it stops every
 process it started, by pid. Pids are in ``D/run/<name>.pid`` (``hadev.pid`` is ``up``
-itself), logs in ``D/logs/``. A daemon that dies meanwhile (``kill -9`` of the active, to
+itself), logs in ``D/logs/``. Every daemon serves mutual TLS with a certificate carrying
+its role, from a CA made in ``D/conf/tls/`` (``hadev.pki``); ``--insecure`` starts a
+plaintext cluster instead (benchmarks with native load generators, debugging), and each
+daemon then warns so in its log. A daemon that dies meanwhile (``kill -9`` of the active, to
 watch the other take over) is reported, and the others keep running.
 
 ``down`` stops what ``up`` started in D: it asks ``up`` to stop (SIGTERM) and waits, then
@@ -128,7 +131,15 @@ _DIR_OPTION = click.option(
     help="ZooKeeper session timeout (1s, 1500ms; bare: seconds): how long a dead active "
     "goes unnoticed.",
 )
-def up(directory: Path, journalnodes: int, namenodes: int, session_timeout: str) -> None:
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Plaintext RPC instead of mutual TLS with per-role certificates: anybody who "
+    "reaches a port may call any RPC.",
+)
+def up(
+    directory: Path, journalnodes: int, namenodes: int, session_timeout: str, insecure: bool
+) -> None:
     """Start the cluster in the foreground; Ctrl-C stops it."""
     setup_logging("console", "warning")
     try:
@@ -148,7 +159,11 @@ def up(directory: Path, journalnodes: int, namenodes: int, session_timeout: str)
         _fail(f"{directory} is not empty and holds no dev cluster; give a new or empty --dir")
     reuse = (directory / "data").is_dir()
     dev = DevCluster(
-        directory, journalnodes=journalnodes, namenodes=namenodes, session_timeout=session
+        directory,
+        journalnodes=journalnodes,
+        namenodes=namenodes,
+        session_timeout=session,
+        tls=not insecure,
     )
     run_dir.mkdir(parents=True, exist_ok=True)
     own_pid = dev.pid_file(UP_PID)
@@ -204,6 +219,10 @@ def _print_started(dev: DevCluster) -> None:
         f"configuration {dev.conf_path}",
         f"logs          {dev.log_dir}/<name>.log",
         f"pids          {dev.run_dir}/<name>.pid",
+        f"transport     mutual TLS, CA and per-role certificates in {dev.tls_dir} "
+        "(hafs and hactl use the admin one)"
+        if dev.tls
+        else "transport     PLAINTEXT (--insecure): anybody who reaches a port may call any RPC",
         "",
         "In another shell:",
         f"  export HANAMENODE_CONF={dev.conf_path}",

@@ -38,9 +38,11 @@ from pathlib import Path
 from types import TracebackType
 
 from conf import Settings, load_settings
+from conf.guard import Role
 from conf.xmlconf import ConfigValue
 from hadev.journalnodes import LOOPBACK, DaemonHost, JournalNodeProcess
 from hadev.namenodes import NameNodeProcess, NameNodeProcessCluster, run_command
+from hadev.pki import make_pki
 from hadev.zookeeper import MAIN_CLASS, ZooKeeperServer
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.errors import NamenodeError
@@ -179,6 +181,7 @@ class DevCluster:
         extra_conf: Mapping[str, ConfigValue] | None = None,
         log_format: str = "console",
         hosts: Mapping[str, DaemonHost] | None = None,
+        tls: bool = True,
     ) -> None:
         if namenodes < 2:
             raise DevClusterError(
@@ -196,6 +199,8 @@ class DevCluster:
         if session_ms < 2 * tick_ms:
             raise DevClusterError(f"session timeout {session_timeout:g}s is too short")
         hosts = dict(hosts or {})
+        self.hosts = hosts
+        self.tls = tls
         zk_host = hosts.get("zk", LOOPBACK)
         self.zookeeper = ZooKeeperServer(
             self.data_dir / "zk",
@@ -293,6 +298,7 @@ class DevCluster:
                 **dev_conf(
                     self.zookeeper.connect_string, self.session_timeout, self.quorum_timeout
                 ),
+                **self.transport_conf(),
                 **self.extra_conf,
             }
             self.nodes.journal.start()
@@ -306,6 +312,32 @@ class DevCluster:
             self.stop()
             raise
         return self
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.base_dir / "conf" / "tls"
+
+    def transport_conf(self) -> dict[str, ConfigValue]:
+        """Mutual TLS with a certificate per daemon carrying its role (``hadev.pki``: made
+        on first use, kept after), the generic one an operator's (admin and client roles),
+        for hafs, hactl and ``hanamenode format``; or plaintext, asked for, without TLS."""
+        if not self.tls:
+            return {"hanamenode.rpc.tls.enabled": False}
+        daemons: dict[str, set[Role]] = {"admin": {Role.ADMIN, Role.CLIENT}}
+        daemons.update({jn.jn_id: {Role.JOURNALNODE} for jn in self.nodes.journal})
+        daemons.update({nn: {Role.NAMENODE} for nn in self.nodes.ids})
+        pki = make_pki(self.tls_dir, daemons, [h.address for h in self.hosts.values()])
+        prefix = "hanamenode.rpc.tls."
+        conf: dict[str, ConfigValue] = {
+            prefix + "ca-file": pki.ca,
+            prefix + "cert-file": pki.cert("admin"),
+            prefix + "key-file": pki.key("admin"),
+        }
+        for name in daemons:
+            if name != "admin":
+                conf[f"{prefix}cert-file.{name}"] = pki.cert(name)
+                conf[f"{prefix}key-file.{name}"] = pki.key(name)
+        return conf
 
     def _format_zk(self, reused: bool) -> None:
         result = self.hactl("format-zk", "--non-interactive")

@@ -40,7 +40,7 @@ from typing import Self
 
 import grpc
 
-from conf import CONF_ENV, write_xml
+from conf import CONF_ENV, TLSSettings, load_settings, write_xml
 from conf.rpc import make_channel
 from conf.xmlconf import ConfigValue
 from journalnode.errors import JournalUnavailableError, from_rpc_error
@@ -143,12 +143,23 @@ def journalnode_config(
     host: str = "127.0.0.1",
 ) -> dict[str, ConfigValue]:
     """The properties of a one-JournalNode configuration on ``host``."""
-    return {
-        "dfs.journalnode.rpc-address": f"{host}:{rpc_port}",
-        "dfs.journalnode.http-address": f"{host}:{http_port}",
-        "dfs.journalnode.edits.dir": edits_dir,
-        **(extra or {}),
-    }
+    return plaintext_unless_tls(
+        {
+            "dfs.journalnode.rpc-address": f"{host}:{rpc_port}",
+            "dfs.journalnode.http-address": f"{host}:{http_port}",
+            "dfs.journalnode.edits.dir": edits_dir,
+            **(extra or {}),
+        }
+    )
+
+
+def plaintext_unless_tls(props: Mapping[str, ConfigValue]) -> dict[str, ConfigValue]:
+    """``props``, asking for plaintext RPC (``hanamenode.rpc.tls.enabled`` false) unless they
+    configure TLS: a daemon refuses to start in plaintext it was not asked for. These
+    launchers serve tests and benchmarks on loopback; ``hadev up`` configures mutual TLS."""
+    if any(key.startswith("hanamenode.rpc.tls.") for key in props):
+        return dict(props)
+    return {**props, "hanamenode.rpc.tls.enabled": False}
 
 
 def child_environment(conf_env: Path | None = None) -> dict[str, str]:
@@ -168,11 +179,11 @@ def child_environment(conf_env: Path | None = None) -> dict[str, str]:
     return env
 
 
-def _probe(address: str, journal_id: str) -> bool:
+def _probe(address: str, journal_id: str, tls: TLSSettings | None = None) -> bool:
     """Whether the JournalNode at ``address`` answers an IsFormatted RPC (any answer counts:
     even a refusal means the servicer runs). A fresh channel each time: one that failed to
     connect would wait out its reconnect backoff instead of trying again at once."""
-    channel = make_channel(address)
+    channel = make_channel(address, tls)
     try:
         stub = journal_pb2_grpc.QJournalServiceStub(channel)
         stub.IsFormatted(journal_pb2.IsFormattedRequest(journal_id=journal_id), timeout=0.5)
@@ -370,11 +381,12 @@ class JournalNodeProcess(DaemonProcess):
         """Block until an IsFormatted RPC gets an answer; JournalNodeStartError when the
         process exits first, or (after killing it) when ``timeout`` passes."""
         deadline = time.monotonic() + timeout
+        tls = load_settings(self.conf_path).tls  # the operator's certificate, with TLS on
         while True:
             if self.proc is None or self.proc.poll() is not None:
                 code = None if self.proc is None else self.proc.returncode
                 raise self._start_error(f"exited with status {code} before serving")
-            if _probe(self.address, self.probe_journal):
+            if _probe(self.address, self.probe_journal, tls):
                 return
             if time.monotonic() > deadline:
                 self.kill()
@@ -517,6 +529,11 @@ class JournalNodeProcessCluster:
 
     def properties(self) -> dict[str, ConfigValue]:
         """The shared configuration, as ``conf_path`` holds it (ports as they are now)."""
+        return plaintext_unless_tls(self.shared_properties())
+
+    def shared_properties(self) -> dict[str, ConfigValue]:
+        """The JournalNodes' part of a configuration (``properties`` without the transport),
+        for a launcher that writes one file for them and other daemons."""
         props: dict[str, ConfigValue] = {
             "dfs.journalnode.ids": ",".join(node.jn_id for node in self.nodes)
         }

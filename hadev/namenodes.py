@@ -45,6 +45,7 @@ from hadev.journalnodes import (
     JournalNodeProcessCluster,
     child_environment,
     free_ports,
+    plaintext_unless_tls,
     run_command,
 )
 from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
@@ -358,7 +359,7 @@ class NameNodeProcessCluster:
 
     def properties(self) -> dict[str, ConfigValue]:
         """The shared configuration, as ``conf_path`` holds it."""
-        props: dict[str, ConfigValue] = dict(self.journal.properties())
+        props: dict[str, ConfigValue] = self.journal.shared_properties()
         ns = self.nameservice
         props["dfs.nameservices"] = ns
         props[f"dfs.ha.namenodes.{ns}"] = ",".join(self.namenodes)
@@ -367,7 +368,7 @@ class NameNodeProcessCluster:
             if proc.http_address is not None:
                 props[f"dfs.namenode.http-address.{ns}.{nn}"] = proc.http_address
             props[f"dfs.namenode.name.dir.{ns}.{nn}"] = self.name_dir(nn)
-        return {**props, **self.extra_conf}
+        return plaintext_unless_tls({**props, **self.extra_conf})
 
     def write_conf(self) -> Settings:
         """(Re)write ``conf_path`` and return it loaded, as every process will load it."""

@@ -26,6 +26,7 @@ import structlog
 
 from conf import ConfigError, Settings, load_settings
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
+from conf.rpc import daemon_settings
 from hanamenode.bootstrap import (
     Confirm,
     EditsUnavailableError,
@@ -154,7 +155,10 @@ def bootstrap_standby_command(
 def run(conf_path: str | None, nn_id: str, log_format: str) -> None:
     """Serve ClientProtocol, HAServiceProtocol, NamenodeProtocol and /metrics until SIGTERM."""
     setup_logging(log_format)
-    settings = _settings(conf_path, nn_id)
+    try:
+        settings = daemon_settings(_settings(conf_path, nn_id), nn_id)
+    except ConfigError as exc:
+        raise click.ClickException(f"bad configuration: {exc}") from None
     server = NameNodeServer(settings, nn_id)
     try:
         server.start()  # a busy port is a PortInUseError, which is a ConfigError

@@ -83,11 +83,11 @@ def _rules() -> dict[str, MethodRule]:
     rules[ha + "CedeActive"] = namenode  # one elector to the other, in a graceful failover
     rules[ha + "GracefulFailover"] = MethodRule(frozenset({Role.ADMIN}))
     nnp = "/hanamenode.namenode.NamenodeProtocol/"
-    for method in ("RollEditLog", "GetMostRecentCheckpoint", "PutImage", "PurgeLogs"):
+    for method in ("RollEditLog", "PutImage", "PurgeLogs"):
         rules[nnp + method] = namenode
     # bootstrap-standby, an operator's command, reads the namespace info and the image.
-    rules[nnp + "GetImage"] = namenode_or_admin
-    rules[nnp + "GetNamespaceInfo"] = namenode_or_admin
+    for method in ("GetMostRecentCheckpoint", "GetImage", "GetNamespaceInfo"):
+        rules[nnp + method] = namenode_or_admin
     return rules
 
 

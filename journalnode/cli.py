@@ -18,7 +18,7 @@ import structlog
 
 from conf import ConfigError, load_settings
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
-from conf.rpc import PortInUseError
+from conf.rpc import PortInUseError, daemon_settings
 from journalnode.errors import JournalError
 from journalnode.server import JournalNodeServer
 
@@ -44,7 +44,7 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
     """Serve QJournalService and /metrics until SIGTERM or SIGINT."""
     setup_logging(log_format)
     try:
-        settings = load_settings(conf_path)
+        settings = daemon_settings(load_settings(conf_path), jn_id)
         jn = settings.journalnode(jn_id)
         server = JournalNodeServer(
             jn.edits_dir,

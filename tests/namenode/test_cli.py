@@ -35,6 +35,7 @@ def journal(tmp_path: Path) -> Iterator[MiniJournalCluster]:
 @pytest.fixture
 def conf(tmp_path: Path, journal: MiniJournalCluster) -> tuple[Path, dict[str, object]]:
     mapping = namenode_conf(tmp_path, journal.addresses, ["nn1", "nn2"])
+    mapping["hanamenode.rpc.tls.enabled"] = False  # plaintext, asked for
     return write_xml(mapping, tmp_path / "hdfs-site.xml"), mapping
 
 
@@ -120,6 +121,20 @@ def test_run_refuses_a_busy_port(conf: tuple[Path, dict[str, object]]) -> None:
     assert "address already in use" in error_line(output)
 
 
+def test_run_refuses_plaintext_it_was_not_asked_for(
+    conf: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    _, mapping = conf
+    unasked = {k: v for k, v in mapping.items() if k != "hanamenode.rpc.tls.enabled"}
+    path = write_xml(unasked, tmp_path / "no-tls.xml")
+    assert invoke("format", "--conf", str(path), "--id", "nn1")[0] == 0  # a tool, not a daemon
+    code, output = invoke("run", "--conf", str(path), "--id", "nn1")
+    assert code == 1
+    line = error_line(output)
+    assert "hanamenode.rpc.tls.enabled: mutual TLS is not configured" in line, line
+    assert "set this key to false to serve plaintext" in line
+
+
 def test_run_reports_a_bad_configuration(tmp_path: Path) -> None:
     path = write_xml({"dfs.nameservices": "ns1", "dfs.namenode.nmae.dir": "/x"}, tmp_path / "c.xml")
     code, output = invoke("run", "--conf", str(path), "--id", "nn1")
@@ -141,12 +156,17 @@ def test_run_serves_until_sigterm(conf: tuple[Path, dict[str, object]]) -> None:
     )
     try:
         assert proc.stderr is not None
+        seen: list[str] = []
         for line in proc.stderr:
+            seen.append(line)
             if "serving on" in line:
                 assert "as standby" in line
                 break
         else:
             pytest.fail("the NameNode exited before serving")
+        # Plaintext was asked for: one warning at start says what it allows.
+        warnings = [line for line in seen if "serving plaintext RPC" in line]
+        assert len(warnings) == 1 and '"level": "warning"' in warnings[0], seen
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=20)  # drains stderr so the child never blocks on it
         assert proc.returncode == 0

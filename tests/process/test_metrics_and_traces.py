@@ -1,10 +1,13 @@
-"""What an operator reads from a live dev cluster (issue 10, row 6).
+"""What an operator reads from a live dev cluster, and who may call what (issue 10).
 
 The README's metric table is checked against a real ``/metrics`` scrape of each daemon: a
 JournalNode, and the active and standby NameNodes of a dev cluster (ZooKeeper, three
 JournalNodes, two NameNodes with automatic failover); every documented metric is served, and
 every served metric of the project is documented. Then a JournalNode is killed: the active's
 log names that JournalNode and the cause, and ``qjm_logger_out_of_sync`` says it too.
+
+The dev cluster runs mutual TLS with a certificate per role (``hadev.pki``): a caller whose
+certificate lacks the role a method needs is refused with PERMISSION_DENIED naming both.
 """
 
 from __future__ import annotations
@@ -15,11 +18,17 @@ import time
 import urllib.request
 from pathlib import Path
 
+import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from conf import TLSSettings
+from conf.guard import Role
+from conf.rpc import make_channel
 from hadev.devcluster import DevCluster
+from hadev.pki import make_pki
 from hanamenode.client import HaFsClient
+from proto import journal_pb2, journal_pb2_grpc, namenode_pb2, namenode_pb2_grpc
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -111,3 +120,51 @@ def test_metrics_table_matches_live_scrapes_and_a_lost_journalnode_is_named(
         assert sample(
             active_url, "qjm_logger_out_of_sync", {"journalnode": victim.address}
         ) == 1.0
+
+
+def test_each_rpc_checks_the_role_in_the_callers_certificate(tmp_path: Path) -> None:
+    with DevCluster(tmp_path, session_timeout=1.0, quorum_timeout="4s") as dev:
+        active = dev.namenode(dev.wait_active())
+        jn = dev.journalnodes[0]
+        pki = make_pki(dev.tls_dir, {"someclient": {Role.CLIENT}})
+
+        def tls(name: str) -> TLSSettings:
+            return TLSSettings(True, pki.ca, pki.cert(name), pki.key(name))
+
+        def refused(call: object, *args: object) -> str:
+            with pytest.raises(grpc.RpcError) as info:
+                call(*args, timeout=10)  # type: ignore[operator]
+            assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED, info.value
+            return info.value.details() or ""
+
+        fmt = journal_pb2.FormatRequest(journal_id="ns1", force=True)
+        with make_channel(jn.address, tls("someclient")) as channel:
+            details = refused(journal_pb2_grpc.QJournalServiceStub(channel).Format, fmt)
+            assert details == (
+                "Format needs the role admin; the caller's certificate presents client"
+            )
+        with make_channel(jn.address, tls("nn1")) as channel:
+            stub = journal_pb2_grpc.QJournalServiceStub(channel)
+            assert "presents namenode" in refused(stub.Format, fmt)
+        with make_channel(active.address, tls("jn1")) as channel:
+            stub = namenode_pb2_grpc.ClientProtocolStub(channel)
+            details = refused(stub.Mkdirs, namenode_pb2.MkdirsRequest(path="/x"))
+            assert details == (
+                "Mkdirs needs the role client; the caller's certificate presents journalnode"
+            )
+        with make_channel(active.address, tls("someclient")) as channel:
+            ha = namenode_pb2_grpc.HAServiceProtocolStub(channel)
+            request = namenode_pb2.TransitionRequest(source=namenode_pb2.REQUEST_BY_ZKFC)
+            assert "needs the role namenode" in refused(ha.TransitionToStandby, request)
+            client = namenode_pb2_grpc.ClientProtocolStub(channel)
+            client.Mkdirs(namenode_pb2.MkdirsRequest(path="/by-client"), timeout=10)
+        with make_channel(active.address) as plaintext:
+            with pytest.raises(grpc.RpcError) as info:
+                namenode_pb2_grpc.HAServiceProtocolStub(plaintext).GetServiceStatus(
+                    namenode_pb2.HAEmpty(), timeout=5
+                )
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+        # Nothing refused changed anything: the journal still holds the namespace.
+        with HaFsClient(dev.settings()) as fs:
+            assert fs.stat("/by-client").is_dir
+        assert any(dev.journal_dir("jn1").glob("edits_*"))
