@@ -2,11 +2,20 @@
 (docs/architecture.md §1).
 
     hafs --conf C mkdir [-p] PATH...       silent; "mkdir: `/x': File exists"
-    hafs --conf C touch PATH...            an empty file; an existing file is left as it is
+    hafs --conf C touchz PATH...           an empty file; an existing empty file is left as it is
     hafs --conf C rm [-r] [-f] PATH...     "Deleted /x"; a directory needs -r
+    hafs --conf C rmdir PATH...            an empty directory
     hafs --conf C mv SRC... DST            into DST when it is a directory
-    hafs --conf C ls [-R] [-d] [PATH...]   "Found N items", then one line per entry
+    hafs --conf C ls [-R] [-d] [-h] [PATH...]  "Found N items", then one line per entry
     hafs --conf C stat [FORMAT] PATH...    FORMAT as hdfs dfs -stat (%y by default)
+    hafs --conf C test -e|-d|-f|-s|-z PATH exit status 0 when true, 1 when not
+    hafs --conf C count [-q] [-h] PATH...  directories, files, bytes (and quotas: none)
+    hafs --conf C find PATH... [-name|-iname GLOB]
+
+Every command is also spelled as ``hdfs dfs`` spells it, with a dash (``hafs -ls -R /``), and
+``touch`` is ``touchz``. Paths may hold globs (``/user/*/data``, ``{a,b}``), expanded by listing
+(``hanamenode.client.globs``); a glob that matches nothing is "No such file or directory".
+docs/operations.md §11 compares every command and flag with ``hdfs dfs``.
 
 Each command works through every path it is given, prints one line on stderr for each that
 fails (``ls: `/nope': No such file or directory``; an argument that is not valid UTF-8 is
@@ -19,6 +28,7 @@ failover proxy; when none answers as active the line names every NameNode's last
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +40,8 @@ from conf import ConfigError, Settings, load_settings
 from conf.logging import LOG_FORMAT_OPTION, LOG_LEVELS, setup_logging
 from hanamenode import paths as namespace_paths
 from hanamenode.client.client import HaFsClient
+from hanamenode.client.globs import GlobError, component_regex
+from hanamenode.client.globs import expand as expand_glob
 from hanamenode.errors import (
     DirectoryNotEmptyError,
     NamenodeError,
@@ -40,7 +52,15 @@ from hanamenode.errors import (
 )
 from hanamenode.namespace import StatInfo
 
-__all__ = ["format_stat", "ls_line", "main", "permission_string"]
+__all__ = [
+    "count_line",
+    "format_stat",
+    "human_size",
+    "ls_line",
+    "main",
+    "passes_test",
+    "permission_string",
+]
 
 # hdfs dfs prints these refusals as "<cmd>: `<path>': <phrase>" (the Java PathIOException
 # family); every other error is printed as "<cmd>: <message>".
@@ -93,7 +113,27 @@ class Columns:
             self.group = max(self.group, len(st.group))
 
 
-def ls_line(st: StatInfo, columns: Columns) -> str:
+def human_size(size: int) -> str:
+    """A length as ``hdfs dfs -ls -h`` prints it (Hadoop's ``TraditionalBinaryPrefix
+    .long2String(n, "", 1)``): ``0``, ``1023``, ``1 K`` for an exact multiple, else one
+    decimal, ``1.5 M``."""
+    if size < 1024:
+        return str(size)
+    shift = 10
+    while shift < 60 and size >= 1 << (shift + 10):
+        shift += 10
+    symbol = "KMGTPE"[shift // 10 - 1]
+    if size % (1 << shift) == 0:
+        return f"{size >> shift} {symbol}"
+    text = f"{size / (1 << shift):.1f}"
+    if text.startswith("1024") and shift < 60:  # rounds up into the next prefix
+        shift += 10
+        symbol = "KMGTPE"[shift // 10 - 1]
+        text = f"{size / (1 << shift):.1f}"
+    return f"{text} {symbol}"
+
+
+def ls_line(st: StatInfo, columns: Columns, *, human: bool = False) -> str:
     """One ``hdfs dfs -ls`` line::
 
         drwxr-xr-x   - hdfs supergroup          0 2026-11-22 12:00 /user
@@ -103,9 +143,10 @@ def ls_line(st: StatInfo, columns: Columns) -> str:
     replication = "-" if st.is_dir else str(st.replication)
     owner = f"{st.owner:<{columns.owner}} " if columns.owner else st.owner
     group = f"{st.group:<{columns.group}} " if columns.group else st.group
+    length = human_size(st.length) if human else str(st.length)
     return (
         f"{kind}{permission_string(st.permission)} {replication:>{columns.replication}} "
-        f"{owner}{group}{st.length:>{columns.length}} {_local_minute(st.mtime_ms)} "
+        f"{owner}{group}{length:>{columns.length}} {_local_minute(st.mtime_ms)} "
         f"{namespace_paths.printable(st.path)}"
     )
 
@@ -139,6 +180,41 @@ def format_stat(fmt: str, st: StatInfo) -> str:
     return "".join(out)
 
 
+@dataclass(frozen=True)
+class ContentSummary:
+    """What ``count`` reports of a path: directories (itself included), files, bytes."""
+
+    directories: int
+    files: int
+    length: int
+
+
+def count_line(path: str, summary: ContentSummary, *, quotas: bool, human: bool) -> str:
+    """One ``hdfs dfs -count [-q]`` line (Hadoop's ``ContentSummary.toString``). There are
+    no quotas in this namespace, so ``-q`` prints HDFS's words for an unset quota."""
+    size = human_size(summary.length) if human else str(summary.length)
+    quota = f"{'none':>12} {'inf':>15} {'none':>15} {'inf':>15} " if quotas else ""
+    return f"{quota}{summary.directories:>12} {summary.files:>12} {size:>18} {path}"
+
+
+TEST_FLAGS = ("e", "d", "f", "s", "z")
+
+
+def passes_test(flag: str, st: StatInfo | None) -> bool:
+    """``hdfs dfs -test -FLAG``: -e exists, -d is a directory, -f is a file, -s is not
+    empty (length > 0), -z is an empty file or a directory (length 0). A missing path
+    fails every test."""
+    if st is None:
+        return False
+    return {
+        "e": True,
+        "d": st.is_dir,
+        "f": not st.is_dir,
+        "s": st.length > 0,
+        "z": st.length == 0,
+    }[flag]
+
+
 # ---------------------------------------------------------------------------------------------
 # The commands.
 # ---------------------------------------------------------------------------------------------
@@ -169,11 +245,11 @@ class _Shell:
 
     def fail(self, command: str, path: str | None, error: NamenodeError) -> None:
         """Print one error line on stderr and count it."""
-        self.errors += 1
         phrase = _PHRASES.get(type(error))
         if phrase is not None and path is not None:
-            click.echo(f"{command}: `{namespace_paths.printable(path)}': {phrase}", err=True)
+            self.refuse(command, path, phrase)
         else:
+            self.errors += 1
             click.echo(f"{command}: {namespace_paths.printable(str(error))}", err=True)
 
     def utf8(self, command: str, paths: Sequence[str]) -> list[str]:
@@ -191,6 +267,50 @@ class _Shell:
                 valid.append(path)
         return valid
 
+    def refuse(self, command: str, path: str, phrase: str) -> None:
+        """Print ``<command>: `<path>': <phrase>`` on stderr and count it."""
+        self.errors += 1
+        click.echo(f"{command}: `{namespace_paths.printable(path)}': {phrase}", err=True)
+
+    def expand(self, command: str, path: str, *, quiet_missing: bool = False) -> list[str]:
+        """The paths a glob matches (a plain path stands for itself); a glob that matches
+        nothing (reported unless ``quiet_missing``) gives no paths; one that is not a readable
+        pattern stands for itself."""
+
+        def list_names(directory: str) -> list[str] | None:
+            try:
+                items = self.fs.list(directory)
+            except (PathNotFoundError, ParentNotDirectoryError):
+                return None
+            if len(items) == 1 and items[0].path == directory:  # a file lists as itself
+                return None
+            return [namespace_paths.basename(st.path) for st in items]
+
+        def exists(candidate: str) -> bool:
+            try:
+                self.fs.stat(candidate)
+            except PathNotFoundError:
+                return False
+            return True
+
+        try:
+            matched = expand_glob(path, list_names, exists)
+        except NamenodeError as exc:
+            self.fail(command, path, exc)
+            return []
+        if not matched and not quiet_missing:
+            self.fail(command, path, PathNotFoundError(path))
+        return matched
+
+    def expand_all(
+        self, command: str, paths: Sequence[str], *, quiet_missing: bool = False
+    ) -> list[str]:
+        return [
+            match
+            for path in self.utf8(command, paths)
+            for match in self.expand(command, path, quiet_missing=quiet_missing)
+        ]
+
     @contextmanager
     def reporting(self, command: str, path: str | None) -> Iterator[None]:
         """Report a ``NamenodeError`` raised in the block as a failure of ``path``."""
@@ -204,7 +324,23 @@ class _Shell:
             click.get_current_context().exit(1)
 
 
-@click.group()
+class DfsGroup(click.Group):
+    """A command group that also takes the command as ``hdfs dfs`` spells it, with one
+    dash: ``hafs -ls -R /`` runs ``ls -R /``. The first argument that names a command, with
+    or without the dash, is the command; what precedes it are the group's options."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args = list(args)
+        for i, arg in enumerate(args):
+            if arg in self.commands:
+                break
+            if arg.startswith("-") and arg[1:] in self.commands and not arg.startswith("--"):
+                args[i] = arg[1:]
+                break
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DfsGroup)
 @click.option(
     "--conf",
     "conf_path",
@@ -236,7 +372,7 @@ def main(ctx: click.Context, conf_path: str | None, log_format: str, log_level: 
 @click.pass_obj
 def mkdir(shell: _Shell, parents: bool, paths: tuple[str, ...]) -> None:
     """Create directories."""
-    for path in shell.utf8("mkdir", paths):
+    for path in shell.expand_all("mkdir", paths):
         with shell.reporting("mkdir", path):
             shell.fs.mkdirs(path, parents=parents)
     shell.finish()
@@ -244,14 +380,23 @@ def mkdir(shell: _Shell, parents: bool, paths: tuple[str, ...]) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.pass_obj
-def touch(shell: _Shell, paths: tuple[str, ...]) -> None:
-    """Create empty files; an existing file is left unchanged."""
-    for path in shell.utf8("touch", paths):
-        # An existing file: nothing to do (a directory is PathIsDirectoryError).
-        with shell.reporting("touch", path), contextlib.suppress(PathExistsError):
-            shell.fs.create(path)
+@click.pass_context
+def touchz(ctx: click.Context, paths: tuple[str, ...]) -> None:
+    """Create empty files; an existing empty file is left unchanged."""
+    shell: _Shell = ctx.obj
+    command = ctx.info_name or "touchz"
+    for path in shell.expand_all(command, paths):
+        # An existing file: nothing to do if it is empty (a directory is PathIsDirectoryError).
+        with shell.reporting(command, path):
+            try:
+                shell.fs.create(path)
+            except PathExistsError:
+                if shell.fs.stat(path).length != 0:
+                    shell.refuse(command, path, "Not a zero-length file")
     shell.finish()
+
+
+main.add_command(touchz, "touch")
 
 
 @main.command()
@@ -261,7 +406,7 @@ def touch(shell: _Shell, paths: tuple[str, ...]) -> None:
 @click.pass_obj
 def rm(shell: _Shell, recursive: bool, force: bool, paths: tuple[str, ...]) -> None:
     """Delete files (and directories, with -r)."""
-    for path in shell.utf8("rm", paths):
+    for path in shell.expand_all("rm", paths, quiet_missing=force):
         try:
             # hdfs dfs -rm refuses every directory without -r, the empty ones too.
             if not recursive and shell.fs.stat(path).is_dir:
@@ -288,7 +433,14 @@ def mv(shell: _Shell, paths: tuple[str, ...]) -> None:
         raise click.UsageError("mv needs a source and a destination")
     if len(shell.utf8("mv", paths)) < len(paths):
         shell.finish()
-    *sources, dst = paths
+    *patterns, dst_pattern = paths
+    destinations = shell.expand("mv", dst_pattern)
+    if len(destinations) > 1:
+        shell.refuse("mv", dst_pattern, "matches more than one path")
+    if len(destinations) != 1:
+        shell.finish()
+    dst = destinations[0]
+    sources = shell.expand_all("mv", patterns)
     if len(sources) > 1:
         try:
             into_directory = shell.fs.stat(dst).is_dir
@@ -316,9 +468,12 @@ def mv(shell: _Shell, paths: tuple[str, ...]) -> None:
 @main.command()
 @click.option("-R", "recursive", is_flag=True, help="List subdirectories recursively.")
 @click.option("-d", "directory", is_flag=True, help="List directories as plain files.")
+@click.option("-h", "human", is_flag=True, help="Lengths as 1.5 K, 2 M, ...")
 @click.argument("paths", nargs=-1)
 @click.pass_obj
-def ls(shell: _Shell, recursive: bool, directory: bool, paths: tuple[str, ...]) -> None:
+def ls(
+    shell: _Shell, recursive: bool, directory: bool, human: bool, paths: tuple[str, ...]
+) -> None:
     """List directories (/ by default)."""
     columns = Columns()
 
@@ -328,19 +483,19 @@ def ls(shell: _Shell, recursive: bool, directory: bool, paths: tuple[str, ...]) 
             click.echo(f"Found {len(items)} items")
         columns.widen(items)
         for st in items:
-            click.echo(ls_line(st, columns))
+            click.echo(ls_line(st, columns, human=human))
             if recursive and st.is_dir:
                 with shell.reporting("ls", st.path):
                     list_directory(st.path)
 
-    for path in shell.utf8("ls", paths or (namespace_paths.ROOT,)):
+    for path in shell.expand_all("ls", paths or (namespace_paths.ROOT,)):
         with shell.reporting("ls", path):
             st = shell.fs.stat(path)
             if st.is_dir and not directory:
                 list_directory(path)
             else:
                 columns.widen([st])
-                click.echo(ls_line(st, columns))
+                click.echo(ls_line(st, columns, human=human))
     shell.finish()
 
 
@@ -355,9 +510,125 @@ def stat(shell: _Shell, args: tuple[str, ...]) -> None:
         fmt = paths.pop(0)
     if len(shell.utf8("stat", [fmt])) < 1:
         shell.finish()
-    for path in shell.utf8("stat", paths):
+    for path in shell.expand_all("stat", paths):
         with shell.reporting("stat", path):
             click.echo(format_stat(fmt, shell.fs.stat(path)))
+    shell.finish()
+
+
+@main.command()
+@click.option(
+    "--ignore-fail-on-non-empty",
+    "ignore_non_empty",
+    is_flag=True,
+    help="No error for a directory that is not empty.",
+)
+@click.argument("paths", nargs=-1, required=True)
+@click.pass_obj
+def rmdir(shell: _Shell, ignore_non_empty: bool, paths: tuple[str, ...]) -> None:
+    """Delete empty directories."""
+    for path in shell.expand_all("rmdir", paths):
+        with shell.reporting("rmdir", path):
+            if not shell.fs.stat(path).is_dir:
+                shell.refuse("rmdir", path, "Is not a directory")
+                continue
+            try:
+                shell.fs.delete(path, recursive=False)
+            except DirectoryNotEmptyError:
+                if not ignore_non_empty:
+                    shell.refuse("rmdir", path, "Directory is not empty")
+    shell.finish()
+
+
+@main.command(name="test")
+@click.option("-e", "flags", flag_value="e", multiple=True, help="The path exists.")
+@click.option("-d", "flags", flag_value="d", multiple=True, help="It is a directory.")
+@click.option("-f", "flags", flag_value="f", multiple=True, help="It is a file.")
+@click.option("-s", "flags", flag_value="s", multiple=True, help="Its length is not 0.")
+@click.option("-z", "flags", flag_value="z", multiple=True, help="Its length is 0.")
+@click.argument("path")
+@click.pass_obj
+def test_command(shell: _Shell, flags: tuple[str, ...], path: str) -> None:
+    """Exit 0 when PATH passes the one test flag, 1 when it does not; print nothing."""
+    if len(flags) != 1:
+        raise click.UsageError("test needs exactly one of -e -d -f -s -z")
+    matches = shell.expand_all("test", [path], quiet_missing=True)
+    st: StatInfo | None = None
+    if len(matches) == 1:
+        with shell.reporting("test", path), contextlib.suppress(PathNotFoundError):
+            st = shell.fs.stat(matches[0])
+    if shell.errors or not passes_test(flags[0], st):
+        click.get_current_context().exit(1)
+
+
+def _summarize(fs: HaFsClient, root: StatInfo) -> ContentSummary:
+    """Walk the tree under ``root`` by listing (there is no content-summary RPC)."""
+    if not root.is_dir:
+        return ContentSummary(0, 1, root.length)
+    directories, files, length = 1, 0, 0
+    pending = [root.path]
+    while pending:
+        for st in fs.list(pending.pop()):
+            if st.is_dir:
+                directories += 1
+                pending.append(st.path)
+            else:
+                files += 1
+                length += st.length
+    return ContentSummary(directories, files, length)
+
+
+@main.command()
+@click.option("-q", "quotas", is_flag=True, help="Quota columns first (none: no quotas here).")
+@click.option("-h", "human", is_flag=True, help="Sizes as 1.5 K, 2 M, ...")
+@click.argument("paths", nargs=-1, required=True)
+@click.pass_obj
+def count(shell: _Shell, quotas: bool, human: bool, paths: tuple[str, ...]) -> None:
+    """Count the directories, files and bytes under each path."""
+    for path in shell.expand_all("count", paths):
+        with shell.reporting("count", path):
+            summary = _summarize(shell.fs, shell.fs.stat(path))
+            shown = namespace_paths.printable(path)
+            click.echo(count_line(shown, summary, quotas=quotas, human=human))
+    shell.finish()
+
+
+@main.command()
+@click.option("-name", "name", default=None, help="Base names that match this glob.")
+@click.option("-iname", "iname", default=None, help="The same, ignoring case.")
+@click.option("-print", "print_", is_flag=True, help="Print each match (the default).")
+@click.argument("paths", nargs=-1)
+@click.pass_obj
+def find(
+    shell: _Shell, name: str | None, iname: str | None, print_: bool, paths: tuple[str, ...]
+) -> None:
+    """Print every path under PATH... (/ by default) whose name matches -name or -iname."""
+    del print_  # printing is the only action
+    if name is not None and iname is not None:
+        raise click.UsageError("find takes one of -name and -iname")
+    try:
+        regex = component_regex(name) if name is not None else None
+        if iname is not None:
+            regex = re.compile(component_regex(iname.lower()).pattern, re.DOTALL)
+    except GlobError as exc:
+        raise click.UsageError(f"Illegal file pattern: {exc}") from None
+
+    def wanted(st: StatInfo) -> bool:
+        if regex is None:
+            return True
+        base = namespace_paths.basename(st.path) if st.path != namespace_paths.ROOT else ""
+        return regex.fullmatch(base.lower() if iname is not None else base) is not None
+
+    for path in shell.expand_all("find", paths or (namespace_paths.ROOT,)):
+        with shell.reporting("find", path):
+            pending = [shell.fs.stat(path)]
+            while pending:
+                st = pending.pop()
+                if wanted(st):
+                    click.echo(namespace_paths.printable(st.path))
+                if st.is_dir:
+                    with shell.reporting("find", st.path):
+                        pending.extend(reversed(shell.fs.list(st.path)))
     shell.finish()
 
 

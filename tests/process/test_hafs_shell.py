@@ -18,7 +18,7 @@ from hadev.namenodes import NameNodeProcessCluster, run_hafs
 from hanamenode.client import HaFsClient
 from hanamenode.ha import HAState
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)  # every command is a Python process: slow on a loaded machine
 
 FAST_CONF: dict[str, str | int | float | bool] = {
     "dfs.ha.tail-edits.period": "0.1",
@@ -190,3 +190,86 @@ def test_hostile_arguments_and_names(cluster: NameNodeProcessCluster) -> None:
         "/hostile/back\\", "/hostile/line\\u2028sep", "/hostile/zero\\u200bwidth"
     ], listing
     assert ok(cluster, "stat", "%n", "/hostile/zero\u200bwidth") == "zero\\u200bwidth\n"
+
+
+@pytest.mark.timeout(360)  # about 60 hafs processes, each a Python start-up
+def test_hdfs_dfs_spellings_globs_and_the_namespace_commands(
+    cluster: NameNodeProcessCluster,
+) -> None:
+    """The commands as ``hdfs dfs`` spells them (``-ls``), with globs, ``-touchz``,
+    ``-rmdir``, ``-test``, ``-count``, ``-find``, ``-ls -h``; docs/operations.md §11."""
+    c = cluster
+    assert ok(c, "-mkdir", "-p", "/g/alice/data", "/g/bob/data", "/g/carol") == ""
+    assert fails(c, "-mkdir", "/g/alice") == "mkdir: `/g/alice': File exists"
+    assert ok(c, "-touchz", "/g/alice/notes", "/g/bob/notes", "/g/bob/data/Part-0") == ""
+    assert ok(c, "-touchz", "/g/alice/notes") == ""  # an empty file: left as it is
+    assert fails(c, "-touchz", "/g/alice") == "touchz: `/g/alice': Is a directory"
+    with HaFsClient(c.settings()) as fs:
+        fs.create("/g/big", length=1536)
+        assert fails(c, "-touchz", "/g/big") == "touchz: `/g/big': Not a zero-length file"
+
+        # globs, expanded by listing
+        assert ok(c, "-ls", "-d", "/g/*") == "\n".join(
+            [dir_line(fs, "/g/alice"), file_line(fs, "/g/big", "1536"), dir_line(fs, "/g/bob"),
+             dir_line(fs, "/g/carol"), ""]
+        )
+        assert ok(c, "-stat", "%n", "/g/*/notes") == "notes\nnotes\n"
+        assert ok(c, "-stat", "%n", "/g/{alice,carol}") == "alice\ncarol\n"
+        assert ok(c, "-stat", "%n", "/g/[ab]*") == "alice\nbig\nbob\n"
+        assert fails(c, "-ls", "/g/z*") == "ls: `/g/z*': No such file or directory"
+        # not a readable pattern: a literal name
+        assert fails(c, "-stat", "%n", "/g/[a") == "stat: `/g/[a': No such file or directory"
+        # -ls -h
+        mtime = minute(fs.stat("/g/big").mtime_ms)
+        assert ok(c, "-ls", "-h", "/g/big") == (
+            f"-rw-r--r--   3 hdfs supergroup      1.5 K {mtime} /g/big\n"
+        )
+
+        # -test: exit status only
+        for flag, path, status in [
+            ("-e", "/g/alice", 0), ("-e", "/g/nope", 1), ("-d", "/g/alice", 0),
+            ("-d", "/g/big", 1), ("-f", "/g/big", 0), ("-f", "/g/alice", 1),
+            ("-z", "/g/alice/notes", 0), ("-z", "/g/big", 1), ("-s", "/g/big", 0),
+            ("-d", "/g/nope", 1), ("-e", "/g/a*", 0), ("-e", "/g/z*", 1),
+        ]:
+            assert hafs(c, "-test", flag, path) == (status, "", ""), (flag, path)
+        code, _, err = hafs(c, "-test", "/g/alice")
+        assert code == 2 and "exactly one of -e -d -f -s -z" in err
+
+        # -count [-q] [-h]: directories (itself included), files, bytes, path
+        assert ok(c, "-count", "/g", "/g/alice/notes") == (
+            f"{6:>12} {4:>12} {1536:>18} /g\n{0:>12} {1:>12} {0:>18} /g/alice/notes\n"
+        )
+        assert ok(c, "-count", "-q", "-h", "/g") == (
+            f"{'none':>12} {'inf':>15} {'none':>15} {'inf':>15} "
+            f"{6:>12} {4:>12} {'1.5 K':>18} /g\n"
+        )
+        assert fails(c, "-count", "/g/nope") == "count: `/g/nope': No such file or directory"
+
+        # -find PATH -name GLOB
+        assert ok(c, "-find", "/g", "-name", "notes") == "/g/alice/notes\n/g/bob/notes\n"
+        assert ok(c, "-find", "/g", "-name", "*at*") == "/g/alice/data\n/g/bob/data\n"
+        assert ok(c, "-find", "/g/bob", "-iname", "part-*") == "/g/bob/data/Part-0\n"
+        assert ok(c, "-find", "/g/carol") == "/g/carol\n"
+
+        # -rmdir
+        assert fails(c, "-rmdir", "/g/bob") == "rmdir: `/g/bob': Directory is not empty"
+        assert fails(c, "-rmdir", "/g/big") == "rmdir: `/g/big': Is not a directory"
+        assert fails(c, "-rmdir", "/g/nope") == "rmdir: `/g/nope': No such file or directory"
+        assert ok(c, "-rmdir", "--ignore-fail-on-non-empty", "/g/bob") == ""
+        assert ok(c, "-rmdir", "/g/carol") == ""
+
+        # -mv and -rm with globs
+        assert ok(c, "-mkdir", "/g/all") == ""
+        assert ok(c, "-mv", "/g/a*/notes", "/g/all") == ""  # /g/all is empty: alice's only
+        assert ok(c, "-mv", "/g/b*/n*", "/g/all/bobnotes") == ""
+        assert [s.path for s in fs.list("/g/all")] == ["/g/all/bobnotes", "/g/all/notes"]
+        assert fails(c, "-mv", "/g/big", "/g/*") == "mv: `/g/*': matches more than one path"
+        assert ok(c, "-rm", "-f", "/g/z*") == ""
+        assert fails(c, "-rm", "/g/z*") == "rm: `/g/z*': No such file or directory"
+        assert ok(c, "-rm", "-r", "/g/{alice,bob}") == "Deleted /g/alice\nDeleted /g/bob\n"
+        assert [line.rsplit(" ", 1)[1] for line in ok(c, "-ls", "-R", "/g").splitlines()] == [
+            "/g/all", "/g/all/bobnotes", "/g/all/notes", "/g/big",
+        ]
+    # the old spelling still works
+    assert ok(c, "touch", "/g/t") == "" and ok(c, "-test", "-f", "/g/t") == ""
