@@ -337,6 +337,12 @@ KEYS: tuple[Key, ...] = (
         "1048576",
         "recent edits kept in memory per journal for in-progress tailing",
     ),
+    Key(
+        "dfs.journalnode.max-journals",
+        _count(1, 1_000_000),
+        "100",
+        "journal ids one JournalNode stores at most (Format of one more is refused)",
+    ),
     # NameNode.
     Key(
         "dfs.namenode.rpc-address.<ns>.<id>",

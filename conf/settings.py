@@ -56,6 +56,7 @@ class JournalNodeSettings:
     http_address: str = "0.0.0.0:8480"
     edits_dir: Path = Path("/tmp/hanamenode/journal")
     edit_cache_bytes: int = 1 << 20
+    max_journals: int = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +201,7 @@ class Settings:
                 f"dfs.journalnode.edits.dir.{jn_id}", "dfs.journalnode.edits.dir"
             ),
             edit_cache_bytes=self._lookup("dfs.journalnode.edit-cache-size.bytes"),
+            max_journals=self._lookup("dfs.journalnode.max-journals"),
         )
 
     @property

@@ -17,13 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from conf import TLSSettings
+from journalnode.journal import DEFAULT_WRITER_HOLD_SECONDS
 from journalnode.server import JournalNodeServer
 from proto.values import NamespaceInfo
 
 
 class MiniJournalCluster:
     def __init__(
-        self, n: int = 3, base_dir: Path | None = None, *, tls: TLSSettings | None = None
+        self,
+        n: int = 3,
+        base_dir: Path | None = None,
+        *,
+        tls: TLSSettings | None = None,
+        writer_hold_seconds: float = DEFAULT_WRITER_HOLD_SECONDS,
     ) -> None:
         if n < 1:
             raise ValueError(f"a journal cluster needs at least one node, got {n}")
@@ -32,6 +38,7 @@ class MiniJournalCluster:
             Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="minijn-"))
         )
         self.tls = tls
+        self.writer_hold_seconds = writer_hold_seconds
         self.dirs = [self.base_dir / f"jn{i}" for i in range(n)]
         self.ports = [0] * n
         self.nodes: list[JournalNodeServer | None] = [None] * n
@@ -49,7 +56,12 @@ class MiniJournalCluster:
         for i in range(len(self)) if index is None else [index]:
             if self.nodes[i] is not None:
                 continue
-            node = JournalNodeServer(self.dirs[i], f"127.0.0.1:{self.ports[i]}", tls=self.tls)
+            node = JournalNodeServer(
+                self.dirs[i],
+                f"127.0.0.1:{self.ports[i]}",
+                tls=self.tls,
+                writer_hold_seconds=self.writer_hold_seconds,
+            )
             node.start()
             self.ports[i] = node.port
             self.nodes[i] = node

@@ -40,6 +40,8 @@ class StateSnapshot:
     newest_image_txid: int
     inodes: int
     retry_cache_entries: int
+    journals: tuple[tuple[str, str], ...] = ()
+    """The active writer's JournalNodes: (address, why it is out of sync, "" when in sync)."""
 
 
 HA_STATES = ("initializing", "standby", "active", "stopping")
@@ -179,3 +181,23 @@ class _StateCollector(Collector):
              s.retry_cache_entries),
         ):
             yield GaugeMetricFamily(name, doc, value=float(value))
+        journals = GaugeMetricFamily(
+            "hanamenode_journal_out_of_sync",
+            "1 while the active's logger for a JournalNode is out of sync; cause is disk-full"
+            " or the error's class",
+            labels=["journalnode", "cause"],
+        )
+        for address, cause in s.journals:
+            journals.add_metric([address, cause_kind(cause)], 1.0 if cause else 0.0)
+        yield journals
+
+
+def cause_kind(cause: str) -> str:
+    """A short, bounded label for an out-of-sync cause: "disk-full" when the JournalNode ran
+    out of space (its StorageError names ENOSPC or EDQUOT), else the error's class name."""
+    if not cause:
+        return ""
+    if "[ENOSPC]" in cause or "[EDQUOT]" in cause:
+        return "disk-full"
+    head = cause.split(":", 1)[0]
+    return head if head.isidentifier() else "other"

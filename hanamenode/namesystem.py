@@ -290,6 +290,18 @@ class FSNamesystem:
             newest_image_txid=self.name_dir.newest_image_txid() or 0,
             inodes=self._namespace.inode_count,
             retry_cache_entries=len(self._retry_cache),
+            journals=self.journal_status(),
+        )
+
+    def journal_status(self) -> tuple[tuple[str, str], ...]:
+        """The active writer's JournalNodes and why each is out of sync ("" when in sync):
+        a full disk on a JournalNode shows here as "...No space left on device [ENOSPC]"."""
+        writer = self._writer_qjm
+        if writer is None or self._state is not HAState.ACTIVE:
+            return ()
+        return tuple(
+            (lg.address, lg.out_of_sync_cause if lg.out_of_sync else "")
+            for lg in writer.loggers.loggers
         )
 
     # -- locks ---------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
             handler_count=settings.rpc.handler_count,
             max_message_bytes=settings.rpc.max_message_bytes,
             edit_cache_bytes=jn.edit_cache_bytes,
+            max_journals=jn.max_journals,
         )
         server.start()
     except PortInUseError as exc:

@@ -39,6 +39,12 @@ class JournalNotEmptyError(JournalError):
     code = grpc.StatusCode.ALREADY_EXISTS
 
 
+class JournalInUseError(JournalError):
+    """Format was asked of a journal a writer holds (a live writer called it recently)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
 class NamespaceMismatchError(JournalError):
     """The caller's cluster id is not the one this journal was formatted with."""
 
@@ -76,9 +82,16 @@ class CorruptSegmentError(JournalError):
 
 
 class StorageError(JournalError):
-    """The local storage could not be read or written (disk full, permissions, lock held)."""
+    """The local storage could not be read or written (disk full, permissions, lock held).
+
+    ``errno`` is the failed system call's errno when there was one (ENOSPC: disk full).
+    """
 
     code = grpc.StatusCode.UNAVAILABLE
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class StorageLockedError(StorageError):
@@ -104,6 +117,7 @@ CODEC: ErrorCodec[JournalError] = ErrorCodec(
         InvalidRequestError,
         JournalNotFormattedError,
         JournalNotEmptyError,
+        JournalInUseError,
         NamespaceMismatchError,
         EpochError,
         JournalOutOfSyncError,

@@ -79,7 +79,9 @@ class _InProgressScan:
 
 
 class FileJournalStorage:
-    """One journal's storage directory, locked for the life of the object.
+    """One journal's storage directory, locked for the life of the object (``lock=False``:
+    not locked, for a caller that already holds a lock covering it, such as the JournalNode's
+    lock on its whole storage root; then an idle journal holds no file descriptor).
 
     Usage::
 
@@ -97,6 +99,7 @@ class FileJournalStorage:
         journal_id: str,
         *,
         sync_observer: Callable[[float], None] | None = None,
+        lock: bool = True,
     ) -> None:
         self.journal_id = validate_journal_id(journal_id)
         self.journal_dir = Path(root) / journal_id
@@ -105,7 +108,8 @@ class FileJournalStorage:
         self._sync_observer = sync_observer
         self._log = structlog.get_logger(__name__).bind(journal=journal_id)
         fsutil.ensure_dir(self.journal_dir)
-        self._lock_fd: int | None = fsutil.lock_directory(self.journal_dir)
+        self._lock_fd: int | None = fsutil.lock_directory(self.journal_dir) if lock else None
+        self._open = True
         # The one in-progress segment open for appends, and segments whose append failed
         # half-way: appending after a torn write would bury garbage mid-segment, so they
         # refuse appends until a scan has cut the tail or a new segment replaces them.
@@ -128,6 +132,7 @@ class FileJournalStorage:
         finally:
             committed_fd, self._committed_fd = self._committed_fd, None
             lock_fd, self._lock_fd = self._lock_fd, None
+            self._open = False
             try:
                 if committed_fd is not None:
                     os.close(committed_fd)
@@ -528,7 +533,7 @@ class FileJournalStorage:
 
     def _require_open(self) -> None:
         """Writing without the lock could race another JournalNode on the same directory."""
-        if self._lock_fd is None:
+        if not self._open:
             raise StorageError(f"{self!r} is closed")
 
     def _open_for_append(self, segment_txid: int) -> int:

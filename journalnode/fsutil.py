@@ -60,7 +60,7 @@ def storage_error(action: str, path: Path | str, exc: OSError) -> StorageError:
     """A StorageError that says what failed, on which file, and the errno (name and text)."""
     code = errno.errorcode.get(exc.errno, str(exc.errno)) if exc.errno is not None else "?"
     reason = exc.strerror or str(exc)
-    return StorageError(f"cannot {action} {path}: {reason} [{code}]")
+    return StorageError(f"cannot {action} {path}: {reason} [{code}]", exc.errno)
 
 
 @contextlib.contextmanager

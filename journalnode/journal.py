@@ -23,22 +23,27 @@ Rules, each with its test in tests/unit/test_journal.py:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import structlog
 
 from journalnode.edits_cache import CachedEdits, JournaledEditsCache
+from journalnode.epochs import epoch_out_of_range
 from journalnode.errors import (
     EpochError,
     InvalidRequestError,
+    JournalInUseError,
     JournalNotEmptyError,
     JournalNotFormattedError,
     JournalOutOfSyncError,
     JournalStateError,
     NamespaceMismatchError,
+    StorageError,
 )
 from journalnode.storage import AcceptedRecovery, JournalStorage
 from proto import records
@@ -54,6 +59,15 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_EDIT_CACHE_BYTES = 1 << 20
 """dfs.journalnode.edit-cache-size.bytes: recent edits kept for in-progress tailing."""
+
+DEFAULT_WRITER_HOLD_SECONDS = 30.0
+"""How long after its last call a writer still holds a journal (``Journal.writer_holds``).
+A live QJM writer calls at least every heartbeat interval (1 s by default), so 30 s is
+many missed heartbeats: a writer that quiet is gone or cut off."""
+
+# Errnos that mean the disk (or the quota) is full: the JournalNode says so in its log and
+# in journalnode_disk_full, and the writer's logger rejoins at the next segment.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 # Downloads a segment: (from_url, journal_id, start_txid, end_txid) -> chunks of its bytes.
 SegmentFetcher = Callable[[str, str, int, int], Iterable[bytes]]
@@ -72,6 +86,11 @@ class JournalStats:
     """Transactions answered from the edit cache (GetJournaledEdits)."""
     journaled_edits_misses: int = 0
     """GetJournaledEdits for a txid this node wrote but no longer caches."""
+    disk_full: bool = False
+    """The last write of a segment or small file failed for lack of space (ENOSPC/EDQUOT);
+    cleared by the next write that succeeds."""
+    storage_errors: int = 0
+    """Writes or syncs that failed (any errno)."""
 
 
 class Journal:
@@ -95,10 +114,14 @@ class Journal:
         *,
         from_url: str = "",
         edit_cache_bytes: int = DEFAULT_EDIT_CACHE_BYTES,
+        writer_hold_seconds: float = DEFAULT_WRITER_HOLD_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.journal_id = journal_id
         self.storage = storage
         self.from_url = from_url
+        self.writer_hold_seconds = writer_hold_seconds
+        self._clock = clock
         self.stats = JournalStats()
         # Recent batches for GetJournaledEdits (standby tailing of the in-progress segment).
         self.edits_cache = JournaledEditsCache(edit_cache_bytes)
@@ -123,6 +146,9 @@ class Journal:
         self._next_txid = 0
         # Highest IPC serial seen in the current promised epoch; -1 after a new promise.
         self._ipc_serial = -1
+        # When a call of the promised epoch was last accepted (writer_holds). Loading counts
+        # as one: after a restart, a live writer may not have called again yet.
+        self._writer_seen_at = self._clock()
         if self._segments:
             self.stats.last_written_txid = max(s.end_txid for s in self._segments.values())
 
@@ -192,6 +218,7 @@ class Journal:
                 f"request for journal {req.journal_id!r} reached journal {self.journal_id!r}"
             )
         self._check_cluster(req.cluster_id)
+        self._check_epoch_range(req.epoch)
         if req.epoch < self._last_promised_epoch:
             raise EpochError(
                 f"IPC's epoch {req.epoch} is less than the last promised epoch "
@@ -205,6 +232,7 @@ class Journal:
                 f"prior highest serial {self._ipc_serial} (journal {self.journal_id!r})"
             )
         self._ipc_serial = req.ipc_serial_number
+        self._writer_seen_at = self._clock()
         if req.committed_txid:
             if req.committed_txid < self._committed_txid:
                 raise JournalOutOfSyncError(
@@ -214,6 +242,37 @@ class Journal:
             if req.committed_txid != self._committed_txid:
                 self._committed_txid = req.committed_txid
                 self.storage.persist_committed_txid(req.committed_txid)
+
+    def _check_epoch_range(self, epoch: int) -> None:
+        """Refuse an epoch no election could have produced (``journalnode.epochs``), before it
+        is promised: promised, it would leave no epoch for the next writer."""
+        problem = epoch_out_of_range(epoch, self._last_promised_epoch)
+        if problem is not None:
+            raise InvalidRequestError(f"{problem} (journal {self.journal_id!r})")
+
+    def writer_holds(self) -> bool:
+        """Whether a writer holds this journal: it has a promise, and a call carrying the
+        promised epoch was accepted within ``writer_hold_seconds`` (or the journal was loaded
+        that recently). ``format(force=True)`` refuses a journal a writer holds."""
+        if self._last_promised_epoch == 0:
+            return False
+        return self._clock() - self._writer_seen_at < self.writer_hold_seconds
+
+    def _storage_write(self, action: Callable[[], None]) -> None:
+        """Run a write of segment data; keep the disk-full flag and the error count, and say
+        "disk full" in the log when it is."""
+        try:
+            action()
+        except StorageError as exc:
+            self.stats.storage_errors += 1
+            full = exc.errno in _DISK_FULL
+            if full and not self.stats.disk_full:
+                self._log.error("disk full: edits are refused until space returns", error=str(exc))
+            self.stats.disk_full = full
+            raise
+        if self.stats.disk_full:
+            self._log.info("disk has space again: writes succeed")
+        self.stats.disk_full = False
 
     def _check_write_request(self, req: RequestInfo) -> None:
         self._check_request(req)
@@ -240,6 +299,15 @@ class Journal:
                     f"and holds data (promised epoch {self._last_promised_epoch}, "
                     f"{len(self._segments)} segments); format with force to erase it"
                 )
+            if self._ns is not None and self.writer_holds():
+                # Even forced: wiping a journal under a live writer drops acknowledged edits
+                # from this copy while the writer counts it in its quorum (issue 10 row 3).
+                quiet = self._clock() - self._writer_seen_at
+                raise JournalInUseError(
+                    f"journal {self.journal_id!r} is in use: a writer in epoch "
+                    f"{self._last_promised_epoch} called {quiet:.1f} s ago; stop the NameNodes "
+                    f"and format after {self.writer_hold_seconds:g} s without writer calls"
+                )
             self._log.warning(
                 "formatting journal", cluster=ns.cluster_id, namespace=ns.namespace_id
             )
@@ -259,12 +327,14 @@ class Journal:
         """Promise ``epoch`` if strictly higher; return the newest segment's first txid."""
         with self._lock:
             self._check_namespace(ns)
+            self._check_epoch_range(epoch)
             if epoch <= self._last_promised_epoch:
                 raise EpochError(
                     f"proposed epoch {epoch} <= last promise {self._last_promised_epoch} "
                     f"(journal {self.journal_id!r})"
                 )
             self._promise(epoch)
+            self._writer_seen_at = self._clock()
             latest = self._latest_segment()
             return latest.start_txid if latest else None
 
@@ -347,7 +417,7 @@ class Journal:
                 self.storage.clear_accepted_recovery(txid)
                 del self._accepted[txid]
             self.edits_cache.invalidate_from(txid)
-            self.storage.start_segment(txid)
+            self._storage_write(lambda: self.storage.start_segment(txid))
             # Tracked while empty so that a later newEpoch/prepareRecovery moves it aside.
             self._segments[txid] = SegmentState(txid, txid - 1, True)
             self._cur_segment = txid
@@ -378,7 +448,7 @@ class Journal:
             if result.error is not None or result.count != num_txns:
                 problem = result.error or f"{result.count} records where {num_txns} were announced"
                 raise InvalidRequestError(f"malformed batch {first_txid}-{last}: {problem}")
-            self.storage.append(segment_txid, framed)
+            self._storage_write(lambda: self.storage.append(segment_txid, framed))
             self.edits_cache.store(first_txid, last, req.epoch, framed)
             self._next_txid = last + 1
             self._segments[segment_txid] = SegmentState(segment_txid, last, True)

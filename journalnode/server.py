@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -22,7 +23,7 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 import structlog
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -36,11 +37,13 @@ from journalnode.errors import (
     InvalidRequestError,
     JournalError,
     JournalNotFormattedError,
+    StorageError,
     from_rpc_error,
     to_status,
 )
 from journalnode.file_storage import FileJournalStorage, validate_journal_id
-from journalnode.journal import DEFAULT_EDIT_CACHE_BYTES, Journal
+from journalnode.journal import DEFAULT_EDIT_CACHE_BYTES, DEFAULT_WRITER_HOLD_SECONDS, Journal
+from journalnode.log_throttle import LogThrottle
 from proto import journal_pb2, journal_pb2_grpc
 from proto.values import NamespaceInfo, RequestInfo, SegmentState
 
@@ -49,6 +52,10 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 EMPTY = journal_pb2.Empty()
+
+DEFAULT_MAX_JOURNALS = 100
+"""dfs.journalnode.max-journals: journal ids one JournalNode stores at most; a Format of one
+more is refused (each journal is a directory and, while a writer uses it, open files)."""
 
 
 def _rules() -> dict[str, MethodRule]:
@@ -156,6 +163,18 @@ class JournalMetricsCollector(Collector):
                 GaugeMetricFamily,
                 lambda j: j.committed_txid,
             ),
+            (
+                "journalnode_disk_full",
+                "1 while the journal's last write failed for lack of space (ENOSPC/EDQUOT)",
+                GaugeMetricFamily,
+                lambda j: int(j.stats.disk_full),
+            ),
+            (
+                "journalnode_storage_errors",
+                "Segment writes or syncs that failed",
+                CounterMetricFamily,
+                lambda j: j.stats.storage_errors,
+            ),
         ]
         journals = self._server.journals()
         for name, doc, family, value in specs:
@@ -165,30 +184,86 @@ class JournalMetricsCollector(Collector):
             yield metric
 
 
-def _status(exc: Exception, rpc: str) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
+def _status(exc: Exception) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
     """The status a failed call answers with: a JournalError's own (``to_status``), or
-    INTERNAL for anything else, which is a bug and logged with its traceback."""
+    INTERNAL for anything else, which is a bug (``CallLog`` logs it with its traceback)."""
     if isinstance(exc, JournalError):
         return to_status(exc)
-    log.exception("journal RPC failed", rpc=rpc, error=str(exc))
     return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}", ()
 
 
-def _abort(context: grpc.ServicerContext, exc: Exception, rpc: str) -> NoReturn:
-    code, details, trailers = _status(exc, rpc)
-    context.set_trailing_metadata(trailers)
-    context.abort(code, details)
-    raise AssertionError("unreachable: context.abort raises")
+def _describe(request: Any) -> tuple[str, int | None]:
+    """The journal id and epoch a request names (for the log), whatever its type."""
+    info = getattr(request, "req_info", None)
+    if info is not None:
+        return info.journal_id, info.epoch
+    return str(getattr(request, "journal_id", "")), getattr(request, "epoch", None)
+
+
+class CallLog:
+    """Logs every refused or failed call with its rpc, journal, epoch and cause, through a
+    ``LogThrottle`` keyed by (rpc, journal, error class), so that a flood of bad requests
+    costs a few lines per window, each repeat counted (issue 10)."""
+
+    def __init__(self, registry: CollectorRegistry, window_seconds: float = 10.0) -> None:
+        self._throttle: LogThrottle[tuple[str, str, str]] = LogThrottle(window_seconds)
+        self._lock = threading.Lock()
+        self.refused = Counter(
+            "journalnode_refused_calls",
+            "Calls answered with an error, by rpc and error class",
+            ["rpc", "error"],
+            registry=registry,
+        )
+
+    def failed(self, rpc: str, request: Any, exc: Exception) -> None:
+        journal, epoch = _describe(request)
+        if not _SAFE_ID.fullmatch(journal):
+            journal = repr(journal[:80])  # from the network: never print it raw
+        error = type(exc).__name__
+        self.refused.labels(rpc, error).inc()
+        with self._lock:
+            lines = self._throttle.offer((rpc, journal, error), time.monotonic())
+        for line in lines:
+            if not line.first:
+                key = line.key
+                fields = (
+                    {"rpc": key[0], "journal": key[1], "error": key[2]}
+                    if len(key) == 3
+                    else {"keys": "more than the window's lines"}
+                )
+                log.warning(
+                    "calls refused or failed again",
+                    repeated=line.count,
+                    window_seconds=self._throttle.window_seconds,
+                    **fields,
+                )
+            else:
+                # A JournalError is a refusal; anything else is a bug, logged with its
+                # traceback; a StorageError (disk full, I/O error) is the operator's business.
+                bug = not isinstance(exc, JournalError)
+                level = log.error if bug or isinstance(exc, StorageError) else log.warning
+                level(
+                    "journal RPC failed" if bug else "journal RPC refused",
+                    rpc=rpc,
+                    journal=journal,
+                    epoch=epoch,
+                    error=error,
+                    cause=str(exc),
+                    **({"exc_info": exc} if bug else {}),
+                )
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9._-]{0,200}")
 
 
 def _unary(method: Callable[..., T]) -> Callable[..., T]:
-    """Run a servicer method, turning JournalErrors into their status and logging the rest."""
+    """Run a servicer method, turning exceptions into their status, each one logged."""
 
     def wrapper(self: QJournalServicer, request: Any, context: grpc.ServicerContext) -> T:
         try:
             return method(self, request, context)
         except Exception as exc:
-            _abort(context, exc, method.__name__)
+            self._abort(context, request, exc, method.__name__)
 
     wrapper.__name__ = method.__name__
     return wrapper
@@ -207,8 +282,22 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
     def __init__(self, server: JournalNodeServer) -> None:
         self._server = server
 
+    def _abort(
+        self, context: grpc.ServicerContext, request: Any, exc: Exception, rpc: str
+    ) -> NoReturn:
+        self._server.call_log.failed(rpc, request, exc)
+        code, details, trailers = _status(exc)
+        context.set_trailing_metadata(trailers)
+        context.abort(code, details)
+        raise AssertionError("unreachable: context.abort raises")
+
     def _journal(self, journal_id: str) -> Journal:
-        return self._server.journal(journal_id)
+        """A stored journal; every call but Format answers "not formatted" for any other id,
+        and creates nothing."""
+        journal = self._server.existing_journal(journal_id)
+        if journal is None:
+            raise JournalNotFormattedError(f"journal {journal_id!r} is not formatted")
+        return journal
 
     @_unary
     def IsFormatted(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -223,7 +312,7 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
 
     @_unary
     def Format(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self._journal(request.journal_id).format(
+        self._server.journal(request.journal_id).format(
             NamespaceInfo.from_pb(request.namespace_info), force=request.force
         )
         return EMPTY
@@ -279,7 +368,8 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
                 try:
                     self._write_batch(request)
                 except Exception as exc:
-                    code, details, trailers = _status(exc, "JournalStream")
+                    self._server.call_log.failed("JournalStream", request, exc)
+                    code, details, trailers = _status(exc)
                     yield journal_pb2.JournalStreamResponse(
                         code=code.value[0],
                         details=details,
@@ -288,7 +378,7 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
                     continue
                 yield JOURNAL_STREAM_OK
         except InvalidRequestError as exc:
-            _abort(context, exc, "JournalStream")
+            self._abort(context, None, exc, "JournalStream")
 
     @_unary
     def Heartbeat(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -346,16 +436,13 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
             for chunk in journal.storage.read_segment(request.start_txid, end):
                 yield journal_pb2.SegmentChunk(data=chunk)
         except Exception as exc:
-            _abort(context, exc, "GetSegment")
+            self._abort(context, request, exc, "GetSegment")
 
     @_unary
     def GetJournaledEdits(self, request: Any, context: grpc.ServicerContext) -> Any:
         # Like IsFormatted: a journal this node never stored has nothing cached, and asking
         # must not create it.
-        journal = self._server.existing_journal(request.journal_id)
-        if journal is None:
-            raise JournalNotFormattedError(f"journal {request.journal_id!r} is not formatted")
-        cached = journal.get_journaled_edits(
+        cached = self._journal(request.journal_id).get_journaled_edits(
             request.cluster_id, request.since_txid, request.max_txns
         )
         return journal_pb2.GetJournaledEditsResponse(
@@ -377,6 +464,8 @@ class JournalNodeServer:
         max_message_bytes: int = 16 * 1024 * 1024,
         advertised_host: str | None = None,
         edit_cache_bytes: int = DEFAULT_EDIT_CACHE_BYTES,
+        max_journals: int = DEFAULT_MAX_JOURNALS,
+        writer_hold_seconds: float = DEFAULT_WRITER_HOLD_SECONDS,
     ) -> None:
         self.root = Path(root)
         self._rpc_address = rpc_address
@@ -386,6 +475,8 @@ class JournalNodeServer:
         self._max_message_bytes = max_message_bytes
         self._advertised_host = advertised_host
         self._edit_cache_bytes = edit_cache_bytes
+        self._max_journals = max_journals
+        self._writer_hold_seconds = writer_hold_seconds
         self._journals: dict[str, Journal] = {}
         self._journals_lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
@@ -401,6 +492,7 @@ class JournalNodeServer:
             buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1),
         )
         self.registry.register(JournalMetricsCollector(self))
+        self.call_log = CallLog(self.registry)
         self.port = 0
         self.metrics_port = 0
 
@@ -419,7 +511,7 @@ class JournalNodeServer:
         try:
             for child in sorted(self.root.iterdir()):
                 if child.is_dir() and (child / "current").is_dir():
-                    self.journal(child.name)
+                    self._load_journal(child.name)
             tls = self._tls or TLSSettings()
             guard = RequestGuard(
                 RULES,
@@ -503,17 +595,42 @@ class JournalNodeServer:
     # ------------------------------------------------------------------ journals
 
     def journal(self, journal_id: str) -> Journal:
-        """The Journal for journal_id, loaded (and its directory locked) on first use."""
+        """The Journal for journal_id, created on first use (Format); a new id past
+        ``max_journals`` is refused."""
         journal = self._journals.get(journal_id)
         if journal is not None:
             return journal
         validate_journal_id(journal_id)
         with self._journals_lock:
+            if journal_id not in self._journals and len(self._journals) >= self._max_journals:
+                raise InvalidRequestError(
+                    f"cannot create journal {journal_id!r}: this JournalNode already stores "
+                    f"{len(self._journals)} journals, the most dfs.journalnode.max-journals "
+                    f"({self._max_journals}) allows"
+                )
+        return self._load_journal(journal_id)
+
+    def _load_journal(self, journal_id: str) -> Journal:
+        """Load (or create) a journal's directory. Its storage takes no lock of its own: this
+        server's lock on the whole root keeps other JournalNodes out, and so a journal
+        nobody writes costs no file descriptor."""
+        with self._journals_lock:
             journal = self._journals.get(journal_id)
             if journal is None:
                 histogram = self.sync_latency.labels(journal_id)
-                storage = FileJournalStorage(self.root, journal_id, sync_observer=histogram.observe)
-                journal = Journal(journal_id, storage, edit_cache_bytes=self._edit_cache_bytes)
+                storage = FileJournalStorage(
+                    self.root, journal_id, sync_observer=histogram.observe, lock=False
+                )
+                try:
+                    journal = Journal(
+                        journal_id,
+                        storage,
+                        edit_cache_bytes=self._edit_cache_bytes,
+                        writer_hold_seconds=self._writer_hold_seconds,
+                    )
+                except BaseException:
+                    storage.close()
+                    raise
                 self._journals[journal_id] = journal
             return journal
 
@@ -524,9 +641,9 @@ class JournalNodeServer:
         if journal is not None:
             return journal
         validate_journal_id(journal_id)
-        if not (self.root / journal_id).is_dir():
+        if not (self.root / journal_id / "current").is_dir():
             return None
-        return self.journal(journal_id)
+        return self._load_journal(journal_id)
 
     def journals(self) -> dict[str, Journal]:
         with self._journals_lock:

@@ -107,6 +107,9 @@ class AsyncLogger:
         self._ipc_serial = 0
         self.committed_txid = 0
         self.out_of_sync = False
+        # Why this logger fell out of sync (the JournalNode's error, "disk full" included),
+        # until a new segment clears it: the NameNode's journal status shows it.
+        self.out_of_sync_cause = ""
         self.queued_bytes = 0
         self.highest_acked_txid = 0
         self.last_ack_time = time.monotonic()
@@ -246,6 +249,7 @@ class AsyncLogger:
             with self._lock:
                 self._segments_starting -= 1
                 self.out_of_sync = False
+                self.out_of_sync_cause = ""
             self._metrics.out_of_sync.set(0)
 
         with self._lock:
@@ -395,6 +399,7 @@ class AsyncLogger:
                 batch_first_txid=first_txid,
                 cause=f"{type(cause).__name__}: {cause}",
             )
+            self.out_of_sync_cause = f"{type(cause).__name__}: {cause}"
         self.out_of_sync = True
         self._metrics.out_of_sync.set(1)
 

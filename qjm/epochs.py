@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from journalnode.epochs import MAX_EPOCH
+
 
 def next_epoch(promised_epochs: Iterable[int]) -> int:
     """The epoch to propose: one more than the highest ``lastPromisedEpoch`` a quorum reported.
@@ -18,6 +20,11 @@ def next_epoch(promised_epochs: Iterable[int]) -> int:
     JournalNode promises only a strictly higher epoch, and any two quorums overlap, so at most
     one of them gets a quorum of promises for it.
 
+    A promise above ``MAX_EPOCH`` can only be what an unbounded older JournalNode accepted
+    from a bad request (docs/protocol.md §3.10); it is left out, and that JournalNode refuses
+    the proposal while the others can still make a quorum. The proposal never exceeds
+    ``MAX_EPOCH``, so it always fits the 64-bit field.
+
     >>> next_epoch([0, 3, 2])
     4
     """
@@ -26,4 +33,10 @@ def next_epoch(promised_epochs: Iterable[int]) -> int:
         raise ValueError("no lastPromisedEpoch answers to propose an epoch from")
     if min(epochs) < 0:
         raise ValueError(f"epochs are never negative: {epochs}")
-    return max(epochs) + 1
+    usable = [e for e in epochs if e <= MAX_EPOCH]
+    if not usable:
+        raise ValueError(f"every lastPromisedEpoch is above the largest epoch {MAX_EPOCH}")
+    proposal = max(usable) + 1
+    if proposal > MAX_EPOCH:
+        raise ValueError(f"epochs are exhausted: a promise is already {MAX_EPOCH}")
+    return proposal

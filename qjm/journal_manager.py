@@ -31,7 +31,6 @@ from qjm.channel import GrpcJournalChannel
 from qjm.epochs import next_epoch
 from qjm.errors import QJMError, QuorumException, RecoveryError
 from qjm.metrics import QUORUM_SYNC_SECONDS
-from qjm.quorum import majority
 from qjm.reader import (
     EditLogReadError,
     RedundantEditLogInputStream,
@@ -355,7 +354,7 @@ class QuorumJournalManager:
         responses = self._wait(
             call, self.timeouts.select_input_streams_timeout, f"getJournaledEdits({since_txid})"
         )
-        choice = journaled_edits_quorum(responses, majority(len(self.loggers)))
+        choice = journaled_edits_quorum(responses, cluster_size=len(self.loggers))
         if choice is None:
             return []
         source, count = choice

@@ -17,6 +17,7 @@ from journalnode.edits_cache import CachedEdits
 from proto import edits_pb2, records
 from proto.values import RemoteEditLog
 from qjm.errors import QJMError
+from qjm.quorum import majority
 
 log = structlog.get_logger(__name__)
 
@@ -160,27 +161,31 @@ def chain_segments(
 
 
 def journaled_edits_quorum(
-    responses: Mapping[K, CachedEdits], majority: int
+    responses: Mapping[K, CachedEdits], *, cluster_size: int
 ) -> tuple[K, int] | None:
     """Which answer to read, and how many of its records, so that a reader applies only edits
     no recovery can take back.
 
-    Every answer starts at the same txid. A txid is safe once ``majority`` JournalNodes hold
-    it written in the same writer epoch: a writer writes each txid once, so those copies are
+    Every answer starts at the same txid. A txid is safe once a majority of all
+    ``cluster_size`` JournalNodes (not of those that answered) hold it written in the same
+    writer epoch: a writer writes each txid once, so those copies are
     the same, and a txid on a majority in its writer's epoch is one HDFS-3077's recovery
     keeps (it is what acknowledging a write means). Per epoch, the safe count is the
-    ``majority``-th largest count among the answers (a node of another epoch counts 0); the
+    majority-th largest count among the answers (a node of another epoch counts 0); the
     best epoch wins. None when nothing is safe yet. A stale node (say one that was away while
     another writer recovered the segment) cannot make up a majority on its own.
     """
+    if len(responses) > cluster_size:
+        raise ValueError(f"{len(responses)} answers from a cluster of {cluster_size}")
+    need = majority(cluster_size)
     best: tuple[K, int] | None = None
-    if len(responses) < majority:
+    if len(responses) < need:
         return None
     for epoch in sorted({r.epoch for r in responses.values() if r.count > 0}):
         counts = sorted(
             (r.count if r.epoch == epoch else 0 for r in responses.values()), reverse=True
         )
-        safe = counts[majority - 1]
+        safe = counts[need - 1]
         if safe > 0 and (best is None or safe > best[1]):
             source = next(k for k, r in responses.items() if r.epoch == epoch and r.count >= safe)
             best = (source, safe)

@@ -31,6 +31,7 @@ from hadev.minicluster import MiniJournalCluster
 from journalnode.errors import (
     CorruptSegmentError,
     EpochError,
+    JournalInUseError,
     JournalNotEmptyError,
     JournalUnavailableError,
     NamespaceMismatchError,
@@ -326,9 +327,14 @@ class Writer:
         assert not pending, "a JournalNode call did not finish"
 
 
+# A writer holds a journal (Format with force is refused) until it has been quiet this long;
+# 30 s in production, short here so that a test can format after closing its writer.
+HOLD = 0.5
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[MiniJournalCluster]:
-    with MiniJournalCluster(3, tmp_path) as c:
+    with MiniJournalCluster(3, tmp_path, writer_hold_seconds=HOLD) as c:
         yield c
 
 
@@ -666,6 +672,13 @@ def test_format_refuses_journalnodes_holding_data_unless_forced(
         assert all(isinstance(e, JournalNotEmptyError) for e in info.value.exceptions.values())
         w.settle()
         assert all(finalized_segments(cluster, i) == [(1, 5)] for i in range(3))
+        # Forced, but this writer is live: every JournalNode refuses (issue 10 row 3).
+        with pytest.raises(QuorumException) as info:
+            w.qjm.format(force=True)
+        assert all(isinstance(e, JournalInUseError) for e in info.value.exceptions.values())
+        assert all(finalized_segments(cluster, i) == [(1, 5)] for i in range(3))
+    time.sleep(HOLD)  # the writer is closed; once it has been quiet long enough, force erases
+    with Writer(cluster) as w:
         w.qjm.format(force=True)
     assert all(segment_file_names(cluster, i) == [] for i in range(3))
     with Writer(cluster) as w2:
@@ -697,6 +710,7 @@ def test_journalnode_formatted_for_another_cluster_refuses_the_writer(
     assert journal2.namespace_info == other
     assert journal2.last_promised_epoch == 0 and segment_file_names(cluster, 2) == []
 
+    time.sleep(HOLD)  # JN1's writer is gone: force may erase it
     with QuorumJournalManager.connect([cluster.addresses[1]], JID, other, FAST) as lone:
         lone.format(force=True)
     with Writer(cluster) as w, pytest.raises(QuorumException) as info:

@@ -505,3 +505,60 @@ def test_describe(storage: FileJournalStorage) -> None:
     }
     assert layout["current/last-promised-epoch"] == 2
     assert layout[f"current/{finalized_name(1, 2)}"] == len(records.SEGMENT_HEADER + ops(1, 2))
+
+
+def test_purge_keeps_what_holds_the_first_txid_to_keep(storage: FileJournalStorage) -> None:
+    """Purging at ``m`` keeps a segment ending at ``m``, a moved-aside file starting at ``m``
+    and the accepted recovery of a segment starting at ``m`` (issue 10: ``<=`` survived)."""
+    write_segment(storage, 1, 10)
+    storage.finalize_segment(1, 10)
+    storage.start_segment(11)
+    storage.move_aside(11, "empty")
+    write_segment(storage, 11, 12)
+    storage.persist_accepted_recovery(10, AcceptedRecovery(SegmentState(10, 10, True), 1))
+    assert storage.purge(10) == []
+    assert storage.purge(11) == [finalized_name(1, 10), "paxos/10"]
+    assert (storage.current_dir / (in_progress_name(11) + ".empty")).exists()
+
+
+def test_append_is_fdatasynced_after_its_write(
+    storage: FileJournalStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every append reaches the disk before it returns: a spy on fdatasync records the
+    segment's size at each sync, and each append must end with a sync of all its bytes.
+    (A kill -9 cannot show a missing sync: the page cache survives the process.)"""
+    synced: list[tuple[str, int]] = []
+    real = os.fdatasync
+
+    def spy(fd: int) -> None:
+        real(fd)
+        synced.append((os.readlink(f"/proc/self/fd/{fd}"), os.fstat(fd).st_size))
+
+    monkeypatch.setattr(os, "fdatasync", spy)
+    storage.start_segment(1)
+    path = str(storage.current_dir / in_progress_name(1))
+    size = len(records.SEGMENT_HEADER)
+    for first, last in ((1, 3), (4, 6), (7, 7)):
+        storage.append(1, ops(first, last))
+        size += len(ops(first, last))
+        assert synced[-1] == (path, size), (first, last)
+    assert len(synced) == 3
+
+
+def test_an_unlocked_storage_holds_no_file_descriptor_while_idle(tmp_path: Path) -> None:
+    """The JournalNode opens journals with ``lock=False`` (its root lock covers them): a
+    journal nobody writes must cost no fd, or 20,000 journal ids reach EMFILE (issue 10)."""
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = fds()
+    stores = [FileJournalStorage(tmp_path, f"j{i}", lock=False) for i in range(50)]
+    for st in stores:
+        st.format(NS)
+        st.load()
+    assert fds() <= before
+    for st in stores:
+        st.close()
+    with pytest.raises(StorageError, match="is closed"):
+        stores[0].start_segment(1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from journalnode.epochs import MAX_EPOCH
 from qjm.epochs import next_epoch
 
 
@@ -29,3 +30,14 @@ def test_two_writers_reading_the_same_promises_propose_the_same_epoch() -> None:
 def test_next_epoch_rejects_bad_input(promised: list[int]) -> None:
     with pytest.raises(ValueError):
         next_epoch(promised)
+
+
+def test_next_epoch_never_overflows() -> None:
+    """A promise above MAX_EPOCH (an older, unbounded JournalNode took 2^64-1 from a bad
+    request) is left out; the proposal always fits in 64 bits (docs/protocol.md §3.10)."""
+    assert next_epoch([2**64 - 1, 4, 3]) == 5
+    assert next_epoch([MAX_EPOCH - 1, 0]) == MAX_EPOCH
+    with pytest.raises(ValueError, match="exhausted"):
+        next_epoch([MAX_EPOCH, 0])
+    with pytest.raises(ValueError, match="above the largest epoch"):
+        next_epoch([2**64 - 1])

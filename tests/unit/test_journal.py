@@ -6,16 +6,18 @@ from collections.abc import Iterable
 
 import pytest
 
+from journalnode.epochs import EPOCH_WINDOW, MAX_EPOCH, epoch_out_of_range
 from journalnode.errors import (
     EpochError,
     InvalidRequestError,
+    JournalInUseError,
     JournalNotEmptyError,
     JournalNotFormattedError,
     JournalOutOfSyncError,
     JournalStateError,
     NamespaceMismatchError,
 )
-from journalnode.journal import Journal
+from journalnode.journal import DEFAULT_WRITER_HOLD_SECONDS, Journal
 from journalnode.storage import MemoryJournalStorage
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RequestInfo, SegmentState
@@ -102,16 +104,63 @@ def test_unformatted_journal_refuses_every_call() -> None:
         journal.get_edit_log_manifest(NS.cluster_id, 0)
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_format_refuses_a_journal_holding_data_unless_forced() -> None:
-    journal = formatted()
+    clock = FakeClock()
+    journal = Journal(JID, MemoryJournalStorage(), clock=clock)
+    journal.format(NS)
     w = writer_with_segment(journal)
     w.write(1, 1, 3)
     with pytest.raises(JournalNotEmptyError, match="holds data"):
         journal.format(NamespaceInfo("CID-other", 1))
+    # Forced, but the writer called just now: it holds the journal (issue 10 row 3).
+    with pytest.raises(JournalInUseError, match=r"in use: a writer in epoch 1 called 0\.0 s ago"):
+        journal.format(NamespaceInfo("CID-other", 1), force=True)
+    assert journal.segments() == [SegmentState(1, 3, True)]
+    clock.now += DEFAULT_WRITER_HOLD_SECONDS
     journal.format(NamespaceInfo("CID-other", 1), force=True)
     assert journal.segments() == []
     assert journal.last_promised_epoch == 0
     assert journal.namespace_info == NamespaceInfo("CID-other", 1)
+
+
+def test_when_a_writer_holds_the_journal() -> None:
+    """Held: a promise, and a call of the promised epoch accepted within the hold window
+    (or the journal loaded that recently). A fenced writer's calls do not count."""
+    clock = FakeClock()
+    storage = MemoryJournalStorage()
+    journal = Journal(JID, storage, clock=clock, writer_hold_seconds=30)
+    journal.format(NS)
+    assert not journal.writer_holds()  # no promise: nobody ever wrote
+    w1 = Writer(journal, 1)
+    w1.new_epoch()
+    assert journal.writer_holds()
+    clock.now += 29
+    journal.heartbeat(w1.req())
+    clock.now += 29
+    assert journal.writer_holds()  # the heartbeat 29 s ago renewed it
+    clock.now += 1
+    assert not journal.writer_holds()
+    w2 = Writer(journal, 2)
+    w2.new_epoch()
+    clock.now += 30
+    with pytest.raises(EpochError):
+        journal.heartbeat(w1.req())  # the fenced writer: refused, and renews nothing
+    assert not journal.writer_holds()
+    # A restarted JournalNode cannot know whether the writer is still there: held at first.
+    restarted = Journal(JID, storage, clock=clock, writer_hold_seconds=30)
+    assert restarted.writer_holds()
+    clock.now += 30
+    assert not restarted.writer_holds()
+    restarted.format(NS, force=True)
+    assert restarted.last_promised_epoch == 0 and not restarted.writer_holds()
 
 
 def test_format_of_a_formatted_but_unused_journal_is_allowed() -> None:
@@ -346,10 +395,13 @@ def test_start_log_segment_refuses_to_overwrite_finalized_or_covered_txids() -> 
         w.start(5)
 
 
-def test_start_log_segment_refuses_an_in_progress_segment_with_data() -> None:
+# Exactly 2 is the boundary: a segment holding only the writer's first transaction may be
+# restarted (below), one transaction more may not (issue 10: "> 2" survived every test).
+@pytest.mark.parametrize("n", [2, 3])
+def test_start_log_segment_refuses_an_in_progress_segment_with_data(n: int) -> None:
     journal = formatted()
     w = writer_with_segment(journal)
-    w.write(1, 1, 3)
+    w.write(1, 1, n)
     w2 = Writer(journal, 2)
     w2.new_epoch()
     with pytest.raises(JournalStateError, match="recover it first"):
@@ -438,6 +490,71 @@ def test_purge_removes_only_finalized_segments_wholly_below() -> None:
     removed = journal.purge_logs(w.req(), 15)
     assert removed == ["edits_1-10"]
     assert [s.start_txid for s in journal.segments()] == [11, 21, 31]
+
+
+def test_purge_keeps_a_segment_ending_at_the_first_txid_to_keep() -> None:
+    """``min_txid_to_keep`` is kept: a segment ending exactly there is not purged, neither
+    from storage nor from what the Journal lists (issue 10: ``<=`` survived every test)."""
+    journal = formatted()
+    w = writer_with_segment(journal)
+    for start in (1, 11):
+        if start != 1:
+            w.start(start)
+        w.write(start, start, 10)
+        w.finalize(start, start + 9)
+    w.start(21)
+    w.write(21, 21, 1)
+    assert journal.purge_logs(w.req(), 10) == []
+    assert journal.purge_logs(w.req(), 20) == ["edits_1-10"]
+    assert [(s.start_txid, s.end_txid) for s in journal.segments()] == [(11, 20), (21, 21)]
+    assert journal.get_edit_log_manifest(NS.cluster_id, 11)[0].start_txid == 11
+
+
+# --------------------------------------------------------------- epoch bounds
+
+
+@pytest.mark.parametrize(
+    ("epoch", "promised", "refused"),
+    [
+        (1, 0, False),
+        (EPOCH_WINDOW, 0, False),
+        (EPOCH_WINDOW + 1, 0, True),
+        (5 + EPOCH_WINDOW, 5, False),
+        (6 + EPOCH_WINDOW, 5, True),
+        (MAX_EPOCH, MAX_EPOCH - 1, False),
+        (MAX_EPOCH + 1, MAX_EPOCH, True),  # the window would allow it; the ceiling does not
+        (2**64 - 1, 0, True),
+        (3, 7, False),  # below the promise: the fence's business (EpochError), not this rule
+    ],
+)
+def test_epoch_out_of_range(epoch: int, promised: int, refused: bool) -> None:
+    assert (epoch_out_of_range(epoch, promised) is not None) is refused
+
+
+@pytest.mark.parametrize("call", ["heartbeat", "new_epoch", "start", "purge"])
+def test_an_absurd_epoch_is_refused_and_leaves_the_promise(call: str) -> None:
+    """One request with epoch 2^64-1 used to be promised, leaving no epoch for any writer."""
+    journal = formatted()
+    w = writer_with_segment(journal)
+    w.write(1, 1, 2)
+    bad = Writer(journal, 2**64 - 1)
+    with pytest.raises(InvalidRequestError, match="above the largest epoch"):
+        if call == "heartbeat":
+            journal.heartbeat(bad.req())
+        elif call == "new_epoch":
+            bad.new_epoch()
+        elif call == "start":
+            bad.start(3)
+        else:
+            journal.purge_logs(bad.req(), 100)
+    assert journal.last_promised_epoch == 1
+    far = Writer(journal, 1 + EPOCH_WINDOW + 1)
+    with pytest.raises(InvalidRequestError, match="no election could have produced it"):
+        far.new_epoch()
+    # The writer goes on, and the next one takes the next epoch as usual.
+    w.write(1, 3, 1)
+    w2 = Writer(journal, 2)
+    assert w2.new_epoch() == 1
 
 
 def test_manifest_lists_finalized_segments_since_a_txid() -> None:

@@ -140,35 +140,42 @@ E = CachedEdits  # (epoch, count, framed): the rule looks at epoch and count onl
 
 
 @pytest.mark.parametrize(
-    ("answers", "majority", "expected"),
+    ("answers", "cluster_size", "expected"),
     [
         # All three agree: everything is safe.
-        ({"jn1": E(1, 5, b""), "jn2": E(1, 5, b""), "jn3": E(1, 5, b"")}, 2, ("jn1", 5)),
+        ({"jn1": E(1, 5, b""), "jn2": E(1, 5, b""), "jn3": E(1, 5, b"")}, 3, ("jn1", 5)),
         # The second largest count of one epoch is what a majority holds.
-        ({"jn1": E(1, 9, b""), "jn2": E(1, 4, b""), "jn3": E(1, 2, b"")}, 2, ("jn1", 4)),
+        ({"jn1": E(1, 9, b""), "jn2": E(1, 4, b""), "jn3": E(1, 2, b"")}, 3, ("jn1", 4)),
         # Only one answer has anything: nothing is on a majority yet.
-        ({"jn1": E(1, 9, b""), "jn2": NOTHING, "jn3": NOTHING}, 2, None),
+        ({"jn1": E(1, 9, b""), "jn2": NOTHING, "jn3": NOTHING}, 3, None),
         # Two answers (the third node down) that agree are a majority of three.
-        ({"jn1": E(1, 3, b""), "jn2": E(1, 7, b"")}, 2, ("jn1", 3)),
+        ({"jn1": E(1, 3, b""), "jn2": E(1, 7, b"")}, 3, ("jn1", 3)),
         # One answer of three nodes can never be a majority.
-        ({"jn1": E(1, 3, b"")}, 2, None),
+        ({"jn1": E(1, 3, b"")}, 3, None),
         # A stale node from an older writer (it was away while the segment was recovered and
         # restarted by epoch 2) never counts with the others: epoch 2's majority decides.
-        ({"jn1": E(1, 9, b""), "jn2": E(2, 3, b""), "jn3": E(2, 6, b"")}, 2, ("jn3", 3)),
+        ({"jn1": E(1, 9, b""), "jn2": E(2, 3, b""), "jn3": E(2, 6, b"")}, 3, ("jn3", 3)),
         # ...and with only the stale node and one new one answering, nothing is safe.
-        ({"jn1": E(1, 9, b""), "jn2": E(2, 3, b"")}, 2, None),
+        ({"jn1": E(1, 9, b""), "jn2": E(2, 3, b"")}, 3, None),
         # Five nodes: the third largest count.
         (
             {f"jn{i}": E(4, c, b"") for i, c in enumerate([10, 8, 6, 1, 0], start=1)},
-            3,
+            5,
             ("jn1", 6),
         ),
+        # Five nodes, three answered, two of them hold txids: two of five is no majority,
+        # however many answered. Counting the majority over the answers (2 of 3) would
+        # apply txids only two JournalNodes hold (issue 10).
+        ({"jn1": E(4, 7, b""), "jn2": E(4, 7, b""), "jn3": NOTHING}, 5, None),
+        ({"jn1": E(4, 7, b""), "jn2": E(4, 5, b""), "jn3": E(4, 2, b"")}, 5, ("jn1", 2)),
+        # ...and with two of five answering, nothing at all.
+        ({"jn1": E(4, 7, b""), "jn2": E(4, 7, b"")}, 5, None),
     ],
 )
 def test_reader_applies_only_what_a_majority_holds_in_one_epoch(
-    answers: dict[str, CachedEdits], majority: int, expected: tuple[str, int] | None
+    answers: dict[str, CachedEdits], cluster_size: int, expected: tuple[str, int] | None
 ) -> None:
-    got = journaled_edits_quorum(answers, majority)
+    got = journaled_edits_quorum(answers, cluster_size=cluster_size)
     if expected is None:
         assert got is None
     else:
