@@ -65,7 +65,9 @@ def replay_command(options: RunOptions) -> str:
         "--time",
         f"{options.time:g}",
         "--nemesis",
-        ",".join(f.value for f in options.faults) or "none",
+        "all"
+        if set(options.faults) == set(Fault)
+        else ",".join(f.value for f in options.faults) or "none",
         "--seed",
         str(options.seed),
         "--clients",

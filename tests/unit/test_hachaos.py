@@ -113,3 +113,8 @@ def test_replay_command_names_everything_that_shapes_the_run() -> None:
         "hachaos run --time 30 --nemesis kill,pause --seed 42 --clients 4 --keys 3 "
         "--session-timeout 1 --mutants x-y"
     )
+
+
+def test_replay_command_says_all_for_every_fault() -> None:
+    assert "--nemesis all " in replay_command(RunOptions(faults=tuple(Fault), seed=1))
+    assert "--nemesis none " in replay_command(RunOptions(faults=(), seed=1))
