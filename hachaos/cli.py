@@ -1,7 +1,8 @@
 """``hachaos``: the Jepsen-style harness of issue 11::
 
     hachaos run [--time 60] [--nemesis all|none|kill,pause,partition-zk,...] [--seed N]
-                [--clients 8] [--keys 5] [--session-timeout 1s] [--mutants a,b] [--dir D]
+                [--clients 8] [--keys 5] [--pinned-readers 2] [--session-timeout 1s]
+                [--mutants a,b] [--dir D]
     hachaos check HISTORY.jsonl
     hachaos cleanup [--all]
 
@@ -75,6 +76,14 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: str) -> float:
 @click.option("--clients", type=click.IntRange(1, 64), default=8, show_default=True)
 @click.option("--keys", type=click.IntRange(1, 100), default=5, show_default=True)
 @click.option(
+    "--pinned-readers",
+    "pinned",
+    type=click.IntRange(0, 16),
+    default=2,
+    show_default=True,
+    help="more clients, each bound to one NameNode with no failover, reading only",
+)
+@click.option(
     "--session-timeout",
     default="1s",
     callback=_seconds,
@@ -99,6 +108,7 @@ def run_command(
     seed: int | None,
     clients: int,
     keys: int,
+    pinned: int,
     session_timeout: float,
     mutants: str,
     directory: Path | None,
@@ -113,6 +123,7 @@ def run_command(
         seed=seed if seed is not None else time.time_ns() % 1_000_000_007,
         clients=clients,
         keys=keys,
+        pinned=pinned,
         session_timeout=session_timeout,
         mutants=tuple(m.strip() for m in mutants.split(",") if m.strip()),
         directory=directory,

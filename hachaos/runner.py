@@ -48,6 +48,7 @@ class RunOptions:
     seed: int = 0
     clients: int = 8
     keys: int = 5
+    pinned: int = 2
     session_timeout: float = 1.0
     quorum_timeout: str = "4s"
     mutants: tuple[str, ...] = ()
@@ -74,6 +75,8 @@ def replay_command(options: RunOptions) -> str:
         str(options.clients),
         "--keys",
         str(options.keys),
+        "--pinned-readers",
+        str(options.pinned),
         "--session-timeout",
         f"{options.session_timeout:g}",
     ]
@@ -160,7 +163,12 @@ def _experiment(
     }
     with History(report.history, meta) as history:
         workload = Workload(
-            settings, history, clients=options.clients, keys=options.keys, seed=options.seed
+            settings,
+            history,
+            clients=options.clients,
+            keys=options.keys,
+            seed=options.seed,
+            pinned=options.pinned,
         )
         workload.start()
         started = time.monotonic()
@@ -174,7 +182,7 @@ def _experiment(
         if busy:
             report.findings.append(Finding("clients-stuck", ", ".join(busy)))
         active = dev.wait_active(60)
-        final_reads(settings, history, workload.keys, process=options.clients)
+        final_reads(settings, history, workload.keys, process=workload.processes)
         report.acks = len(workload.acked)
         report.findings += check_acks(settings, workload.acked)
         standbys = {
@@ -189,13 +197,16 @@ def _experiment(
         [str(cluster.edits_dir(jn)) for jn in cluster.journalnode_ids]
     )
     report.findings += txid_findings
-    report.operations = _operations(report.history)
+    report.operations = _operations(
+        report.history, range(options.clients, options.clients + options.pinned)
+    )
     report.check = check_history(read_history(str(report.history)))
     print_report(report, options, out)
     return report
 
 
-def _operations(path: Path) -> dict[str, dict[str, int]]:
+def _operations(path: Path, pinned: range) -> dict[str, dict[str, int]]:
+    """Calls per operation and outcome; the pinned readers' under ``pinned <f>``."""
     counts: dict[str, dict[str, int]] = {}
     pending: dict[int, str] = {}
     with open(path, encoding="utf-8") as lines:
@@ -206,6 +217,8 @@ def _operations(path: Path) -> dict[str, dict[str, int]]:
                 pending[record["process"]] = record["f"]
             elif kind in ("ok", "info", "fail"):
                 f = pending.pop(record["process"])
+                if record["process"] in pinned:
+                    f = f"pinned {f}"
                 counts.setdefault(f, {"ok": 0, "info": 0, "fail": 0})[kind] += 1
     return counts
 
@@ -256,13 +269,16 @@ def _window(ops: Sequence[Op]) -> tuple[float, float]:
 
 def print_report(report: RunReport, options: RunOptions, out: TextIO) -> None:
     print("", file=out)
-    total = {k: sum(c[k] for c in report.operations.values()) for k in ("ok", "info", "fail")}
+    clients = {f: c for f, c in report.operations.items() if not f.startswith("pinned ")}
+    total = {k: sum(c[k] for c in clients.values()) for k in ("ok", "info", "fail")}
+    pinned = sum(c["ok"] for f, c in report.operations.items() if f not in clients)
     for f, c in sorted(report.operations.items()):
-        print(f"  {f:7} ok {c['ok']:6}  indeterminate {c['info']:5}", file=out)
+        print(f"  {f:12} ok {c['ok']:6}  indeterminate {c['info']:5}", file=out)
     print(
         f"operations: {sum(total.values())} ({total['ok']} answered, {total['info']} "
-        f"indeterminate); acknowledged marks {report.acks}; faults applied {report.faults}; "
-        f"finalized segments checked {report.segments}",
+        f"indeterminate), and {pinned} reads answered to pinned readers; acknowledged marks "
+        f"{report.acks}; faults applied {report.faults}; finalized segments checked "
+        f"{report.segments}",
         file=out,
     )
     for error in report.nemesis_errors:
@@ -280,6 +296,7 @@ def print_report(report: RunReport, options: RunOptions, out: TextIO) -> None:
         "operations": sum(total.values()),
         "answered": total["ok"],
         "indeterminate": total["info"],
+        "pinned_answered": pinned,
         "faults": report.faults,
         "nemesis_errors": len(report.nemesis_errors),
         "anomalies": sorted(report.check.anomalies),

@@ -6,6 +6,13 @@ an independent object), every invocation and completion written to the history.
 Beside the keys, each client now and then makes a directory of its own that nothing deletes
 (``/chaos-acks/c<i>-<n>``); the acknowledged ones are written to the history as ``ack`` lines
 and must all be present at the end.
+
+**Pinned readers** (``pinned``, default 2) are more client threads, each bound to one
+NameNode (round robin) with no failover, running only ``stat`` and ``ls``. A failover
+proxy sticks to the NameNode that answered last, so once its clients have moved on, nobody
+would ask a deposed active what it still answers; Jepsen binds clients to nodes for the same
+reason. Their refusals (StandbyError) and timeouts are indeterminate reads, which the checker
+drops.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from conf import Settings
 from hachaos.history import History, outcome
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.errors import NamenodeError
+from hanamenode.peers import connect_address
 
 __all__ = ["ACKS", "CHAOS_POLICY", "ROOT", "Workload", "key_path"]
 
@@ -30,7 +38,12 @@ ACKS = "/chaos-acks"
 CHAOS_POLICY = RetryPolicy(max_attempts=12, sleep_base=0.02, sleep_max=0.25, rpc_timeout=2.0)
 """A client rides through a failover (about 20 s of attempts) but gives up on a NameNode
 that does not answer within 2 s; a call that gives up is indeterminate."""
+PINNED_POLICY = RetryPolicy(max_attempts=1, rpc_timeout=2.0)
+"""One attempt, on its own NameNode only."""
 OPERATIONS = (("mkdir", 3), ("create", 2), ("delete", 3), ("stat", 3), ("ls", 2))
+READS = (("stat", 1), ("ls", 1))
+REFUSED_PAUSE = 0.05
+"""A pinned reader whose NameNode refused waits this long before asking again."""
 ACK_RATE = 0.1
 
 
@@ -59,6 +72,7 @@ class Workload:
         seed: int = 0,
         policy: RetryPolicy = CHAOS_POLICY,
         pause: float = 0.0,
+        pinned: int = 2,
     ) -> None:
         self.settings = settings
         self.history = history
@@ -69,7 +83,8 @@ class Workload:
         self.pause = pause
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.counts = [Counts() for _ in range(clients)]
+        self.pinned = pinned
+        self.counts = [Counts() for _ in range(clients + pinned)]
         self.acked: list[str] = []
         self._lock = threading.Lock()
 
@@ -83,7 +98,31 @@ class Workload:
             )
             self._threads.append(thread)
             thread.start()
+        for index in range(self.clients, self.clients + self.pinned):
+            nn = self.settings.namenode_ids[index % len(self.settings.namenode_ids)]
+            thread = threading.Thread(
+                target=self._read_pinned, args=(index, nn), name=f"chaos-reader-{nn}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
         return self
+
+    @property
+    def processes(self) -> int:
+        """Client threads of both kinds: process ids ``0 .. processes - 1``."""
+        return self.clients + self.pinned
+
+    def _read_pinned(self, index: int, nn: str) -> None:
+        rng = random.Random(self.seed * 1000 + index)
+        names = [name for name, _ in READS]
+        weights = [weight for _, weight in READS]
+        address = connect_address(self.settings.namenode(nn).rpc_address)
+        with HaFsClient([address], policy=PINNED_POLICY, tls=self.settings.tls) as fs:
+            while not self._stop.is_set():
+                f = rng.choices(names, weights)[0]
+                key = "" if f == "ls" else rng.choice(self.keys)
+                if not self._call(fs, index, f, key, False):
+                    self._stop.wait(REFUSED_PAUSE)
 
     def _run(self, index: int) -> None:
         rng = random.Random(self.seed * 1000 + index)
@@ -103,7 +142,8 @@ class Workload:
                 if self.pause:
                     self._stop.wait(self.pause)
 
-    def _call(self, fs: HaFsClient, index: int, f: str, key: str, parents: bool) -> None:
+    def _call(self, fs: HaFsClient, index: int, f: str, key: str, parents: bool) -> bool:
+        """One call, recorded; whether it was answered."""
         path = key_path(key)
         self.history.invoke(index, key, f, parents=parents)
         try:
@@ -125,6 +165,7 @@ class Workload:
             counts.ok += 1
         else:
             counts.info += 1
+        return result[0] == "ok"
 
     def _mark(self, fs: HaFsClient, path: str, index: int) -> None:
         try:

@@ -111,7 +111,7 @@ def test_replay_command_names_everything_that_shapes_the_run() -> None:
                          mutants=("x-y",))  # fmt: skip
     assert replay_command(options) == (
         "hachaos run --time 30 --nemesis kill,pause --seed 42 --clients 4 --keys 3 "
-        "--session-timeout 1 --mutants x-y"
+        "--pinned-readers 2 --session-timeout 1 --mutants x-y"
     )
 
 
