@@ -56,6 +56,25 @@ class Mutant(enum.Enum):
         "recovery compares acceptedInEpoch alone and ignores lastWriterEpoch (HDFS-3845)",
     )
 
+    # --- JournalNode storage and rules (issue 10's survivors; each has a test that fails) ---
+    PURGE_INCLUSIVE = (
+        "purge-inclusive",
+        "purge also removes the segment ending at min_txid_to_keep (< becomes <=), on disk"
+        " and in the Journal",
+    )
+    RESTART_TWO_TXN_SEGMENT = (
+        "restart-two-txn-segment",
+        "startLogSegment overwrites an in-progress segment holding two transactions",
+    )
+    APPEND_WITHOUT_FDATASYNC = (
+        "append-without-fdatasync",
+        "a JournalNode acknowledges an append before fdatasync (never syncs it)",
+    )
+    TAIL_MAJORITY_OF_ANSWERS = (
+        "tail-majority-of-answers",
+        "in-progress tailing counts a majority of the JournalNodes that answered, not of all",
+    )
+
 
 class MutantError(ValueError):
     """A mutant name that no ``Mutant`` has."""

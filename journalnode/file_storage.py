@@ -40,6 +40,7 @@ from types import TracebackType
 
 import structlog
 
+from conf.mutants import Mutant, active
 from journalnode import fsutil, meta_files, record_stream, segment_names
 from journalnode.errors import InvalidRequestError, JournalStateError, StorageError
 from journalnode.fsutil import storage_errors, validate_journal_id
@@ -317,7 +318,8 @@ class FileJournalStorage:
         try:
             fsutil.write_all(fd, framed)
             began = time.perf_counter()
-            os.fdatasync(fd)
+            if not active(Mutant.APPEND_WITHOUT_FDATASYNC):
+                os.fdatasync(fd)
             took = time.perf_counter() - began
         except OSError as exc:
             # After a failed write or fsync the file's tail is unknown (and after a failed

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from conf.mutants import Mutant, active
 from journalnode.edits_cache import CachedEdits, JournaledEditsCache
 from journalnode.epochs import epoch_out_of_range
 from journalnode.errors import (
@@ -399,7 +400,8 @@ class Journal:
                 if state.start_txid < txid <= state.end_txid:
                     raise JournalStateError(f"segment {state} already holds txid {txid}")
             existing = self._rescan(txid)
-            if existing is not None and existing.num_txns > 1:
+            most = 2 if active(Mutant.RESTART_TWO_TXN_SEGMENT) else 1
+            if existing is not None and existing.num_txns > most:
                 # Only the writer's own first transaction may be there (it crashed right after
                 # writing it); anything longer holds data a recovery must decide about.
                 raise JournalStateError(
@@ -533,7 +535,10 @@ class Journal:
             self._check_request(req)
             removed = self.storage.purge(min_txid_to_keep)
             for start, state in list(self._segments.items()):
-                if not state.is_in_progress and state.end_txid < min_txid_to_keep:
+                if not state.is_in_progress and (
+                    state.end_txid < min_txid_to_keep
+                    or (active(Mutant.PURGE_INCLUSIVE) and state.end_txid == min_txid_to_keep)
+                ):
                     del self._segments[start]
             for start in [s for s in self._accepted if s < min_txid_to_keep]:
                 del self._accepted[start]

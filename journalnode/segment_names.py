@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from conf.mutants import Mutant, active
+
 IN_PROGRESS = re.compile(r"edits_inprogress_(\d{19})")
 FINALIZED = re.compile(r"edits_(\d{19})-(\d{19})")
 # A moved-aside file keeps its segment name and gains ".<reason>" (and ".<n>" if taken).
@@ -74,5 +76,7 @@ def purgeable(name: str, min_txid_to_keep: int) -> bool:
     if seg is None or seg.kind is Kind.IN_PROGRESS:
         return False
     if seg.kind is Kind.FINALIZED:
+        if active(Mutant.PURGE_INCLUSIVE):
+            return seg.end_txid is not None and seg.end_txid <= min_txid_to_keep
         return seg.end_txid is not None and seg.end_txid < min_txid_to_keep
     return seg.start_txid < min_txid_to_keep

@@ -13,6 +13,7 @@ from typing import Protocol, TypeVar
 
 import structlog
 
+from conf.mutants import Mutant, active
 from journalnode.edits_cache import CachedEdits
 from proto import edits_pb2, records
 from proto.values import RemoteEditLog
@@ -177,7 +178,7 @@ def journaled_edits_quorum(
     """
     if len(responses) > cluster_size:
         raise ValueError(f"{len(responses)} answers from a cluster of {cluster_size}")
-    need = majority(cluster_size)
+    need = majority(len(responses) if active(Mutant.TAIL_MAJORITY_OF_ANSWERS) else cluster_size)
     best: tuple[K, int] | None = None
     if len(responses) < need:
         return None

@@ -541,7 +541,7 @@ def test_append_is_fdatasynced_after_its_write(
     for first, last in ((1, 3), (4, 6), (7, 7)):
         storage.append(1, ops(first, last))
         size += len(ops(first, last))
-        assert synced[-1] == (path, size), (first, last)
+        assert synced and synced[-1] == (path, size), (first, last, synced)
     assert len(synced) == 3
 
 
