@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -19,7 +21,14 @@ import structlog
 
 from conf.xmlconf import ConfigError
 
-__all__ = ["LOG_FORMATS", "LOG_FORMAT_OPTION", "LOG_LEVELS", "LOG_LEVEL_OPTION", "setup_logging"]
+__all__ = [
+    "LOG_FORMATS",
+    "LOG_FORMAT_OPTION",
+    "LOG_LEVELS",
+    "LOG_LEVEL_OPTION",
+    "RepeatFilter",
+    "setup_logging",
+]
 
 LOG_FORMATS = ("console", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -56,6 +65,70 @@ class _StderrHandler(logging.StreamHandler):
 
 
 _handler: _StderrHandler | None = None
+
+
+class RepeatFilter(logging.Filter):
+    """Lets one of a run of identical lines through per ``window`` seconds and counts the
+    rest; the next one let through says how many were held back (``repeated=N``). Identical:
+    same logger, level and message (structlog: every key but the timestamp). Applies to
+    warnings and worse, and to every line of ``quiet_loggers`` (kazoo says "Connecting to"
+    and "Connection dropped" at each reconnect attempt: hundreds of lines a minute while
+    ZooKeeper is down)."""
+
+    def __init__(
+        self,
+        window: float = 60.0,
+        quiet_loggers: tuple[str, ...] = ("kazoo",),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.window = window
+        self.quiet_loggers = quiet_loggers
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[Any, ...], tuple[float, int]] = {}
+        """key -> (when one was last let through, how many were held back since)."""
+
+    def _limited(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        return any(
+            record.name == name or record.name.startswith(name + ".")
+            for name in self.quiet_loggers
+        )
+
+    @staticmethod
+    def _key(record: logging.LogRecord) -> tuple[Any, ...]:
+        msg = record.msg
+        if isinstance(msg, dict):
+            text = repr(sorted((k, repr(v)) for k, v in msg.items() if k != "timestamp"))
+        else:
+            text = record.getMessage()
+        return record.name, record.levelno, text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._limited(record):
+            return True
+        key = self._key(record)
+        now = self._clock()
+        with self._lock:
+            last = self._seen.get(key)
+            if last is not None and now - last[0] < self.window:
+                self._seen[key] = (last[0], last[1] + 1)
+                return False
+            held = last[1] if last is not None else 0
+            self._seen[key] = (now, 0)
+            if len(self._seen) > 10_000:  # bounded: forget runs that ended long ago
+                self._seen = {
+                    k: v for k, v in self._seen.items() if now - v[0] < self.window
+                }
+        if held:
+            if isinstance(record.msg, dict):
+                record.msg = {**record.msg, "repeated": held}
+            else:
+                record.msg = f"{record.getMessage()} (repeated {held} times)"
+                record.args = None
+        return True
 
 
 def _shared_processors() -> list[Any]:
@@ -98,6 +171,7 @@ def setup_logging(fmt: str = "console", level: str = "info") -> None:
         cache_logger_on_first_use=True,
     )
     handler = _StderrHandler()
+    handler.addFilter(RepeatFilter())
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=_shared_processors(),

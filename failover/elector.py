@@ -102,6 +102,8 @@ log = structlog.get_logger(__name__)
 
 _POLL = 0.1
 """How often a waiting thread looks at stop and session loss (seconds)."""
+_UNREACHABLE_WAIT = 0.1
+"""How long stopping waits for a thread or the session's close without ZooKeeper."""
 
 
 class ElectorState(enum.Enum):
@@ -228,6 +230,7 @@ class ActiveStandbyElector:
         self._watched_lock_path: str | None = None
         self._lock_watch_armed = False
         self._lock_node_lost = False
+        self._rejoin_lock = threading.Lock()
         self._rejoin_as_active = False
         """The session expired while active and no reason to step down was found: the
         NameNode stays active (neutral) while it queues for the lock in a new session."""
@@ -305,6 +308,7 @@ class ActiveStandbyElector:
         if pending is not None:
             pending.cancel()
         self._wake.set()
+        timeout = self._join_timeout(timeout)
         self._health.stop(timeout)
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
@@ -312,7 +316,14 @@ class ActiveStandbyElector:
             if thread.is_alive():
                 # Blocked in a transition or a ZooKeeper request: close() ends the session,
                 # which fails every request and lets it go.
-                self._log.warning("elector thread still busy after stop", timeout=timeout)
+                self._log.info("elector thread still busy after stop", timeout=timeout)
+
+    def _join_timeout(self, timeout: float) -> float:
+        """How long stopping waits for a thread: without ZooKeeper a thread blocked in a
+        ZooKeeper request (kazoo queues them until it reconnects) would only wait for
+        ZooKeeper; nothing it could still do needs waiting for (it checks ``stopping``
+        before any step), so a NameNode stops promptly whatever ZooKeeper's state."""
+        return timeout if self._watcher.connected else min(timeout, _UNREACHABLE_WAIT)
 
     def close(self, timeout: float = 10.0) -> None:
         """``stop``; step the NameNode down if it is still active (it would be active without
@@ -322,14 +333,18 @@ class ActiveStandbyElector:
         if self._target.state is HAState.ACTIVE:
             self._log.info("stepping down before leaving the election")
             self._transition_to_standby("the elector is closing")
+        timeout = self._join_timeout(timeout)
         self._watcher.close()
         if self._started:
-            close_client(self._client)
+            close_client(self._client, timeout)
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
-            if thread.is_alive():
+            if thread.is_alive() and self._watcher.connected:
                 self._log.error("elector thread did not stop", timeout=timeout)
+            elif thread.is_alive():
+                self._log.info("elector thread still waiting for ZooKeeper; it ends with the "
+                               "client", timeout=timeout)
         if self._target.state is HAState.ACTIVE:
             # A transition to active that was in flight when the session closed.
             self._transition_to_standby("the elector closed during a transition to active")
@@ -507,7 +522,12 @@ class ActiveStandbyElector:
 
     def _check_rejoin(self) -> None:
         """After its session expired while active (neutral), the NameNode stays active until
-        it wins the lock again, or steps down once another NameNode holds it."""
+        it wins the lock again, or steps down once another NameNode holds it. Called by the
+        elector thread before it queues and by the health monitor while it waits."""
+        with self._rejoin_lock:
+            self._check_rejoin_locked()
+
+    def _check_rejoin_locked(self) -> None:
         if not self._rejoin_as_active:
             return
         if self._target.state is not HAState.ACTIVE:

@@ -398,9 +398,14 @@ class DevCluster:
         SIGCONT, SIGTERM."""
         process = self.process(name)
         if isinstance(process, ZooKeeperServer):
-            if sig not in (signal.SIGSTOP, signal.SIGCONT):
-                raise DevClusterError("ZooKeeper takes SIGSTOP and SIGCONT here; stop() ends it")
-            (process.pause if sig == signal.SIGSTOP else process.resume)()
+            if sig not in (signal.SIGSTOP, signal.SIGCONT, signal.SIGKILL):
+                raise DevClusterError(
+                    "ZooKeeper takes SIGSTOP, SIGCONT and SIGKILL here; stop() ends it"
+                )
+            if sig == signal.SIGKILL:
+                process.kill()
+            else:
+                (process.pause if sig == signal.SIGSTOP else process.resume)()
             return
         process.kill(sig)
         if sig in (signal.SIGKILL, signal.SIGTERM):

@@ -392,6 +392,13 @@ class ZooKeeperServer:
         if self.running:
             os.kill(self.pid, signal.SIGCONT)
 
+    def kill(self) -> None:
+        """SIGKILL, a crash: reaped before this returns; ``restart`` brings it back on the
+        same port and data."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT)
+
     def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
         """SIGTERM (after SIGCONT, in case it is paused), SIGKILL if it has not exited within
         ``timeout``. Returns the exit status (None if never started). Removes the pid file,

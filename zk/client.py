@@ -121,20 +121,34 @@ def client_from_settings(settings: Settings, *, chroot: bool = True) -> KazooCli
     return make_client(settings.zk, acl_explicit=ACL_KEY in settings.values, chroot=chroot)
 
 
-def close_client(client: KazooClient) -> None:
-    """Close the session (its ephemeral znodes go at once) and free the client's sockets.
+def close_client(client: KazooClient, timeout: float = 10.0) -> bool:
+    """Close the session (its ephemeral znodes go at once) and free the client's sockets,
+    waiting at most ``timeout`` seconds; True if it closed in time.
 
-    Never raises: a client that cannot close cleanly is logged, and its session expires on
-    the server after the session timeout.
+    Never raises. While ZooKeeper is unreachable kazoo's ``stop`` can block for many seconds
+    (it waits for its connection thread, up to the session timeout and more); then it goes on
+    in a daemon thread, and the server expires the session after the session timeout. So a
+    NameNode stops promptly whatever ZooKeeper's state.
     """
-    try:
-        client.stop()
-    except Exception as exc:
-        log.warning("ZooKeeper client did not stop cleanly", error=repr(exc))
-    try:
-        client.close()
-    except Exception as exc:
-        log.warning("ZooKeeper client did not close cleanly", error=repr(exc))
+
+    def close() -> None:
+        try:
+            client.stop()
+        except Exception as exc:
+            log.warning("ZooKeeper client did not stop cleanly", error=repr(exc))
+        try:
+            client.close()
+        except Exception as exc:
+            log.warning("ZooKeeper client did not close cleanly", error=repr(exc))
+
+    closer = threading.Thread(target=close, name="zk-close", daemon=True)
+    closer.start()
+    closer.join(timeout)
+    if closer.is_alive():
+        log.info("ZooKeeper client still closing; the server expires its session",
+                 timeout=timeout, zk_state=str(client.state))
+        return False
+    return True
 
 
 class SessionWatcher:
