@@ -236,6 +236,8 @@ class ActiveStandbyElector:
         NameNode stays active (neutral) while it queues for the lock in a new session."""
         self._thread: threading.Thread | None = None
         self._started = False
+        self.last_fencing: tuple[float, str] | None = None
+        """(wall-clock time, outcome) of the last fencing this elector did (status page)."""
         self._log = log.bind(nn=nn_id, ns=settings.nameservice)
         self._neutral = NeutralClock(self._log)
         self.metrics = ElectorMetrics(
@@ -457,6 +459,10 @@ class ActiveStandbyElector:
         self._log.info("graceful failover done", previous=holder,
                        seconds=round(time.monotonic() - started, 3))
         return previous
+
+    def lock_holder(self) -> str | None:
+        """Who holds the election lock now, read from ZooKeeper (None: nobody)."""
+        return self._lock_holder()
 
     def _lock_holder(self) -> str | None:
         """Who holds the election lock (kazoo's ``Lock.contenders()``: the first contender),
@@ -722,7 +728,12 @@ class ActiveStandbyElector:
         try:
             old, stat = self._breadcrumb.read(wait)
             if old is not None and old.namenode_id != self.nn_id:
-                fenced = self._fence(old)
+                try:
+                    fenced = self._fence(old)
+                except _Abort as exc:
+                    self.last_fencing = (time.time(), f"failed: {exc}")
+                    raise
+                self.last_fencing = (time.time(), fenced)
             self._breadcrumb.write(stat, wait)
         except (UnreadableBreadcrumb, BreadcrumbChanged) as exc:
             raise _Abort(str(exc)) from None

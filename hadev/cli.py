@@ -224,6 +224,10 @@ def _print_started(dev: DevCluster) -> None:
         if dev.tls
         else "transport     PLAINTEXT (--insecure): anybody who reaches a port may call any RPC",
         "",
+        "Status pages (status.json beside each, for machines):",
+        *(f"  {nn:<4} {dev.namenode(nn).status_url}" for nn in dev.namenode_ids),
+        *(f"  {jn.jn_id:<4} {jn.status_url}" for jn in dev.journalnodes),
+        "",
         "In another shell:",
         f"  export HANAMENODE_CONF={dev.conf_path}",
         f"  {hafs} mkdir -p /user/{getpass.getuser()}",

@@ -341,6 +341,11 @@ class JournalNodeProcess(DaemonProcess):
     def metrics_url(self) -> str:
         return f"http://{self.http_address}/metrics"
 
+    @property
+    def status_url(self) -> str:
+        """The status page (docs/operations.md §13)."""
+        return f"http://{self.http_address}/status"
+
     def properties(self) -> Mapping[str, ConfigValue]:
         """What the configuration file holds now (ports may change on a first start)."""
         if self._properties is not None:

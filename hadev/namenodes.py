@@ -203,6 +203,11 @@ class NameNodeProcess(DaemonProcess):
     def metrics_url(self) -> str | None:
         return f"http://{self.http_address}/metrics" if self.http_address else None
 
+    @property
+    def status_url(self) -> str | None:
+        """The status page (docs/operations.md §13)."""
+        return f"http://{self.http_address}/status" if self.http_address else None
+
     # -- HA ------------------------------------------------------------------------------------
 
     def state(self, timeout: float = 5.0) -> HAState:

@@ -13,7 +13,6 @@ The servicers only convert messages; the decisions are ``FSNamesystem``'s. Every
 
 from __future__ import annotations
 
-import errno
 import functools
 import time
 from collections.abc import Callable, Iterator
@@ -22,14 +21,14 @@ from typing import Any, TypeVar
 
 import grpc
 import structlog
-from prometheus_client import start_http_server
 
 from conf import Settings
 from conf.guard import ANY_ROLE, MethodRule, RequestGuard, Role
 from conf.keys import MIB
-from conf.rpc import BindError, PortInUseError, bind, make_server
+from conf.rpc import bind, make_server
+from conf.web import WebServer
 from failover.elector import ActiveStandbyElector
-from hanamenode import fsimage
+from hanamenode import fsimage, status
 from hanamenode.checkpointer import image_chunks
 from hanamenode.errors import (
     AccessControlError,
@@ -389,7 +388,7 @@ class NameNodeServer:
         self._fsn: FSNamesystem | None = None
         self._elector: ActiveStandbyElector | None = None
         self._server: grpc.Server | None = None
-        self._metrics_server: Any = None
+        self._metrics_server: WebServer | None = None
         self.port = 0
         self.metrics_port = 0
         self._log = log.bind(nn=nn_id)
@@ -473,16 +472,15 @@ class NameNodeServer:
         return self
 
     def _start_metrics_server(self, address: str) -> None:
-        host, port = address.rsplit(":", 1)
-        try:
-            self._metrics_server, _ = start_http_server(
-                int(port), addr=host.strip("[]"), registry=self.metrics.registry
-            )
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise PortInUseError(address) from None
-            raise BindError(f"cannot listen on {address}: {exc.strerror or exc}") from None
-        self.metrics_port = self._metrics_server.server_port
+        """/metrics, and the status page with /status.json (docs/operations.md §13)."""
+        self._metrics_server = WebServer(
+            address,
+            self.metrics.registry,
+            status=lambda: status.collect(self),
+            render=status.render,
+            title=f"NameNode {self.nn_id}",
+        ).start()
+        self.metrics_port = self._metrics_server.port
 
     def stop(self, grace: float | None = 1.0) -> None:
         """Leave ACTIVE if active (finalizing the segment when possible), stop serving.
@@ -505,8 +503,7 @@ class NameNodeServer:
             elector.close()
             self._elector = None
         if self._metrics_server is not None:
-            self._metrics_server.shutdown()
-            self._metrics_server.server_close()
+            self._metrics_server.stop()
             self._metrics_server = None
         self.name_dir.unlock()
 

@@ -177,6 +177,11 @@ class Journal:
             ]
 
     @property
+    def current_segment_txid(self) -> int | None:
+        """The segment a writer is appending to (None between segments and after a restart)."""
+        return self._cur_segment
+
+    @property
     def current_lag_txns(self) -> int:
         return max(0, self._committed_txid - self.stats.last_written_txid)
 

@@ -12,7 +12,6 @@ created on first use (a journal that was never formatted answers every call but 
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import threading
@@ -23,14 +22,15 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from conf import TLSSettings
 from conf.guard import MethodRule, RequestGuard, Role
-from conf.rpc import BindError, PortInUseError, bind, make_channel, make_server
-from journalnode import fsutil
+from conf.rpc import bind, make_channel, make_server
+from conf.web import WebServer
+from journalnode import fsutil, status
 from journalnode.errors import (
     ERROR_CLASS_KEY,
     AccessDeniedError,
@@ -545,17 +545,16 @@ class JournalNodeServer:
         return self
 
     def _start_metrics_server(self, address: str) -> None:
-        """Serve /metrics on ``address``; a busy port is a PortInUseError naming it, as for RPC."""
-        host, port = address.rsplit(":", 1)
-        try:
-            self._metrics_server, _ = start_http_server(
-                int(port), addr=host.strip("[]"), registry=self.registry
-            )
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise PortInUseError(address) from None
-            raise BindError(f"cannot listen on {address}: {exc.strerror or exc}") from None
-        self.metrics_port = self._metrics_server.server_port
+        """Serve /metrics and the status page (docs/operations.md §13) on ``address``; a busy
+        port is a PortInUseError naming it, as for RPC."""
+        self._metrics_server = WebServer(
+            address,
+            self.registry,
+            status=lambda: status.collect(self),
+            render=status.render,
+            title=f"JournalNode {self.address}",
+        ).start()
+        self.metrics_port = self._metrics_server.port
 
     def _lock_root(self) -> None:
         """One JournalNode per storage root: ``in_use.lock`` there, as in each journal dir."""
@@ -566,8 +565,7 @@ class JournalNodeServer:
             self._server.stop(grace).wait()
             self._server = None
         if self._metrics_server is not None:
-            self._metrics_server.shutdown()
-            self._metrics_server.server_close()
+            self._metrics_server.stop()
             self._metrics_server = None
         for channel in self._channels.values():
             channel.close()

@@ -114,6 +114,10 @@ class AsyncLogger:
         self.highest_acked_txid = 0
         self.last_ack_time = time.monotonic()
         self.last_call_time = 0.0
+        # The last answer of any kind (an acknowledged batch or heartbeat): the status page's
+        # "last contact", monotonic for ages and wall-clock for display (None: never).
+        self.last_contact: float | None = None
+        self.last_contact_wall: float | None = None
         self.from_url = ""
         self._metrics = LOGGER_METRICS.for_logger(journal_id, channel.address)
 
@@ -383,6 +387,7 @@ class AsyncLogger:
             self._metrics.write_seconds.observe(now - batch.submitted)
             self.highest_acked_txid = batch.last_txid
             self.last_ack_time = time.monotonic()
+            self._contacted()
             batch.result.set_result(None)
 
         sent.add_done_callback(done)
@@ -403,8 +408,18 @@ class AsyncLogger:
         self.out_of_sync = True
         self._metrics.out_of_sync.set(1)
 
+    def _contacted(self) -> None:
+        self.last_contact = time.monotonic()
+        self.last_contact_wall = time.time()
+
     def heartbeat(self) -> Future[None]:
-        return self._submit_req(self.channel.heartbeat, self._timeout("write_txns_timeout", 20))
+        future = self._submit_req(
+            self.channel.heartbeat, self._timeout("write_txns_timeout", 20)
+        )
+        future.add_done_callback(
+            lambda f: None if f.cancelled() or f.exception() is not None else self._contacted()
+        )
+        return future
 
     def finalize_log_segment(self, start: int, end: int, md5: bytes = b"") -> Future[None]:
         return self._submit_req(

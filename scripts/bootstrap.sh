@@ -8,6 +8,9 @@
 #                  /usr/share/java/zookeeper.jar is missing and we are root; a failure is
 #                  reported and skipped (only the ZooKeeper tests need it). Never zookeeperd,
 #                  which would start a system service on port 2181.
+#   4. Chromium    apt-get install chromium chromium-driver, only when /usr/bin/chromium is
+#                  missing and we are root (the status page tests drive a real headless
+#                  browser, docs/operations.md §12); a failure is reported and skipped.
 #
 # Environment: PYTHON (default python3), HANAMENODE_EXTRAS (default test,spark),
 # HANAMENODE_SKIP_APT=1 to leave system packages alone.
@@ -50,5 +53,22 @@ else
         say "ZooKeeper installed ($ZK_JAR)"
     else
         say "WARNING: installing ZooKeeper failed; continuing (only the ZooKeeper tests need it)"
+    fi
+fi
+
+if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
+    say "Chromium found at $(command -v chromium)"
+elif [[ ${HANAMENODE_SKIP_APT:-0} == 1 ]]; then
+    say "Chromium missing; HANAMENODE_SKIP_APT=1, not installing (the status page tests will skip)"
+elif [[ $(id -u) -ne 0 ]]; then
+    say "Chromium missing and not root: run 'apt-get install -y chromium chromium-driver' as root"
+else
+    say "Chromium missing: apt-get install -y chromium chromium-driver"
+    if DEBIAN_FRONTEND=noninteractive apt-get update -q \
+        && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+            chromium chromium-driver; then
+        say "Chromium installed"
+    else
+        say "WARNING: installing Chromium failed; continuing (only the status page tests need it)"
     fi
 fi

@@ -1,0 +1,176 @@
+"""The HTTP port of every daemon: Prometheus ``/metrics``, and a status page (``/``,
+``/status``) with its facts for machines (``/status.json``); docs/operations.md §13.
+
+The page is plain HTML rendered on the server, readable in a terminal browser. A small
+script re-fetches ``/status?fragment=1`` every ``REFRESH_SECONDS`` and swaps the ``<main>``
+element; when a fetch fails it says so in the page's footer and tries again, so a daemon that
+stops leaves the last facts on screen, marked stale, and nothing throws.
+
+    server = WebServer("127.0.0.1:0", registry, status=collect, render=render_main,
+                       title="NameNode nn1").start()
+    server.port
+"""
+
+from __future__ import annotations
+
+import errno
+import html
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qs
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import structlog
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
+
+from conf.rpc import BindError, PortInUseError
+
+__all__ = ["REFRESH_SECONDS", "WebServer", "esc", "page", "table"]
+
+log = structlog.get_logger(__name__)
+
+REFRESH_SECONDS = 2
+
+Status = Mapping[str, Any]
+
+_STYLE = """
+body { font-family: sans-serif; margin: 1em 2em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 1.4em; }
+table { border-collapse: collapse; margin: 0.4em 0; }
+th, td { border: 1px solid #bbb; padding: 0.2em 0.6em; text-align: left; }
+th { background: #eee; }
+td.num { text-align: right; font-family: monospace; }
+.state { font-weight: bold; padding: 0 0.3em; }
+.good { color: #060; } .bad { color: #a00; font-weight: bold; } .warn { color: #a60; }
+footer { margin-top: 1.5em; color: #666; font-size: 0.9em; }
+"""
+
+# Re-fetch the <main> fragment; on failure keep the last one and say so in the footer.
+_SCRIPT = """
+(function () {
+  var footer = document.getElementById('refreshed');
+  function refresh() {
+    fetch('status?fragment=1', {cache: 'no-store'}).then(function (r) {
+      if (!r.ok) { throw new Error('HTTP ' + r.status); }
+      return r.text();
+    }).then(function (text) {
+      document.querySelector('main').innerHTML = text;
+      footer.textContent = 'refreshed ' + new Date().toISOString();
+      footer.className = '';
+    }).catch(function (err) {
+      footer.textContent = 'refresh failed (' + err.message + '): the facts above are stale';
+      footer.className = 'bad';
+    });
+  }
+  setInterval(refresh, MILLISECONDS);
+})();
+""".replace("MILLISECONDS", str(REFRESH_SECONDS * 1000))
+
+
+def esc(value: object) -> str:
+    """HTML text of ``value`` (None is a dash)."""
+    return "-" if value is None else html.escape(str(value))
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, id_: str = "") -> str:
+    """A table of already escaped cells; a cell that starts with ``<td`` is taken whole."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in row) + "</tr>"
+        for row in rows
+    )
+    ident = f' id="{esc(id_)}"' if id_ else ""
+    return f"<table{ident}><tr>{head}</tr>{body}</table>"
+
+
+def page(title: str, main: str) -> str:
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
+        f"<title>{esc(title)}</title><style>{_STYLE}</style></head>"
+        f"<body><h1>{esc(title)}</h1><main>{main}</main>"
+        f"<footer><span id='refreshed'>refreshes every {REFRESH_SECONDS} s</span> · "
+        "<a href='status.json'>status.json</a> · <a href='metrics'>metrics</a></footer>"
+        f"<script>{_SCRIPT}</script></body></html>\n"
+    )
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Requests are not logged (a page refreshes every few seconds)."""
+
+
+class WebServer:
+    """``/metrics`` from ``registry``; ``/``, ``/status`` and ``/status.json`` from
+    ``status()`` (a JSON-able mapping) and ``render(status)`` (the HTML of ``<main>``)."""
+
+    def __init__(
+        self,
+        address: str,
+        registry: CollectorRegistry,
+        *,
+        status: Callable[[], Status],
+        render: Callable[[Status], str],
+        title: str,
+    ) -> None:
+        self.address = address
+        self._metrics = make_wsgi_app(registry)
+        self._status = status
+        self._render = render
+        self.title = title
+        self._httpd: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    def start(self) -> WebServer:
+        host, port = self.address.rsplit(":", 1)
+        try:
+            httpd = make_server(
+                host.strip("[]"), int(port), self._app, ThreadingWSGIServer,
+                handler_class=_QuietHandler,
+            )
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUseError(self.address) from None
+            raise BindError(f"cannot listen on {self.address}: {exc.strerror or exc}") from None
+        self._httpd = httpd
+        self.port = httpd.server_port
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, name=f"http-{self.port}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            return list(self._metrics(environ, start_response))
+        if path not in ("/", "/status", "/status.json"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [f"no page {path}; try /status, /status.json or /metrics\n".encode()]
+        try:
+            status = self._status()
+            if path == "/status.json":
+                body = json.dumps(status, indent=1, sort_keys=True).encode()
+                content_type = "application/json"
+            else:
+                main = self._render(status)
+                fragment = parse_qs(environ.get("QUERY_STRING", "")).get("fragment")
+                body = (main if fragment else page(self.title, main)).encode()
+                content_type = "text/html; charset=utf-8"
+        except Exception as exc:
+            log.exception("status page failed", path=path)
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+            return [f"status failed: {type(exc).__name__}: {exc}\n".encode()]
+        start_response(
+            "200 OK", [("Content-Type", content_type), ("Cache-Control", "no-store")]
+        )
+        return [body]

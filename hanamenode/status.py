@@ -1,0 +1,259 @@
+"""The NameNode's status page and ``/status.json`` (docs/operations.md §13), after the
+overview of HDFS's NameNode web UI: the HA state, the namespace, the "NameNode Journal
+Status" table, the edit log and its current segment, the tailer on a standby, and the
+elector's view.
+
+``collect`` reads the live objects once into a JSON-able dict (schema in docs/operations.md
+§13.2); ``render`` turns that dict into HTML; ``journal_contact`` is the one decision, a
+pure function of plain values.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from conf.web import esc, table
+
+if TYPE_CHECKING:
+    from conf.web import Status
+    from hanamenode.server import NameNodeServer
+    from qjm.async_logger import AsyncLogger
+
+__all__ = ["SCHEMA_VERSION", "collect", "contact_threshold", "journal_contact", "render"]
+
+log = structlog.get_logger(__name__)
+
+SCHEMA_VERSION = 1
+
+
+def contact_threshold(heartbeat_interval: float) -> float:
+    """Seconds without any answer after which a JournalNode is out of contact: three missed
+    heartbeats (an idle writer heartbeats every interval), and never under 2 s."""
+    return max(2.0, 3 * heartbeat_interval)
+
+
+def journal_contact(out_of_sync: bool, contact_age: float | None, threshold: float) -> str:
+    """What the journal status table says of one JournalNode of the active's writer:
+    ``out of contact`` when it has not answered for ``threshold`` seconds (or never has),
+    else ``out of sync`` when the writer stopped sending it edits until the next segment,
+    else ``in sync``."""
+    if contact_age is None or contact_age > threshold:
+        return "out of contact"
+    if out_of_sync:
+        return "out of sync"
+    return "in sync"
+
+
+def _journal_row(lg: AsyncLogger, quorum_txid: int, threshold: float, now: float) -> dict[str, Any]:
+    age = None if lg.last_contact is None else max(0.0, now - lg.last_contact)
+    return {
+        "address": lg.address,
+        "journal_id": lg.journal_id,
+        "status": journal_contact(lg.out_of_sync, age, threshold),
+        "in_sync": not lg.out_of_sync,
+        "lag_txns": max(0, quorum_txid - lg.highest_acked_txid),
+        "acked_txid": lg.highest_acked_txid,
+        "queued_bytes": lg.queued_bytes,
+        "last_contact_seconds_ago": None if age is None else round(age, 3),
+        "last_contact_time": lg.last_contact_wall,
+    }
+
+
+def collect(server: NameNodeServer) -> dict[str, Any]:
+    """Every fact of the page, read once from the running NameNode."""
+    fsn = server.namesystem
+    now = time.monotonic()
+    settings = server.settings
+    namespace = fsn.namespace
+    edit_log = fsn.edit_log
+    newest = fsn.name_dir.newest_image()
+    checkpoint: dict[str, Any] | None = None
+    if newest is not None:
+        txid, path = newest
+        try:
+            mtime: float | None = path.stat().st_mtime
+        except OSError:  # purged between the listing and the stat
+            mtime = None
+        checkpoint = {"txid": txid, "time": mtime}
+    status: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "kind": "namenode",
+        "namenode_id": server.nn_id,
+        "nameservice": settings.nameservice,
+        "rpc_address": server.address,
+        "time": time.time(),
+        "ha_state": fsn.state.value,
+        "namespace": {
+            "directories": namespace.dir_count,
+            "files": namespace.file_count,
+            "last_applied_txid": fsn.last_applied_txid,
+            "last_written_txid": edit_log.last_written_txid if edit_log is not None else None,
+            "last_checkpoint": checkpoint,
+        },
+        "edit_log": None,
+        "journals": [],
+        "tailer": None,
+        "elector": None,
+    }
+    threshold = contact_threshold(settings.qjm.heartbeat_interval)
+    if edit_log is not None:
+        qjm = edit_log.qjm
+        status["edit_log"] = {
+            "writer_epoch": qjm.epoch,
+            "current_segment_txid": edit_log.segment_txid,
+            "last_written_txid": edit_log.last_written_txid,
+            "synced_txid": edit_log.synced_txid,
+            "syncs": int(server.metrics.value("hanamenode_edit_log_syncs_total")),
+            "txns_synced": int(server.metrics.value("hanamenode_edit_log_txns_synced_total")),
+            "rolls": int(server.metrics.value("hanamenode_edit_log_rolls_total")),
+            "failure": edit_log.failure,
+            "out_of_contact_after_seconds": threshold,
+        }
+        status["journals"] = [
+            _journal_row(lg, edit_log.synced_txid, threshold, now) for lg in qjm.loggers.loggers
+        ]
+    tailer = fsn.tailer
+    if tailer is not None and fsn.state.value == "standby":
+        error = tailer.last_exception
+        status["tailer"] = {
+            "lag_txns": tailer.lag_txns,
+            "seconds_since_last_load": round(tailer.seconds_since_last_load(), 3),
+            "last_error": None if error is None else f"{type(error).__name__}: {error}",
+        }
+    elector = server.elector
+    if elector is not None:
+        holder: str | None = None
+        holder_error: str | None = None
+        try:
+            holder = elector.lock_holder()
+        except Exception as exc:  # ZooKeeper away: the page says so, the rest still shows
+            holder_error = f"{type(exc).__name__}: {exc}"
+            log.warning("status page: cannot read the lock holder", error=holder_error)
+        attempt = elector.last_attempt
+        fencing = elector.last_fencing
+        status["elector"] = {
+            "state": elector.state.value,
+            "zk_state": elector.zk_state,
+            "healthy": elector.healthy,
+            "lock_holder": holder,
+            "lock_holder_error": holder_error,
+            "last_attempt": None if attempt is None else attempt.message,
+            "last_fencing": (
+                None if fencing is None else {"time": fencing[0], "outcome": fencing[1]}
+            ),
+        }
+    return status
+
+
+def _when(epoch_seconds: float | None) -> str:
+    if epoch_seconds is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch_seconds))
+
+
+def _num(value: object) -> str:
+    return f"<td class='num'>{esc(value)}</td>"
+
+
+_STATUS_CLASS = {"in sync": "good", "out of sync": "warn", "out of contact": "bad"}
+
+
+def render(status: Status) -> str:
+    """The HTML of ``<main>``."""
+    state = status["ha_state"]
+    state_class = {"active": "good", "standby": "warn"}.get(state, "bad")
+    ns = status["namespace"]
+    checkpoint = ns["last_checkpoint"]
+    parts = [
+        f"<p>NameNode <b>{esc(status['namenode_id'])}</b> of nameservice "
+        f"<b>{esc(status['nameservice'])}</b> at {esc(status['rpc_address'])} is "
+        f"<span id='ha-state' class='state {state_class}'>{esc(state)}</span>.</p>",
+        "<h2>Namespace</h2>",
+        table(
+            ["directories", "files", "last applied txid", "last written txid",
+             "last checkpoint txid", "last checkpoint"],
+            [[
+                _num(ns["directories"]), _num(ns["files"]), _num(ns["last_applied_txid"]),
+                _num(ns["last_written_txid"]),
+                _num(checkpoint["txid"] if checkpoint else None),
+                esc(_when(checkpoint["time"]) if checkpoint else None),
+            ]],
+            id_="namespace",
+        ),
+    ]
+    edit_log = status["edit_log"]
+    parts.append("<h2>NameNode Journal Status</h2>")
+    if edit_log is None:
+        parts.append("<p>Not writing: only the active NameNode writes the edit log.</p>")
+    else:
+        parts.append(
+            table(
+                ["journal", "address", "status", "lag (txids)", "acknowledged txid",
+                 "queued bytes", "last contact"],
+                [
+                    [
+                        esc(j["journal_id"]), esc(j["address"]),
+                        f"<td class='{_STATUS_CLASS[j['status']]}'>{esc(j['status'])}</td>",
+                        _num(j["lag_txns"]), _num(j["acked_txid"]), _num(j["queued_bytes"]),
+                        esc("never" if j["last_contact_seconds_ago"] is None
+                            else f"{j['last_contact_seconds_ago']:.1f} s ago"),
+                    ]
+                    for j in status["journals"]
+                ],
+                id_="journals",
+            )
+        )
+        parts.append("<h2>Edit log</h2>")
+        parts.append(
+            table(
+                ["writer epoch", "current segment", "last written txid", "synced txid",
+                 "syncs", "txids synced", "rolls", "failure"],
+                [[
+                    _num(edit_log["writer_epoch"]),
+                    _num(edit_log["current_segment_txid"]),
+                    _num(edit_log["last_written_txid"]), _num(edit_log["synced_txid"]),
+                    _num(edit_log["syncs"]), _num(edit_log["txns_synced"]),
+                    _num(edit_log["rolls"]), esc(edit_log["failure"] or "none"),
+                ]],
+                id_="edit-log",
+            )
+        )
+    tailer = status["tailer"]
+    if tailer is not None:
+        parts.append("<h2>Edit log tailer</h2>")
+        parts.append(
+            table(
+                ["lag (txids)", "seconds since last load", "last error"],
+                [[_num(tailer["lag_txns"]), _num(tailer["seconds_since_last_load"]),
+                  esc(tailer["last_error"] or "none")]],
+                id_="tailer",
+            )
+        )
+    elector = status["elector"]
+    parts.append("<h2>Failover elector</h2>")
+    if elector is None:
+        parts.append("<p>Automatic failover is off: <code>hactl</code> decides.</p>")
+    else:
+        fencing = elector["last_fencing"]
+        holder = elector["lock_holder"] or (
+            f"unknown ({elector['lock_holder_error']})" if elector["lock_holder_error"]
+            else "nobody"
+        )
+        parts.append(
+            table(
+                ["elector state", "ZooKeeper", "healthy", "lock holder", "last attempt",
+                 "last fencing"],
+                [[
+                    esc(elector["state"]), esc(elector["zk_state"]),
+                    esc("yes" if elector["healthy"] else "no"), esc(holder),
+                    esc(elector["last_attempt"] or "none"),
+                    esc(f"{_when(fencing['time'])}: {fencing['outcome']}" if fencing else "none"),
+                ]],
+                id_="elector",
+            )
+        )
+    parts.append(f"<p>As of {esc(_when(status['time']))}.</p>")
+    return "".join(parts)
