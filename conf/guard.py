@@ -8,7 +8,9 @@ methods. Before a servicer sees a request it checks, in order:
    several). A method needs one of the roles its rule names; a caller without it gets
    PERMISSION_DENIED naming the role needed and the ones presented. A method missing from
    the table is refused to everybody (fail closed);
-2. the bounds of every field (``proto.bounds``): a field out of bounds is INVALID_ARGUMENT
+2. that the request decodes at all (bytes that are no message of the method's type are
+   INVALID_ARGUMENT, not gRPC's INTERNAL with a traceback in the daemon's log);
+3. the bounds of every field (``proto.bounds``): a field out of bounds is INVALID_ARGUMENT
    naming the field, before the servicer acts.
 
 Refusals carry the service's own error classes (``invalid`` and ``denied``), so a client
@@ -60,6 +62,26 @@ class Role(enum.StrEnum):
 ANY_ROLE = frozenset(Role)
 
 Status = tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Undecodable:
+    """What the guard's deserializer returns for bytes that are not a request message."""
+
+    reason: str
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # DecodeError, and whatever a broken message raises
+            return _Undecodable(f"{type(exc).__name__}: {exc}")
+
+    return deserialize
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +142,7 @@ class RequestGuard(grpc.ServerInterceptor):
     # -- the decisions -------------------------------------------------------------------------
 
     def refusal(
-        self, method: str, request: Message | None, presented: frozenset[str] | None
+        self, method: str, request: Message | _Undecodable | None, presented: frozenset[str] | None
     ) -> Exception | None:
         """Why a call of ``method`` (full name) with ``request`` (None: not read yet) by a
         caller presenting ``presented`` roles (None: roles not checked) is refused, or None."""
@@ -135,6 +157,8 @@ class RequestGuard(grpc.ServerInterceptor):
                     f"{name} needs the role {_names(needed)}; the caller's certificate "
                     f"presents {_names(presented)}"
                 )
+        if isinstance(request, _Undecodable):
+            return self._invalid(f"{name}: the request is not a valid message ({request.reason})")
         if request is not None:
             violation = bounds.check(request)
             if violation is not None:
@@ -180,7 +204,7 @@ class RequestGuard(grpc.ServerInterceptor):
 
         return make(
             guarded,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
 
@@ -209,6 +233,6 @@ class RequestGuard(grpc.ServerInterceptor):
 
         return make(
             guarded,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )

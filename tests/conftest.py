@@ -4,6 +4,7 @@
 ``--soak``: run the tests marked ``@pytest.mark.slow`` (skipped by default).
 ``--chaos-rounds N``: rounds of the chaos tests' kill -9 of the active (default 20; the other
 chaos tests scale with it).
+``--fuzz-minutes M``: how long ``tests/fuzz`` sends generated requests (default 1).
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=20,
         help="rounds of kill -9 of the active NameNode in tests/chaos (default 20)",
+    )
+    parser.addoption(
+        "--fuzz-minutes",
+        type=float,
+        default=1.0,
+        help="how long tests/fuzz sends generated requests to live daemons (default 1)",
     )
 
 
