@@ -94,6 +94,13 @@ class JournalStats:
     """Writes or syncs that failed (any errno)."""
 
 
+def check_format_request(ns: NamespaceInfo) -> None:
+    """What a Format request must hold whatever the journal's state; checked before a new
+    journal's directory is made, so that a refused Format leaves nothing behind."""
+    if not ns.cluster_id:
+        raise InvalidRequestError("format needs a non-empty cluster id")
+
+
 class Journal:
     """One journal id on one JournalNode.
 
@@ -295,8 +302,7 @@ class Journal:
 
     def format(self, ns: NamespaceInfo, *, force: bool = False) -> None:
         """Write VERSION. Refuses a journal that holds data unless forced (HDFS-3077 §4.2)."""
-        if not ns.cluster_id:
-            raise InvalidRequestError("format needs a non-empty cluster id")
+        check_format_request(ns)
         with self._lock:
             holds_data = bool(self._segments) or self._last_promised_epoch > 0
             if self._ns is not None and holds_data and not force:

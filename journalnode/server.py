@@ -42,7 +42,12 @@ from journalnode.errors import (
     to_status,
 )
 from journalnode.file_storage import FileJournalStorage, validate_journal_id
-from journalnode.journal import DEFAULT_EDIT_CACHE_BYTES, DEFAULT_WRITER_HOLD_SECONDS, Journal
+from journalnode.journal import (
+    DEFAULT_EDIT_CACHE_BYTES,
+    DEFAULT_WRITER_HOLD_SECONDS,
+    Journal,
+    check_format_request,
+)
 from journalnode.log_throttle import LogThrottle
 from proto import journal_pb2, journal_pb2_grpc
 from proto.values import NamespaceInfo, RequestInfo, SegmentState
@@ -312,9 +317,9 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
 
     @_unary
     def Format(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self._server.journal(request.journal_id).format(
-            NamespaceInfo.from_pb(request.namespace_info), force=request.force
-        )
+        ns = NamespaceInfo.from_pb(request.namespace_info)
+        check_format_request(ns)  # before the journal's directory is made
+        self._server.journal(request.journal_id).format(ns, force=request.force)
         return EMPTY
 
     @_unary
