@@ -3,6 +3,7 @@
 ``FileJournalStorage`` implements ``journalnode.storage.JournalStorage`` for one journal id::
 
     <root>/<journal_id>/in_use.lock                    flock held while the object lives
+                                                       (not with lock=False: the JournalNode)
     <root>/<journal_id>/current/VERSION                clusterID, namespaceID, cTime, ...
     <root>/<journal_id>/current/last-promised-epoch    "N\\n", replaced atomically
     <root>/<journal_id>/current/last-writer-epoch      "N\\n", replaced atomically

@@ -562,7 +562,7 @@ class JournalNodeServer:
         self.metrics_port = self._metrics_server.port
 
     def _lock_root(self) -> None:
-        """One JournalNode per storage root: ``in_use.lock`` there, as in each journal dir."""
+        """One JournalNode per storage root: ``in_use.lock`` there covers every journal."""
         self._root_lock_fd = fsutil.lock_directory(self.root)
 
     def stop(self, grace: float | None = 1.0) -> None:

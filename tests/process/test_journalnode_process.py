@@ -433,9 +433,11 @@ def test_two_journals_in_one_process_are_independent(
         label = (("journal", jid),)
         assert samples[("journalnode_txns_written_total", label)] == txns
         assert samples[("journalnode_last_promised_epoch", label)] == epoch
+    # One lock for the whole root covers both journals: an idle journal holds no fd.
+    assert (jn.edits_dir / "in_use.lock").is_file()
     for jid in ("journal-a", "journal-b"):
         assert (jn.edits_dir / jid / "current" / "VERSION").is_file()
-        assert (jn.edits_dir / jid / "in_use.lock").is_file()
+        assert not (jn.edits_dir / jid / "in_use.lock").exists()
 
 
 def test_unreachable_journalnode_is_unavailable(tmp_path: Path) -> None:
