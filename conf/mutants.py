@@ -75,6 +75,24 @@ class Mutant(enum.Enum):
         "in-progress tailing counts a majority of the JournalNodes that answered, not of all",
     )
 
+    # --- answers of the active NameNode (hanamenode/namesystem.py, qjm/manager.py; issue 11) ---
+    FENCED_HEARTBEAT_REFUSAL_IGNORED = (
+        "fenced-heartbeat-refusal-ignored",
+        "a heartbeat refused for a newer epoch is only logged: the fenced active keeps serving",
+    )
+    STEP_DOWN_SERVES_DURING_IO = (
+        "step-down-serves-during-io",
+        "the step-down flips the state after the END-op sync and finalize: ACTIVE meanwhile",
+    )
+    ANSWER_WITHOUT_DURABILITY = (
+        "answer-without-durability",
+        "reads, no-op and refused mutations answer before the edits they observed are durable",
+    )
+    READ_WITHOUT_QUORUM_CONFIRMATION = (
+        "read-without-quorum-confirmation",
+        "the active answers reads without confirming its epoch with a JournalNode quorum",
+    )
+
 
 class MutantError(ValueError):
     """A mutant name that no ``Mutant`` has."""

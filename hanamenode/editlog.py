@@ -1,11 +1,12 @@
 """FSEditLog: the active NameNode's edit log through the QJM, with group commit
 (docs/architecture.md §5.2; HDFS ``FSEditLog.logEdit``/``logSync``).
 
-Each mutation takes the next txid and is framed once into the ``QuorumOutputStream``'s
-current buffer while the caller holds the namesystem lock (so txids follow the order in which
-ops are applied); the caller then releases the lock and calls ``log_sync(txid)``, and answers
-its client only when that returns. ``log_sync`` is group commit over the stream's double
-buffer:
+Each mutation takes the next txid, is applied, and only then is framed into the
+``QuorumOutputStream``'s current buffer (``log_and_apply``), while the caller holds the
+namesystem lock (so txids follow the order in which ops are applied, and an op that fails to
+apply never leaves the process); the caller then releases the lock and calls
+``log_sync(txid)``, and answers its client only when that returns. ``log_sync`` is group
+commit over the stream's double buffer:
 
 - one sync is in flight at a time; while it runs, other handlers keep appending into the
   other buffer;
@@ -16,8 +17,9 @@ buffer:
   N round trips to the JournalNodes.
 
 A failed sync (``QuorumException``: a majority of JournalNodes down, or this writer fenced by
-a newer epoch) is fatal for this edit log: it is marked failed, nothing after the last durable
-txid is ever acknowledged, every waiter gets ``EditLogError`` naming the reason, and
+a newer epoch), and a newer epoch learned from any other call (a heartbeat, a finalize: the
+QJM's fence listener), is fatal for this edit log: it is marked failed, nothing after the last
+durable txid is ever acknowledged, every waiter gets ``EditLogError`` naming the reason, and
 ``on_failure`` tells the HA layer to leave the active state (in HDFS-3077, §2.11, the
 NameNode aborts).
 
@@ -30,7 +32,7 @@ next; ``close`` ends and finalizes the last one. The markers go through the call
     with namesystem_lock:
         edit_log.open_for_write(recovered_end + 1, namespace.apply)
     with namesystem_lock:
-        txid = edit_log.log_edit(op); namespace.apply(op)
+        txid, result = edit_log.log_and_apply(op, namespace.apply)
     edit_log.log_sync(txid)
 """
 
@@ -85,6 +87,9 @@ class FSEditLog:
         self._failure: str | None = None
         self._closed = False
         self._log = log.bind(journal=qjm.journal_id, epoch=qjm.epoch, **(log_context or {}))
+        # A newer epoch learned from any call (a heartbeat, a write, a finalize) fails this
+        # edit log at once, as a failed sync does.
+        qjm.add_fence_listener(lambda reason: self._fail(f"writer fenced: {reason}"))
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -166,17 +171,16 @@ class FSEditLog:
                 raise EditLogError(f"edit log failed: {self._failure}")
             self._stream = stream
         op = edits_pb2.EditOp(start_log_segment=edits_pb2.StartLogSegmentOp())
-        logged = self.log_edit(op)
-        if logged != txid:
-            self._fail(f"segment {txid} began with txid {logged}")
-            raise EditLogError(f"segment {txid} began with txid {logged}")
-        self._apply_marker(apply, op)
+        if self.last_written_txid + 1 != txid:
+            reason = f"segment {txid} would begin with txid {self.last_written_txid + 1}"
+            self._fail(reason)
+            raise EditLogError(reason)
+        logged, _ = self.log_and_apply(op, apply)
         self.log_sync(logged)
 
     def _end_segment(self, apply: Apply) -> int:
         op = edits_pb2.EditOp(end_log_segment=edits_pb2.EndLogSegmentOp())
-        end_txid = self.log_edit(op)
-        self._apply_marker(apply, op)
+        end_txid, _ = self.log_and_apply(op, apply)
         self.log_sync(end_txid)
         with self._cond:
             stream = self._stream
@@ -193,28 +197,48 @@ class FSEditLog:
             raise EditLogError(reason) from exc
         return end_txid
 
-    def _apply_marker(self, apply: Apply, op: edits_pb2.EditOp) -> None:
-        try:
-            apply(op)
-        except Exception as exc:
-            reason = f"could not apply segment marker txid {op.txid}: {exc}"
-            self._fail(reason)
-            raise EditLogError(reason) from exc
-
     # -- writing -------------------------------------------------------------------------------
 
     def log_edit(self, op: edits_pb2.EditOp) -> int:
-        """Give ``op`` the next txid, frame it and buffer it; return the txid. The caller holds
-        the namesystem lock, applies the op, releases the lock, then calls ``log_sync``."""
+        """Give ``op`` the next txid, frame it and buffer it; return the txid (for ops that
+        change nothing in memory; the namesystem uses ``log_and_apply``)."""
+        txid, _ = self.log_and_apply(op, None)
+        return txid
+
+    def log_and_apply(
+        self, op: edits_pb2.EditOp, apply: Apply | None
+    ) -> tuple[int, object]:
+        """Give ``op`` the next txid, apply it, then buffer it; return the txid and what
+        ``apply`` returned. The caller holds the namesystem lock, releases it, then calls
+        ``log_sync``.
+
+        The op reaches the stream's buffer only once it applied: a syncer cannot ship an op
+        that then fails to apply (that failure makes the edit log fail instead, and nothing
+        of it leaves this process). Applying under the edit log's lock also makes
+        ``last_written_txid``, read after looking at the namespace, cover every effect seen.
+        """
+        failure: str | None = None
+        result: object = None
         with self._cond:
             self._check_writable()
             stream = self._stream
             assert stream is not None
             txid = self._last_written_txid + 1
             op.txid = txid
-            stream.write_framed(txid, records.frame(op.SerializeToString()))
-            self._last_written_txid = txid
-            return txid
+            framed = records.frame(op.SerializeToString())
+            try:
+                if apply is not None:
+                    result = apply(op)
+            except Exception as exc:
+                failure = f"txid {txid} did not apply, so it was never logged: {exc}"
+            else:
+                stream.write_framed(txid, framed)
+                self._last_written_txid = txid
+        if failure is not None:
+            # The namespace may hold part of the op: this NameNode must not go on writing.
+            self._fail(failure)
+            raise EditLogError(failure)
+        return txid, result
 
     def _check_writable(self) -> None:
         if self._failure is not None:

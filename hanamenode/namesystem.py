@@ -6,11 +6,17 @@ Every mutation, on the active only::
     check ACTIVE (else StandbyError) and the retry cache (a retry gets the first answer, once
     that answer's txid is durable)
     with the namesystem lock:
-        check ACTIVE again; prepare (decide, or raise the user's error); log_edit (next txid,
-        buffered); apply
+        check ACTIVE again; prepare (decide, or raise the user's error); log_and_apply (next
+        txid, applied, then buffered)
     log_sync(txid) outside the lock (group commit), then answer
 
 Reads are served by the active, and by a standby only when the client accepts stale answers.
+Every answer of the active that logs nothing (a read, a no-op or refused mutation) is
+linearizable (issue 11, docs/consistency.md §4.1): it waits until the edits it observed are
+durable and for a read-index round (``qjm.read_index``) that confirms the writer's epoch on a
+JournalNode quorum after the call arrived. Leaving ACTIVE stops every answer first, before
+the step-down's I/O, and a fenced writer (a newer epoch learned from any JournalNode call)
+fails its edit log at once, which refuses every answer and leaves ACTIVE.
 
 Transitions are serialized and idempotent:
 
@@ -46,6 +52,7 @@ from typing import Generic, TypeVar, cast
 import structlog
 
 from conf import Settings
+from conf.mutants import Mutant, active
 from hanamenode import fsimage, ha
 from hanamenode.checkpointer import StandbyCheckpointer, checkpoint_info
 from hanamenode.editlog import FSEditLog
@@ -140,6 +147,9 @@ class FSNamesystem:
         self._lock = threading.RLock()
         self._transition_lock = threading.Lock()
         self._state = HAState.INITIALIZING
+        # False from the first step of leaving ACTIVE (before any I/O), True once ACTIVE is
+        # fully open: reads and writes are refused while it is False, whatever the state.
+        self._serving = False
         self._retry_cache = self._new_retry_cache()
         self._namespace = Namespace(retry_cache=self._retry_cache)
         self._edit_log: FSEditLog | None = None
@@ -402,8 +412,44 @@ class FSNamesystem:
         return Mutation(str(result), txid)
 
     def _check_writable(self) -> None:
-        if self._state is not HAState.ACTIVE:
-            raise StandbyError.for_category("WRITE", self._state.value)
+        self._serving_edit_log("WRITE")
+
+    def _serving_edit_log(self, category: str) -> FSEditLog:
+        """The edit log of an active that may answer; StandbyError when this NameNode is not
+        active, is leaving the active state, or its edit log failed (fenced, quorum lost)."""
+        state = self._state
+        edit_log = self._edit_log
+        if state is not HAState.ACTIVE or not self._serving or edit_log is None:
+            shown = state.value if state is not HAState.ACTIVE else "leaving active"
+            raise StandbyError.for_category(category, shown)
+        failure = edit_log.failure
+        if failure is not None:
+            raise StandbyError(
+                f"Operation category {category} is not supported: this NameNode is leaving "
+                f"the active state ({failure})"
+            )
+        return edit_log
+
+    def _confirm_answer(
+        self, edit_log: FSEditLog, observed_txid: int, category: str = "READ"
+    ) -> None:
+        """Before answering from the namespace without logging (a read, a no-op or refused
+        mutation): wait until every edit the answer observed is durable, and confirm with a
+        JournalNode quorum that this writer still holds its epoch (a read-index round that
+        began after the call arrived). Raises StandbyError or EditLogError otherwise."""
+        if not active(Mutant.ANSWER_WITHOUT_DURABILITY):
+            edit_log.log_sync(observed_txid)
+        if active(Mutant.READ_WITHOUT_QUORUM_CONFIRMATION):
+            return
+        qjm = edit_log.qjm
+        try:
+            qjm.confirm_epoch()
+        except Exception as exc:
+            raise StandbyError(
+                f"Operation category {category} is not supported: this NameNode could not confirm "
+                f"with a JournalNode quorum that it is still the active: "
+                f"{describe_exception(exc)}"
+            ) from exc
 
     def _mutate(
         self,
@@ -416,61 +462,46 @@ class FSNamesystem:
         cached = self._retry_cache.lookup(client_id, call_id)
         if cached is not None:
             return self._answer_retry(cached)
+        refused: NamenodeError | None = None
+        op: edits_pb2.EditOp | None = None
+        observed = 0
         with self._locked():
-            self._check_writable()
+            edit_log = self._serving_edit_log("WRITE")
             cache = self._retry_cache
             # Looked up again under the lock: a retry racing its original waits for it here.
             cached = cache.lookup(client_id, call_id)
-            if cached is not None:
-                logged = None
-            else:
-                logged = self._log_and_apply(cache, client_id, call_id, prepare, none_result)
-        if logged is None:
-            assert cached is not None
+            if cached is None:
+                namespace = self._namespace
+                try:
+                    op = prepare(namespace)
+                except NamenodeError as exc:
+                    cache.record_failure(client_id, call_id, exc)
+                    op, refused = None, exc
+                if op is not None:
+                    txid, result = edit_log.log_and_apply(op, namespace.apply)
+                elif refused is None:
+                    cache.record_success(client_id, call_id, none_result, txid=0)
+                # What this answer observed (for a refusal or a no-op: the state it decided on).
+                observed = edit_log.last_written_txid
+        if cached is not None:
             return self._answer_retry(cached)
-        edit_log, result, txid = logged
-        if edit_log is not None:
+        if op is not None:
             edit_log.log_sync(txid)
-        return result, txid
-
-    def _log_and_apply(
-        self,
-        cache: RetryCache,
-        client_id: bytes,
-        call_id: int,
-        prepare: Callable[[Namespace], edits_pb2.EditOp | None],
-        none_result: object,
-    ) -> tuple[FSEditLog | None, object, int]:
-        """Under the namesystem lock: decide, log, apply. The edit log to sync (None when
-        nothing was logged), the result and the txid."""
-        namespace = self._namespace
-        edit_log = self._edit_log
-        assert edit_log is not None, "ACTIVE always has an edit log"
-        try:
-            op = prepare(namespace)
-        except NamenodeError as exc:
-            cache.record_failure(client_id, call_id, exc)
-            raise
-        if op is None:
-            cache.record_success(client_id, call_id, none_result, txid=0)
-            return None, none_result, 0
-        txid = edit_log.log_edit(op)
-        try:
-            result = namespace.apply(op)
-        except Exception as exc:
-            # prepare and apply disagree under one lock: a bug. The op is in the log buffer,
-            # so this NameNode must not go on writing.
-            edit_log.abort(f"txid {txid} was logged but did not apply: {exc}")
-            raise
-        return edit_log, result, txid
+            return result, txid
+        # Nothing logged: the answer is a read of the namespace (issue 11), confirmed as one.
+        self._confirm_answer(edit_log, observed, "WRITE")
+        if refused is not None:
+            raise refused
+        return none_result, 0
 
     def _answer_retry(self, entry: CacheEntry) -> tuple[object, int]:
-        """The first answer to a retried call, once the transaction that made it is durable."""
+        """The first answer to a retried call, once the transaction that made it is durable
+        (an answer that logged nothing, once what it observed is, confirmed as a read)."""
+        edit_log = self._serving_edit_log("WRITE")
         if entry.txid:
-            edit_log = self._edit_log
-            if edit_log is None:
-                raise StandbyError.for_category("WRITE", self._state.value)
             edit_log.log_sync(min(entry.txid, edit_log.last_written_txid))
+        else:
+            self._confirm_answer(edit_log, edit_log.last_written_txid, "WRITE")
         self._log.debug(
             "answered a retry from the retry cache", call_id=entry.call_id, txid=entry.txid
         )
@@ -478,17 +509,30 @@ class FSNamesystem:
 
     # -- client reads --------------------------------------------------------------------------
 
-    def _check_readable(self, allow_stale_read: bool) -> Namespace:
+    def _read(self, allow_stale_read: bool, read: Callable[[Namespace], T]) -> T:
+        """Answer ``read`` of the namespace. A stale read (asked for by the client) is served
+        at once by an active or a standby. Any other read only by a serving active, once the
+        edits it observed are durable and a JournalNode quorum confirmed the epoch after
+        the read arrived (issue 11, docs/consistency.md §4.1): linearizable."""
         state = self._state
-        if state is HAState.ACTIVE or (state is HAState.STANDBY and allow_stale_read):
-            return self._namespace
-        raise StandbyError.for_category("READ", state.value)
+        if allow_stale_read and state in (HAState.ACTIVE, HAState.STANDBY):
+            return read(self._namespace)
+        edit_log = self._serving_edit_log("READ")
+        try:
+            answer: T | None = read(self._namespace)
+            error: NamenodeError | None = None
+        except NamenodeError as exc:
+            answer, error = None, exc
+        self._confirm_answer(edit_log, edit_log.last_written_txid)
+        if error is not None:
+            raise error
+        return cast(T, answer)
 
     def get_file_info(self, path: str, *, allow_stale_read: bool = False) -> StatInfo:
-        return self._check_readable(allow_stale_read).stat(path)
+        return self._read(allow_stale_read, lambda ns: ns.stat(path))
 
     def get_listing(self, path: str, *, allow_stale_read: bool = False) -> list[StatInfo]:
-        return self._check_readable(allow_stale_read).list(path)
+        return self._read(allow_stale_read, lambda ns: ns.list(path))
 
     # -- tailing -------------------------------------------------------------------------------
 
@@ -610,6 +654,7 @@ class FSNamesystem:
                     self._edit_log = edit_log
                     self._writer_qjm = qjm
                     self._state = HAState.ACTIVE
+                    self._serving = True
                 qjm.start_heartbeats()
             except Exception as exc:
                 self._log.error("transition to active failed", step=step, error=str(exc))
@@ -659,14 +704,18 @@ class FSNamesystem:
         self._log.info("now standby", reason=reason, seconds=round(elapsed, 3))
 
     def _leave_active(self, reason: str) -> None:
-        """Stop writes, end and finalize the segment when possible, close the writer; reload
-        the namespace when it holds edits that are not durable. Writers wait on the lock
-        meanwhile and then find STANDBY, which is set last, once nothing non-durable is
-        left to read."""
+        """Stop answering as the active, then end and finalize the segment when possible,
+        close the writer, and reload the namespace when it holds edits that are not durable.
+        Writers wait on the lock meanwhile and then find STANDBY; reads are refused from the
+        first line on (issue 11: the END-op sync and the finalize are network I/O that may
+        last the write timeout, and reads take no lock)."""
         self._log.info("leaving active state", reason=reason)
+        if not active(Mutant.STEP_DOWN_SERVES_DURING_IO):
+            # Before any I/O (the END-op sync and the finalize may take the write timeout,
+            # or hang): from here on, nothing is answered as the active.
+            self._serving = False
         with self._locked():
-            edit_log, self._edit_log = self._edit_log, None
-            qjm, self._writer_qjm = self._writer_qjm, None
+            edit_log, qjm = self._edit_log, self._writer_qjm
             if edit_log is not None:
                 try:
                     edit_log.close(self._namespace.apply)
@@ -679,7 +728,10 @@ class FSNamesystem:
                     self._reload_namespace(
                         f"edits after txid {edit_log.synced_txid} were applied but never durable"
                     )
+            self._serving = False
             self._state = HAState.STANDBY
+            self._edit_log = None
+            self._writer_qjm = None
         if qjm is not None:
             qjm.close()
 

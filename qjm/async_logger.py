@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import structlog
 
 from journalnode.edits_cache import CachedEdits
-from journalnode.errors import JournalError, JournalUnavailableError
+from journalnode.errors import EpochError, JournalError, JournalUnavailableError
 from proto.values import (
     NamespaceInfo,
     PrepareRecoveryResult,
@@ -119,6 +119,10 @@ class AsyncLogger:
         self.last_contact: float | None = None
         self.last_contact_wall: float | None = None
         self.from_url = ""
+        self.on_epoch_error: Callable[[AsyncLogger, str, EpochError], None] | None = None
+        """Called (from any thread) when this JournalNode refuses a call stamped with the
+        writer's epoch because it promised a higher one: the writer is fenced. The second
+        argument names the call ("heartbeat", "sendEdits", ...)."""
         self._metrics = LOGGER_METRICS.for_logger(journal_id, channel.address)
 
     def __repr__(self) -> str:
@@ -146,12 +150,25 @@ class AsyncLogger:
         with self._lock:
             return self._enqueue(fn, args)
 
-    def _submit_req(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+    def _submit_req(self, name: str, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Queue ``fn(req, *args)`` with a freshly stamped RequestInfo. Stamping and queueing
         are one step under the lock, so the IPC serials reach the JournalNode strictly
         increasing even when two threads (the writer, the heartbeat thread) call at once."""
         with self._lock:
-            return self._enqueue(fn, (self._req_locked(), *args))
+            future = self._enqueue(fn, (self._req_locked(), *args))
+        return self._watch_epoch(name, future)
+
+    def _watch_epoch(self, name: str, future: Future[T]) -> Future[T]:
+        """Report an EpochError of a call stamped with our epoch to ``on_epoch_error``. Added
+        outside the lock: with DirectExecutor the callback runs at once, in this thread."""
+
+        def done(f: Future[T]) -> None:
+            exc = None if f.cancelled() else f.exception()
+            if isinstance(exc, EpochError) and self.on_epoch_error is not None:
+                self.on_epoch_error(self, name, exc)
+
+        future.add_done_callback(done)
+        return future
 
     def _enqueue(self, fn: Callable[..., T], args: tuple[Any, ...]) -> Future[T]:
         """Queue a call on the single worker (the caller holds the lock)."""
@@ -259,10 +276,11 @@ class AsyncLogger:
         with self._lock:
             self._segments_starting += 1
             try:
-                return self._enqueue(call, (self._req_locked(),))
+                future = self._enqueue(call, (self._req_locked(),))
             except BaseException:
                 self._segments_starting -= 1
                 raise
+        return self._watch_epoch("startLogSegment", future)
 
     def send_edits(
         self, segment_txid: int, first_txid: int, num_txns: int, framed: bytes
@@ -324,7 +342,7 @@ class AsyncLogger:
                     self._backlog -= 1
                     raise
         self._metrics.queued_bytes.set(self.queued_bytes)
-        return batch.result
+        return self._watch_epoch("sendEdits", batch.result)
 
     def _send_on_stream(self, batch: _Batch) -> None:
         """Send on the journal stream now; the caller holds the lock, so batches go out in the
@@ -414,7 +432,7 @@ class AsyncLogger:
 
     def heartbeat(self) -> Future[None]:
         future = self._submit_req(
-            self.channel.heartbeat, self._timeout("write_txns_timeout", 20)
+            "heartbeat", self.channel.heartbeat, self._timeout("write_txns_timeout", 20)
         )
         future.add_done_callback(
             lambda f: None if f.cancelled() or f.exception() is not None else self._contacted()
@@ -423,6 +441,7 @@ class AsyncLogger:
 
     def finalize_log_segment(self, start: int, end: int, md5: bytes = b"") -> Future[None]:
         return self._submit_req(
+            "finalizeLogSegment",
             self.channel.finalize_log_segment,
             start,
             end,
@@ -432,6 +451,7 @@ class AsyncLogger:
 
     def purge_logs(self, min_txid_to_keep: int) -> Future[None]:
         return self._submit_req(
+            "purgeLogs",
             self.channel.purge_logs,
             min_txid_to_keep,
             self._timeout("finalize_segment_timeout", 120),
@@ -461,6 +481,7 @@ class AsyncLogger:
 
     def prepare_recovery(self, segment_txid: int) -> Future[PrepareRecoveryResult]:
         return self._submit_req(
+            "prepareRecovery",
             self.channel.prepare_recovery,
             segment_txid,
             self._timeout("prepare_recovery_timeout", 120),
@@ -468,6 +489,7 @@ class AsyncLogger:
 
     def accept_recovery(self, state: SegmentState, from_url: str) -> Future[None]:
         return self._submit_req(
+            "acceptRecovery",
             self.channel.accept_recovery,
             state,
             from_url,

@@ -24,6 +24,8 @@ from typing import Any
 import structlog
 
 from conf import TLSSettings
+from conf.mutants import Mutant, active
+from journalnode.errors import EpochError
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RemoteEditLog
 from qjm.async_logger import AsyncLogger, AsyncLoggerSet
@@ -31,6 +33,7 @@ from qjm.channel import GrpcJournalChannel
 from qjm.epochs import next_epoch
 from qjm.errors import QJMError, QuorumException, RecoveryError
 from qjm.metrics import QUORUM_SYNC_SECONDS
+from qjm.read_index import ReadIndex
 from qjm.reader import (
     EditLogReadError,
     RedundantEditLogInputStream,
@@ -78,6 +81,12 @@ class QuorumJournalManager:
         self._log = log.bind(journal=journal_id)
         self._heartbeat_stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
+        self._fence_lock = threading.Lock()
+        self._fenced: str | None = None
+        self._fence_listeners: list[Callable[[str], None]] = []
+        self._read_index = ReadIndex(self._confirm_round)
+        for lg in loggers.loggers:
+            lg.on_epoch_error = self._on_epoch_error
 
     @classmethod
     def connect(
@@ -289,6 +298,68 @@ class QuorumJournalManager:
         self._set_committed(last)
         for lg in self.loggers.loggers:
             lg.update_lag(last)
+
+    # ------------------------------------------------------------------ fencing (issue 11)
+
+    @property
+    def fenced(self) -> str | None:
+        """Why this writer is fenced (a JournalNode promised a newer epoch), or None."""
+        return self._fenced
+
+    def add_fence_listener(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(reason)`` once, from any thread, when this writer learns that a
+        newer epoch was promised (at once if it already has)."""
+        with self._fence_lock:
+            reason = self._fenced
+            if reason is None:
+                self._fence_listeners.append(listener)
+        if reason is not None:
+            listener(reason)
+
+    def _on_epoch_error(self, lg: AsyncLogger, call: str, exc: EpochError) -> None:
+        """A JournalNode refused a call stamped with our epoch: a newer writer has been
+        promised there. Whichever call told us (a heartbeat, a write, a finalize), this
+        writer must stop, as when a sync fails; one refusal is enough, since a JournalNode
+        never promises an epoch back down."""
+        if self.epoch == 0:
+            return
+        if call == "heartbeat" and active(Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED):
+            return
+        reason = f"{lg.address} refused {call} in epoch {self.epoch}: {exc}"
+        with self._fence_lock:
+            if self._fenced is not None:
+                return
+            self._fenced = reason
+            listeners, self._fence_listeners = self._fence_listeners, []
+        self._log.error("writer fenced: a newer epoch was promised", reason=reason)
+        for listener in listeners:
+            try:
+                listener(reason)
+            except Exception:
+                self._log.exception("a fence listener failed", reason=reason)
+
+    def confirm_epoch(self, timeout: float | None = None) -> None:
+        """Return once a majority of JournalNodes accepted a call stamped with our epoch that
+        was sent after this call began (a read-index round, shared by every caller waiting
+        at that moment: ``qjm.read_index``). Raises QuorumException otherwise; an EpochError
+        among the answers also fences this writer."""
+        if self.epoch == 0:
+            raise QJMError("confirm_epoch before this writer took an epoch")
+        if self._fenced is not None:
+            raise QJMError(f"this writer is fenced: {self._fenced}")
+        limit = self.timeouts.write_txns_timeout if timeout is None else timeout
+        self._read_index.confirm(limit + 5.0)
+
+    def _confirm_round(self) -> None:
+        self._wait(
+            self.loggers.heartbeat(), self.timeouts.write_txns_timeout, "confirmEpoch()"
+        )
+        if self._fenced is not None:
+            raise QJMError(f"this writer is fenced: {self._fenced}")
+
+    @property
+    def read_index_rounds(self) -> int:
+        return self._read_index.rounds
 
     # ------------------------------------------------------------------ heartbeats
 

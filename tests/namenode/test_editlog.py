@@ -39,6 +39,10 @@ class FakeQJM:
     hold: threading.Event | None = None
     entered: threading.Event = field(default_factory=threading.Event)
     fail_with: BaseException | None = None
+    fence_listeners: list[Any] = field(default_factory=list)
+
+    def add_fence_listener(self, listener: Any) -> None:
+        self.fence_listeners.append(listener)
 
     def start_log_segment(self, txid: int) -> QuorumOutputStream:
         return QuorumOutputStream(self, txid)  # type: ignore[arg-type]
@@ -181,3 +185,50 @@ def test_a_failed_finalize_is_fatal() -> None:
     with pytest.raises(EditLogError, match="could not finalize log segment 1-3"):
         edit_log.roll(lambda op: applied.append(op.txid))
     assert failures and edit_log.failure is not None
+
+
+def test_a_fence_learned_from_any_call_fails_the_edit_log_at_once() -> None:
+    # Issue 11: the QJM tells the edit log when a JournalNode refused a heartbeat (or a write,
+    # or a finalize) for a newer epoch; nothing more is acknowledged, the NameNode is told.
+    qjm = FakeQJM()
+    failures: list[str] = []
+    edit_log, _ = open_log(qjm, on_failure=failures.append)
+    txid = edit_log.log_edit(mkdir_op("/a"))
+    assert len(qjm.fence_listeners) == 1
+    qjm.fence_listeners[0]("127.0.0.1:1 refused heartbeat in epoch 1: EpochError: 1 < 2")
+    assert failures and "refused heartbeat" in failures[0]
+    with pytest.raises(EditLogError, match="never will be"):
+        edit_log.log_sync(txid)
+    with pytest.raises(EditLogError, match="not accepting edits"):
+        edit_log.log_edit(mkdir_op("/b"))
+
+
+def test_an_op_that_fails_to_apply_is_never_shipped() -> None:
+    # A syncer running while the op applies must not take it: the op reaches the buffer
+    # only once it applied, so a failure to apply ships nothing (issue 11).
+    qjm = FakeQJM()
+    failures: list[str] = []
+    edit_log, _ = open_log(qjm, on_failure=failures.append)
+    first = edit_log.log_edit(mkdir_op("/a"))
+    sync_errors: list[EditLogError] = []
+    syncer = threading.Thread(target=_sync, args=(edit_log, sync_errors), name="syncer")
+
+    def apply(op: edits_pb2.EditOp) -> object:
+        syncer.start()  # another handler's log_sync, racing this apply
+        syncer.join(0.5)
+        raise RuntimeError("prepare and apply disagree")
+
+    with pytest.raises(EditLogError, match="did not apply"):
+        edit_log.log_and_apply(mkdir_op("/b"), apply)
+    syncer.join(10)
+    assert first + 1 not in qjm.txids
+    # The racing syncer waited for the apply, then found the edit log failed.
+    assert len(sync_errors) == 1 and "did not apply" in str(sync_errors[0])
+    assert edit_log.failure is not None and failures
+
+
+def _sync(edit_log: FSEditLog, errors: list[EditLogError]) -> None:
+    try:
+        edit_log.log_sync()
+    except EditLogError as exc:
+        errors.append(exc)

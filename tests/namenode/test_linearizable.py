@@ -1,0 +1,120 @@
+"""Issue 11 in one process, on real JournalNodes and a real NameNode: answers that log nothing
+(a read, a ``mkdir -p`` of an existing directory, a refused ``create``) wait until the edits
+they observed are durable, so a client is never told about a state that never reached the
+log; and a read-index round confirms the epoch for every read waiting at once.
+
+The writer's sends are held at a gate (the real QuorumJournalManager, whose ``_send`` waits
+for the test) so that an edit is applied and not yet durable for as long as the test needs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from hanamenode.errors import EditLogError, StandbyError, from_rpc_error
+from hanamenode.ha import HAState
+from proto import namenode_pb2
+from proto.values import NamespaceInfo
+from qjm.manager import QuorumJournalManager, connect_from_settings
+from tests.namenode.cluster import NameNodeCluster, header, wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class SendGate:
+    """Holds the NameNode's journal writes while closed."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.open.set()
+        self.entered = threading.Event()
+
+    def factory(self, settings: Any) -> Callable[[NamespaceInfo], QuorumJournalManager]:
+        def make(ns_info: NamespaceInfo) -> QuorumJournalManager:
+            qjm = connect_from_settings(settings, ns_info)
+            send = qjm._send
+
+            def held(*args: Any) -> None:
+                if not self.open.is_set():
+                    self.entered.set()
+                    assert self.open.wait(30)
+                send(*args)
+
+            qjm._send = held  # type: ignore[method-assign]
+            return qjm
+
+        return make
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[tuple[NameNodeCluster, SendGate]]:
+    gate = SendGate()
+    with NameNodeCluster(tmp_path, namenodes=1) as c:
+        c.stop_nn("nn1")
+        assert c.settings is not None
+        c.start_nn("nn1", qjm_factory=gate.factory(c.settings))
+        c.transition_to_active("nn1")
+        yield c, gate
+
+
+def outcome(call: Callable[[], object]) -> object:
+    """What the call answered, or the NamenodeError it was refused with."""
+    try:
+        return call()
+    except grpc.RpcError as err:
+        return from_rpc_error(err)
+
+
+def test_answers_that_observed_a_lost_edit_are_never_given(
+    gated: tuple[NameNodeCluster, SendGate],
+) -> None:
+    c, gate = gated
+    nn1 = c.client("nn1")
+    c.mkdir("nn1", "/base")
+    gate.open.clear()
+    lost = threading.Thread(target=lambda: outcome(lambda: c.mkdir("nn1", "/base/x")))
+    lost.start()
+    assert gate.entered.wait(10)  # /base/x is applied; its sync is held at the gate
+    assert c.fsn("nn1").namespace.stat("/base/x").is_dir
+    # The sync will fail: a majority of JournalNodes goes away before it is sent.
+    c.journal.stop(0)
+    c.journal.stop(1)
+
+    answers: dict[str, object] = {}
+    calls: dict[str, Callable[[], object]] = {
+        "mkdir -p": lambda: nn1.Mkdirs(
+            namenode_pb2.MkdirsRequest(header=header(), path="/base/x", create_parent=True),
+            timeout=20,
+        ).created,
+        "create": lambda: nn1.Create(
+            namenode_pb2.CreateRequest(header=header(), path="/base/x"), timeout=20
+        ),
+        "stat": lambda: nn1.GetFileInfo(
+            namenode_pb2.GetFileInfoRequest(header=header(), path="/base/x"), timeout=20
+        ).status.is_dir,
+    }
+    threads = [
+        threading.Thread(target=lambda k=k, f=f: answers.__setitem__(k, outcome(f)), name=k)
+        for k, f in calls.items()
+    ]
+    for t in threads:
+        t.start()
+    # Each of them observed /base/x; none may answer before it is durable.
+    for t in threads:
+        t.join(0.5)
+    assert answers == {}, f"answered before /base/x was durable: {answers}"
+    gate.open.set()
+    for t in threads:
+        t.join(20)
+    lost.join(20)
+    for name, answer in answers.items():
+        # Refused as by a NameNode that is not (or no longer) the active: not an answer
+        # about /base/x, which never reached the log.
+        assert isinstance(answer, StandbyError | EditLogError), f"{name} answered {answer!r}"
+    wait_for(lambda: c.fsn("nn1").state is HAState.STANDBY, what="nn1 to leave ACTIVE")
