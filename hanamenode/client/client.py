@@ -55,6 +55,10 @@ class HaFsClient:
     ``dfs.client.*`` policy, TLS), a list of ``host:port`` addresses (then ``policy`` and
     ``tls``, or their defaults), or a ``FailoverProxy`` made by the caller (the other
     arguments are then ignored). ``client_id`` and ``channel_factory`` go to the proxy.
+
+    ``allow_stale_read`` makes ``list`` and ``stat`` accept a standby's answer, which may lag
+    the active (as etcd's serializable reads); by default every answer is linearizable
+    (docs/consistency.md §4).
     """
 
     def __init__(
@@ -65,7 +69,9 @@ class HaFsClient:
         tls: TLSSettings | None = None,
         client_id: bytes | None = None,
         channel_factory: Callable[[str], grpc.Channel] | None = None,
+        allow_stale_read: bool = False,
     ) -> None:
+        self.allow_stale_read = allow_stale_read
         self.proxy: FailoverProxy
         if isinstance(target, FailoverProxy):
             self.proxy = target
@@ -150,7 +156,9 @@ class HaFsClient:
             request.header.CopyFrom(header)
             return stub.GetListing(request, timeout=timeout)
 
-        return [status_from_pb(e) for e in self.proxy.call("list", invoke).entries]
+        return [status_from_pb(e) for e in self.proxy.call(
+            "list", invoke, allow_stale_read=self.allow_stale_read
+        ).entries]
 
     def stat(self, path: str) -> StatInfo:
         """The attributes of ``path``; ``PathNotFoundError`` when it does not exist."""
@@ -162,7 +170,9 @@ class HaFsClient:
             request.header.CopyFrom(header)
             return stub.GetFileInfo(request, timeout=timeout)
 
-        return status_from_pb(self.proxy.call("stat", invoke).status)
+        return status_from_pb(
+            self.proxy.call("stat", invoke, allow_stale_read=self.allow_stale_read).status
+        )
 
     # -- lifetime ------------------------------------------------------------------------------
 

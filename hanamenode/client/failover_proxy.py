@@ -170,6 +170,7 @@ class FailoverProxy:
         channel_factory: Callable[[str], grpc.Channel] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        pinned: bool = False,
     ) -> None:
         if not namenodes:
             raise ValueError("a failover proxy needs at least one NameNode address")
@@ -178,6 +179,11 @@ class FailoverProxy:
             for nn in namenodes
         )
         self.policy = policy if policy is not None else RetryPolicy()
+        if pinned and len(self.namenodes) != 1:
+            raise ValueError(f"a pinned proxy asks one NameNode, not {len(self.namenodes)}")
+        self.pinned = pinned
+        """Every call goes to the one NameNode, once: its answer (a StandbyError too) is
+        the caller's, with no failover and no retry (``hafs --namenode``/``-fs``)."""
         self.client_id = client_id if client_id is not None else os.urandom(CLIENT_ID_BYTES)
         self._tls = tls
         self._channel_factory = channel_factory or (lambda a: make_channel(a, self._tls))
@@ -220,6 +226,26 @@ class FailoverProxy:
             tls=settings.tls,
             client_id=client_id,
             channel_factory=channel_factory,
+        )
+
+    @classmethod
+    def pinned_to(
+        cls,
+        address: NameNodeAddress | str,
+        policy: RetryPolicy | None = None,
+        *,
+        tls: TLSSettings | None = None,
+        client_id: bytes | None = None,
+        channel_factory: Callable[[str], grpc.Channel] | None = None,
+    ) -> FailoverProxy:
+        """A proxy that sends every call to ``address`` alone, once (see ``pinned``)."""
+        return cls(
+            [address],
+            policy,
+            tls=tls,
+            client_id=client_id,
+            channel_factory=channel_factory,
+            pinned=True,
         )
 
     # -- state ---------------------------------------------------------------------------------
@@ -290,7 +316,7 @@ class FailoverProxy:
                 reply = invoke(self._stub(nn), header, policy.rpc_timeout)
             except grpc.RpcError as err:
                 error, retriable = classify(err)
-                if not retriable:
+                if not retriable or self.pinned:
                     raise error from None
                 last = error
                 answers[nn] = f"{type(error).__name__}: {error}"

@@ -28,6 +28,7 @@ failover proxy; when none answers as active the line names every NameNode's last
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -38,8 +39,10 @@ import click
 
 from conf import ConfigError, Settings, load_settings
 from conf.logging import LOG_FORMAT_OPTION, LOG_LEVELS, setup_logging
+from conf.settings import CONF_ENV
 from hanamenode import paths as namespace_paths
 from hanamenode.client.client import HaFsClient
+from hanamenode.client.failover_proxy import FailoverProxy, NameNodeAddress, RetryPolicy
 from hanamenode.client.globs import GlobError, component_regex
 from hanamenode.client.globs import expand as expand_glob
 from hanamenode.errors import (
@@ -51,6 +54,7 @@ from hanamenode.errors import (
     PathNotFoundError,
 )
 from hanamenode.namespace import StatInfo
+from hanamenode.peers import connect_address
 
 __all__ = [
     "count_line",
@@ -224,8 +228,18 @@ class _Shell:
     """What every command shares: the configuration, one client (made on first use), and
     the count of failed paths that decides the exit status."""
 
-    def __init__(self, conf_path: str | None) -> None:
+    def __init__(
+        self,
+        conf_path: str | None,
+        *,
+        namenode: str | None = None,
+        fs_address: str | None = None,
+        stale_ok: bool = False,
+    ) -> None:
         self.conf_path = conf_path
+        self.namenode = namenode
+        self.fs_address = fs_address
+        self.stale_ok = stale_ok
         self._fs: HaFsClient | None = None
         self.errors = 0
 
@@ -233,11 +247,39 @@ class _Shell:
     def fs(self) -> HaFsClient:
         if self._fs is None:
             try:
-                settings: Settings = load_settings(self.conf_path)
-                self._fs = HaFsClient(settings)
+                self._fs = self._client()
             except ConfigError as exc:
                 raise click.ClickException(f"bad configuration: {exc}") from None
         return self._fs
+
+    def _client(self) -> HaFsClient:
+        """Through the failover proxy of the configuration, or pinned to one NameNode
+        (``--namenode``, ``-fs``): every call goes there alone, its answer is reported."""
+        if self.fs_address is not None and self.conf_path is None and not os.environ.get(
+            CONF_ENV
+        ):
+            proxy = FailoverProxy.pinned_to(self.fs_address)
+            return HaFsClient(proxy, allow_stale_read=self.stale_ok)
+        settings: Settings = load_settings(self.conf_path)
+        if self.fs_address is None and self.namenode is None:
+            return HaFsClient(settings, allow_stale_read=self.stale_ok)
+        if self.namenode is not None:
+            if self.namenode not in settings.namenode_ids:
+                known = ", ".join(settings.namenode_ids) or "none"
+                raise click.BadParameter(
+                    f"no NameNode {self.namenode!r} in the configuration (known: {known})",
+                    param_hint="--namenode",
+                )
+            address = NameNodeAddress(
+                self.namenode, connect_address(settings.namenode(self.namenode).rpc_address)
+            )
+        else:
+            assert self.fs_address is not None
+            address = NameNodeAddress(self.fs_address, self.fs_address)
+        proxy = FailoverProxy.pinned_to(
+            address, RetryPolicy.from_settings(settings.client), tls=settings.tls
+        )
+        return HaFsClient(proxy, allow_stale_read=self.stale_ok)
 
     def close(self) -> None:
         if self._fs is not None:
@@ -357,11 +399,46 @@ class DfsGroup(click.Group):
     show_default=True,
     help="Least severe level logged (info shows each failover).",
 )
+@click.option(
+    "--namenode",
+    "namenode",
+    metavar="NN_ID",
+    default=None,
+    help="Ask this configured NameNode alone: no failover, its answer (even a refusal).",
+)
+@click.option(
+    "-fs",
+    "--fs",
+    "fs_address",
+    metavar="HOST:PORT",
+    default=None,
+    help="Ask the NameNode at this address alone, as hdfs dfs -fs (no failover).",
+)
+@click.option(
+    "--stale-ok",
+    "stale_ok",
+    is_flag=True,
+    help="Accept stale answers to ls and stat (a standby may answer; it may lag the active).",
+)
 @click.pass_context
-def main(ctx: click.Context, conf_path: str | None, log_format: str, log_level: str) -> None:
-    """File system shell of the HA nameservice (in the habit of hdfs dfs)."""
+def main(
+    ctx: click.Context,
+    conf_path: str | None,
+    log_format: str,
+    log_level: str,
+    namenode: str | None,
+    fs_address: str | None,
+    stale_ok: bool,
+) -> None:
+    """File system shell of the HA nameservice (in the habit of hdfs dfs).
+
+    Every answer is linearizable unless --stale-ok is given (docs/consistency.md §4)."""
     setup_logging(log_format, log_level)
-    shell = _Shell(conf_path)
+    if namenode is not None and fs_address is not None:
+        raise click.UsageError("give --namenode or -fs, not both")
+    if fs_address is not None and ":" not in fs_address:
+        raise click.BadParameter(f"{fs_address!r} is not host:port", param_hint="-fs")
+    shell = _Shell(conf_path, namenode=namenode, fs_address=fs_address, stale_ok=stale_ok)
     ctx.obj = shell
     ctx.call_on_close(shell.close)
 
