@@ -230,13 +230,16 @@ class FSEditLog:
                 if apply is not None:
                     result = apply(op)
             except Exception as exc:
+                # The namespace may hold part of the op: this NameNode must not go on
+                # writing. Failed before the lock is released, so no syncer runs meanwhile.
                 failure = f"txid {txid} did not apply, so it was never logged: {exc}"
+                reported = self._mark_failed_locked(failure)
             else:
                 stream.write_framed(txid, framed)
                 self._last_written_txid = txid
         if failure is not None:
-            # The namespace may hold part of the op: this NameNode must not go on writing.
-            self._fail(failure)
+            if reported:
+                self._report_failure(failure)
             raise EditLogError(failure)
         return txid, result
 
@@ -302,10 +305,19 @@ class FSEditLog:
 
     def _fail(self, reason: str) -> None:
         with self._cond:
-            if self._failure is not None:
+            if not self._mark_failed_locked(reason):
                 return
-            self._failure = reason
-            self._cond.notify_all()
+        self._report_failure(reason)
+
+    def _mark_failed_locked(self, reason: str) -> bool:
+        """Set the failure (the caller holds ``_cond``); False if it had failed already."""
+        if self._failure is not None:
+            return False
+        self._failure = reason
+        self._cond.notify_all()
+        return True
+
+    def _report_failure(self, reason: str) -> None:
         self._log.error(
             "edit log failed: no more edits will be acknowledged by this NameNode",
             reason=reason,
