@@ -380,6 +380,44 @@ class FileJournalStorage:
         self._require_open()
         self._refuse_if_finalized(start_txid, "install a segment")
         path = self.current_dir / in_progress_name(start_txid)
+        self._write_checked(start_txid, chunks, expected_end, path)
+        self._poisoned.discard(start_txid)
+
+    def _staged_path(self, start_txid: int, epoch: int) -> Path:
+        # A name load() takes for a moved-aside file (kept, purged with its segment).
+        return self.current_dir / f"{in_progress_name(start_txid)}.epoch-{epoch}.synced"
+
+    def stage_segment(
+        self, start_txid: int, chunks: Iterable[bytes], expected_end: int, epoch: int
+    ) -> None:
+        """Write downloaded bytes to ``edits_inprogress_<start>.epoch-<epoch>.synced``, checked
+        as ``install_segment`` checks them; ``install_staged_segment`` renames it into place
+        once the accepted recovery is persisted (HDFS-3955)."""
+        self._require_open()
+        self._refuse_if_finalized(start_txid, "stage a segment")
+        self._write_checked(start_txid, chunks, expected_end, self._staged_path(start_txid, epoch))
+
+    def install_staged_segment(self, start_txid: int, epoch: int) -> bool:
+        self._require_open()
+        staged = self._staged_path(start_txid, epoch)
+        with storage_errors("stat", staged):
+            if not staged.exists():
+                return False
+        self._refuse_if_finalized(start_txid, "install a staged segment")
+        if self._segment_txid == start_txid:
+            self._close_segment()  # its fd would keep appending to the replaced inode
+        path = self.current_dir / in_progress_name(start_txid)
+        with storage_errors("rename", staged):
+            os.replace(staged, path)
+        fsutil.fsync_dir(self.current_dir)
+        self._poisoned.discard(start_txid)
+        return True
+
+    def _write_checked(
+        self, start_txid: int, chunks: Iterable[bytes], expected_end: int, path: Path
+    ) -> None:
+        """Write ``chunks`` to a temp file, fsync, check it holds exactly the records
+        start..expected_end, rename it to ``path`` and fsync the directory."""
         what = f"segment {start_txid}"
         fd, tmp = fsutil.open_temp(self.current_dir, path.name)
         try:
@@ -406,7 +444,7 @@ class FileJournalStorage:
                 raise JournalStateError(
                     f"downloaded {what} holds {got}, expected up to {expected_end}"
                 )
-            if self._segment_txid == start_txid:
+            if path.name == in_progress_name(start_txid) and self._segment_txid == start_txid:
                 self._close_segment()  # its fd would keep appending to the replaced inode
             with storage_errors("rename", tmp):
                 os.replace(tmp, path)
@@ -414,7 +452,6 @@ class FileJournalStorage:
             fsutil.remove_quietly(tmp)
             raise
         fsutil.fsync_dir(self.current_dir)
-        self._poisoned.discard(start_txid)
 
     def purge(self, min_txid_to_keep: int) -> list[str]:
         """Remove finalized segments ending below ``min_txid_to_keep``, moved-aside files

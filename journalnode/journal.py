@@ -157,6 +157,8 @@ class Journal:
         # When a call of the promised epoch was last accepted (writer_holds). Loading counts
         # as one: after a restart, a live writer may not have called again yet.
         self._writer_seen_at = self._clock()
+        if self._ns is not None:
+            self._complete_half_done_accepts()
         if self._segments:
             self.stats.last_written_txid = max(s.end_txid for s in self._segments.values())
 
@@ -615,6 +617,9 @@ class Journal:
             self._check_request(req)
             # The writer is recovering: nothing may be appended to whatever was open.
             self._cur_segment = None
+            accepted = self._accepted.get(segment_txid)
+            if accepted is not None:
+                self._install_staged(segment_txid, accepted.accepted_in_epoch)
             state = self._rescan(segment_txid)
             if state is not None:
                 state = state.with_md5(self._segment_md5(segment_txid, state.end_txid))
@@ -686,9 +691,34 @@ class Journal:
                     raise JournalStateError(
                         f"segment {state} downloaded from {from_url} does not have the accepted md5"
                     )
-                self.storage.install_segment(start, [data], state.end_txid)
-                self._segments[start] = SegmentState(start, state.end_txid, True)
+                # Aside first: until the decision below is persisted, the segment on disk
+                # and the paxos record still agree with each other.
+                self.storage.stage_segment(start, [data], state.end_txid, req.epoch)
             accepted = AcceptedRecovery(state, req.epoch)
+            # The commit point (HDFS-3955): persisted before the segment changes, so a crash
+            # leaves either the old segment and the old record, or the new record and a staged
+            # copy that the next prepareRecovery or start-up installs.
             self.storage.persist_accepted_recovery(start, accepted)
             self._accepted[start] = accepted
+            if not same_content:
+                self._install_staged(start, req.epoch)
             self._log.info("accepted recovery", segment=str(state), epoch=req.epoch)
+
+    def _install_staged(self, start: int, epoch: int) -> bool:
+        """Rename the copy of segment ``start`` staged by acceptRecovery in ``epoch`` into
+        place (after its paxos record was persisted), if it is still aside."""
+        if not self.storage.install_staged_segment(start, epoch):
+            return False
+        accepted = self._accepted[start].segment_state
+        self._segments[start] = SegmentState(start, accepted.end_txid, True)
+        self._log.info("installed the segment of an accepted recovery", segment=str(accepted))
+        return True
+
+    def _complete_half_done_accepts(self) -> None:
+        """An acceptRecovery that persisted its decision and died before installing the
+        downloaded copy is finished here (Hadoop's completeHalfDoneAcceptRecovery)."""
+        for start, accepted in sorted(self._accepted.items()):
+            if self._install_staged(start, accepted.accepted_in_epoch):
+                self._log.warning(
+                    "completed a half-done acceptRecovery", segment=str(accepted.segment_state)
+                )

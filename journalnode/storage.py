@@ -97,6 +97,18 @@ class JournalStorage(Protocol):
         after checking they hold exactly the records start_txid..expected_end."""
         ...
 
+    def stage_segment(
+        self, start_txid: int, chunks: Iterable[bytes], expected_end: int, epoch: int
+    ) -> None:
+        """Keep downloaded bytes aside, durably, as the copy of segment start_txid accepted in
+        ``epoch`` (checked as for ``install_segment``); the segment itself is untouched."""
+        ...
+
+    def install_staged_segment(self, start_txid: int, epoch: int) -> bool:
+        """Replace the in-progress segment with the copy staged in ``epoch``, atomically;
+        False when there is none (installed already, or never staged)."""
+        ...
+
     def purge(self, min_txid_to_keep: int) -> list[str]:
         """Remove finalized segments that end below min_txid_to_keep (and their leftovers);
         return what was removed."""
@@ -138,6 +150,8 @@ class MemoryJournalStorage:
         self.segments: dict[int, tuple[bytearray, int | None]] = {}
         self.moved_aside: list[tuple[int, str, bytes]] = []
         self.accepted: dict[int, AcceptedRecovery] = {}
+        # (start txid, epoch) -> a downloaded copy acceptRecovery has not installed yet
+        self.staged: dict[tuple[int, int], bytes] = {}
 
     def load(self) -> LoadedJournal:
         states = []
@@ -224,6 +238,22 @@ class MemoryJournalStorage:
         data = b"".join(chunks)
         check_downloaded_segment(data, start_txid, expected_end, f"segment {start_txid}")
         self.segments[start_txid] = (bytearray(data), None)
+
+    def stage_segment(
+        self, start_txid: int, chunks: Iterable[bytes], expected_end: int, epoch: int
+    ) -> None:
+        self._refuse_finalized(start_txid)
+        data = b"".join(chunks)
+        check_downloaded_segment(data, start_txid, expected_end, f"segment {start_txid}")
+        self.staged[(start_txid, epoch)] = data
+
+    def install_staged_segment(self, start_txid: int, epoch: int) -> bool:
+        data = self.staged.pop((start_txid, epoch), None)
+        if data is None:
+            return False
+        self._refuse_finalized(start_txid)
+        self.segments[start_txid] = (bytearray(data), None)
+        return True
 
     def purge(self, min_txid_to_keep: int) -> list[str]:
         removed = []

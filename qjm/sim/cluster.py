@@ -68,8 +68,10 @@ class SimJournalStorage(MemoryJournalStorage):
 
     ``tear_at`` (armed by the channel for one journal() call): the append writes only that
     many bytes of the batch, then the process dies (a torn tail, repaired by the next load).
-    ``lose_accept`` (armed for one acceptRecovery): the process dies after the segment was
-    synced but before the accepted recovery is persisted. ``purged_below`` remembers the
+    ``lose_accept`` (armed for one acceptRecovery): the process dies between its two writes:
+    after persisting the accepted recovery, before the downloaded copy replaces the segment
+    (the next start-up or prepareRecovery installs it), or, with nothing downloaded, before
+    persisting. ``purged_below`` remembers the
     highest purge, so the never-unfinalized invariant can tell a purge from a lost segment.
     """
 
@@ -93,9 +95,15 @@ class SimJournalStorage(MemoryJournalStorage):
     def persist_accepted_recovery(self, segment_txid: int, accepted: AcceptedRecovery) -> None:
         if self.lose_accept:
             self.lose_accept = False
+            if (segment_txid, accepted.accepted_in_epoch) in self.staged:
+                super().persist_accepted_recovery(segment_txid, accepted)
+                raise JournalNodeCrash(
+                    f"died after persisting the accepted recovery {accepted.segment_state} of "
+                    f"epoch {accepted.accepted_in_epoch}, before installing its segment"
+                )
             raise JournalNodeCrash(
-                f"died after syncing segment {segment_txid}, before persisting the accepted "
-                f"recovery {accepted.segment_state} of epoch {accepted.accepted_in_epoch}"
+                f"died before persisting the accepted recovery {accepted.segment_state} of "
+                f"epoch {accepted.accepted_in_epoch}"
             )
         super().persist_accepted_recovery(segment_txid, accepted)
 
