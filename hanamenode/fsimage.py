@@ -18,14 +18,18 @@ inode_count) and ``inodes`` (id, parent_id, name, is_dir, mtime_ms, permission, 
 group, length, replication). Ids are local to one image: the tree is written in pre-order, so
 every parent's id is below its children's and the loader builds the tree in one pass.
 
-The retry cache is not part of the image, as in HDFS: its entries expire within minutes, and a
-NameNode rebuilds the ones that matter by replaying the edits after the image.
+Since layout version 2 the image also keeps the retry cache's answers to logged calls
+(``retry_cache``: client_id, call_id, txid, the answer as JSON, and the wall-clock deadline
+of the entry), unlike HDFS: a NameNode that restarts from an image then still answers a retry
+of a call logged before it, instead of running it again (issue 11). The edits after the
+image rebuild the rest, as before. Version 1 images (without the table) still load.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import re
 import sqlite3
@@ -41,11 +45,12 @@ from sqlalchemy.engine import Engine
 
 from durable.files import atomic_write, fsync_dir, fsync_file
 from hanamenode.errors import CorruptImageError, FSImageError
-from hanamenode.namespace import INode, INodeDirectory, INodeFile, Namespace
+from hanamenode.namespace import INode, INodeDirectory, INodeFile, Namespace, StatInfo
 from hanamenode.retry_cache import RetryCache
 from proto.values import NamespaceInfo
 
-IMAGE_LAYOUT_VERSION = 1
+IMAGE_LAYOUT_VERSION = 2
+READABLE_LAYOUT_VERSIONS = (1, 2)
 _IMAGE_NAME = re.compile(r"fsimage_(\d{19})\.db")
 # Every file a save may leave behind: the image, its md5, and either one's temp file.
 # A crashed save leaves "fsimage_<txid>.db.tmp", a crashed md5 write
@@ -81,6 +86,44 @@ inodes = sa.Table(
     sa.Column("length", sa.BigInteger, nullable=False),
     sa.Column("replication", sa.Integer, nullable=False),
 )
+
+
+retry_entries = sa.Table(
+    "retry_cache",
+    metadata,
+    sa.Column("client_id", sa.LargeBinary, nullable=False),
+    sa.Column("call_id", sa.BigInteger, nullable=False),
+    sa.Column("txid", sa.BigInteger, nullable=False),
+    sa.Column("result", sa.String, nullable=False),  # JSON: encode_result
+    sa.Column("expires_ms", sa.BigInteger, nullable=False),  # wall clock, ms since the epoch
+    sa.PrimaryKeyConstraint("client_id", "call_id"),
+)
+
+
+def encode_result(result: object) -> str:
+    """A retry-cache answer as JSON: True/False, a StatInfo (create), a path (rename)."""
+    if isinstance(result, bool) or result is None:
+        return json.dumps({"bool": result})
+    if isinstance(result, StatInfo):
+        return json.dumps({"stat": dataclasses.asdict(result)})
+    if isinstance(result, str):
+        return json.dumps({"path": result})
+    raise FSImageError(f"cannot keep a {type(result).__name__} answer in the image: {result!r}")
+
+
+def decode_result(text: str) -> object:
+    try:
+        value = json.loads(text)
+        (kind, body), = value.items()
+        if kind == "bool":
+            return body
+        if kind == "stat":
+            return StatInfo(**body)
+        if kind == "path":
+            return str(body)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise FSImageError(f"bad retry cache answer {text[:100]!r} in the image: {exc}") from exc
+    raise FSImageError(f"bad retry cache answer {text[:100]!r} in the image")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +205,20 @@ def save_image(
                 f"txid {namespace.last_applied_txid}"
             )
         rows = list(_inode_rows(namespace))
+        logged = (
+            namespace.retry_cache.logged_entries(txid) if namespace.retry_cache is not None else []
+        )
+    wall_ms = time.time() * 1000
+    retry_rows = [
+        {
+            "client_id": entry.client_id,
+            "call_id": entry.call_id,
+            "txid": entry.txid,
+            "result": encode_result(entry.result),
+            "expires_ms": int(wall_ms + remaining * 1000),
+        }
+        for entry, remaining in logged
+    ]
     final = name_dir / image_name(txid)
     if final.exists():
         raise FSImageError(f"an image for txid {txid} already exists: {final}")
@@ -176,7 +233,7 @@ def save_image(
     tmp = final.with_name(final.name + ".tmp")
     tmp.unlink(missing_ok=True)  # left by a save that crashed
     try:
-        _write_database(tmp, info, rows)
+        _write_database(tmp, info, rows, retry_rows)
         fsync_file(tmp)
         digest = _md5_of(tmp)
         atomic_write(md5_path(final), f"{digest}  {final.name}\n".encode())
@@ -234,7 +291,9 @@ def _engine(path: Path, *, read_only: bool) -> Engine:
     return sa.create_engine("sqlite://", creator=connect, poolclass=sa.pool.NullPool)
 
 
-def _write_database(path: Path, info: ImageInfo, rows: list[dict[str, Any]]) -> None:
+def _write_database(
+    path: Path, info: ImageInfo, rows: list[dict[str, Any]], retry_rows: list[dict[str, Any]]
+) -> None:
     engine = _engine(path, read_only=False)
     try:
         with engine.begin() as conn:
@@ -242,6 +301,8 @@ def _write_database(path: Path, info: ImageInfo, rows: list[dict[str, Any]]) -> 
             conn.execute(image_info.insert(), dataclasses.asdict(info))
             for start in range(0, len(rows), _BATCH):
                 conn.execute(inodes.insert(), rows[start : start + _BATCH])
+            if retry_rows:
+                conn.execute(retry_entries.insert(), retry_rows)
     finally:
         engine.dispose()
 
@@ -293,6 +354,8 @@ def load_image(
         with engine.connect() as conn:
             info = _read_info(path, conn)
             root = _read_tree(path, conn, info)
+            if retry_cache is not None and info.layout_version >= 2:
+                _read_retry_entries(conn, retry_cache)
     except sa.exc.SQLAlchemyError as exc:
         raise FSImageError(f"cannot read image {path}: {exc.__class__.__name__}: {exc}") from exc
     finally:
@@ -308,12 +371,27 @@ def _read_info(path: Path, conn: sa.Connection) -> ImageInfo:
     if len(rows) != 1:
         raise FSImageError(f"image {path} has {len(rows)} image_info rows, expected 1")
     info = ImageInfo(**rows[0]._asdict())
-    if info.layout_version != IMAGE_LAYOUT_VERSION:
+    if info.layout_version not in READABLE_LAYOUT_VERSIONS:
         raise FSImageError(
             f"image {path} has layout version {info.layout_version}; this NameNode reads "
-            f"version {IMAGE_LAYOUT_VERSION}"
+            f"versions {', '.join(map(str, READABLE_LAYOUT_VERSIONS))}"
         )
     return info
+
+
+def _read_retry_entries(conn: sa.Connection, cache: RetryCache) -> None:
+    """Put the image's retry entries back with what is left of their lifetime."""
+    wall_ms = time.time() * 1000
+    for client_id, call_id, txid, result, expires_ms in conn.execute(
+        sa.select(retry_entries).order_by(retry_entries.c.txid)
+    ):
+        cache.restore(
+            bytes(client_id),
+            int(call_id),
+            decode_result(result),
+            txid=int(txid),
+            remaining=(expires_ms - wall_ms) / 1000,
+        )
 
 
 def _read_tree(path: Path, conn: sa.Connection, info: ImageInfo) -> INodeDirectory:

@@ -22,12 +22,12 @@ Failures are recorded only locally: a refused call logged nothing, so another Na
 entry and re-executes a retry, which is safe because the refused call changed nothing (HDFS
 does the same).
 
-The cache is not part of the fsimage — HDFS does not persist it either. Entries live for
-``expiry`` seconds (10 minutes, HDFS's ``dfs.namenode.retrycache.expirytime.millis``), far
-longer than any client retries. A standby that has been tailing holds an entry for every
-logged call; a NameNode that restarts from an image holds entries only for the edits after
-it, so a retry of a call logged just before that checkpoint re-executes (the same gap as
-HDFS).
+Entries live for ``expiry`` seconds (10 minutes, HDFS's
+``dfs.namenode.retrycache.expirytime.millis``), far longer than any client retries. A standby
+that has been tailing holds an entry for every logged call. Unlike HDFS, the successes of
+logged calls are also kept in the fsimage (``logged_entries``/``restore``, with what is left of
+their lifetime as a wall-clock deadline), so a NameNode that restarts from an image still
+answers a retry of a call logged before it (issue 11; docs/consistency.md §3).
 """
 
 from __future__ import annotations
@@ -124,6 +124,36 @@ class RetryCache:
                 return None
             self._entries.move_to_end(key)
             return entry
+
+    def logged_entries(self, up_to_txid: int) -> list[tuple[CacheEntry, float]]:
+        """Every unexpired success of a logged call (txid 1..``up_to_txid``), with the
+        seconds it has left: what an image at ``up_to_txid`` keeps."""
+        with self._lock:
+            now = self._clock()
+            return [
+                (entry, entry.expires_at - now)
+                for entry in self._entries.values()
+                if entry.state is CacheState.SUCCESS
+                and 0 < entry.txid <= up_to_txid
+                and entry.expires_at > now
+            ]
+
+    def restore(
+        self, client_id: bytes, call_id: int, result: object, *, txid: int, remaining: float
+    ) -> None:
+        """Put back a success read from an image, with ``remaining`` seconds to live (at
+        most the cache's expiry); an entry already past its time is dropped."""
+        if remaining <= 0 or not self.is_retryable(client_id, call_id):
+            return
+        key = (client_id, call_id)
+        with self._lock:
+            now = self._clock()
+            expires_at = now + min(remaining, self.expiry)
+            self._entries[key] = CacheEntry(
+                client_id, call_id, CacheState.SUCCESS, result, None, txid, expires_at
+            )
+            self._entries.move_to_end(key)
+            self._evict(now)
 
     def __len__(self) -> int:
         with self._lock:

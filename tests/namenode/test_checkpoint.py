@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import grpc
 import pytest
 
 from hanamenode import fsimage
@@ -202,3 +203,41 @@ def test_no_purge_while_a_namenode_newest_image_is_unknown(tmp_path: Path) -> No
         assert again is None or again.purged_before == 1
         with reader(c) as qjm:
             check_edits_available(qjm, 1)
+
+
+def test_a_retry_of_a_call_logged_before_the_image_is_answered_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    # Issue 11: the retry cache's answers to logged calls are kept in the image, so a
+    # NameNode that restarts from it still answers a retry instead of running it again.
+    with NameNodeCluster(tmp_path) as c:
+        c.transition_to_active("nn1")
+        client = c.client("nn1")
+        mkdir_call = header()
+        made = client.Mkdirs(namenode_pb2.MkdirsRequest(header=mkdir_call, path="/a"), timeout=10)
+        create_call = header()
+        created = client.Create(
+            namenode_pb2.CreateRequest(header=create_call, path="/a/f", length=7), timeout=10
+        )
+        quiesce(c, "nn1", ("nn2",))
+        result = checkpoint(c, "nn2")
+        assert result is not None and result.txid >= created.txid
+        assert c.fsn("nn1").name_dir.newest_image_txid() == result.txid
+        # Both NameNodes restart: what they know of the calls comes from the image alone.
+        c.transition_to_standby("nn1")
+        c.stop_nn("nn1")
+        c.stop_nn("nn2")
+        c.start_nn("nn2")
+        assert c.fsn("nn2").last_applied_txid == result.txid
+        assert len(c.fsn("nn2").retry_cache) >= 2
+        c.transition_to_active("nn2")
+        nn2 = c.client("nn2")
+        again = nn2.Mkdirs(namenode_pb2.MkdirsRequest(header=mkdir_call, path="/a"), timeout=10)
+        assert (again.created, again.txid) == (True, made.txid)
+        recreated = nn2.Create(
+            namenode_pb2.CreateRequest(header=create_call, path="/a/f", length=7), timeout=10
+        )
+        assert recreated == created
+        # A new call for the same path is still refused: the answers above came from the cache.
+        with pytest.raises(grpc.RpcError, match="exists"):
+            nn2.Mkdirs(namenode_pb2.MkdirsRequest(header=header(), path="/a"), timeout=10)
