@@ -21,7 +21,7 @@ from hanamenode.errors import EditLogError, StandbyError, from_rpc_error
 from hanamenode.ha import HAState
 from proto import namenode_pb2
 from proto.values import NamespaceInfo
-from qjm.manager import QuorumJournalManager, connect_from_settings
+from qjm.journal_manager import QuorumJournalManager, connect_from_settings
 from tests.namenode.cluster import NameNodeCluster, header, wait_for
 
 pytestmark = pytest.mark.timeout(60)

@@ -18,12 +18,12 @@ import grpc
 import pytest
 
 from conf.rpc import make_channel
+from hadev.namenodes import NameNodeProcessCluster
 from hanamenode.errors import NamenodeError, StandbyError, from_rpc_error
 from hanamenode.ha import HAState
-from hanamenode.process import NameNodeProcessCluster
 from hanamenode.storage import NameDirectory
 from proto import namenode_pb2, namenode_pb2_grpc
-from qjm.manager import QuorumJournalManager
+from qjm.journal_manager import QuorumJournalManager
 from tests.namenode.cluster import header, wait_for
 
 pytestmark = pytest.mark.timeout(120)
