@@ -123,11 +123,17 @@ class LoadResult:
 
 
 def run_load(
-    cluster: NameNodeProcessCluster, clients: int, seconds: float, op: str = "mkdirs"
+    cluster: NameNodeProcessCluster,
+    clients: int,
+    seconds: float,
+    op: str = "mkdirs",
+    *,
+    stale: bool = False,
 ) -> LoadResult:
     """``clients`` threads doing ``op`` for ``seconds``: ``mkdirs`` of fresh directories, or
-    ``stat`` of ``/`` (the RPC floor: no lock held long, nothing logged). Only calls that
-    both started and finished inside the window count."""
+    ``stat`` of ``/`` (nothing logged; confirmed by a read-index round on the active, or
+    with ``stale`` answered from memory at once: the RPC floor). Only calls that both
+    started and finished inside the window count."""
     settings = cluster.settings()
     root = f"/bench-{clients}"
     if op == "mkdirs":
@@ -144,7 +150,7 @@ def run_load(
     start = threading.Barrier(clients + 1, action=open_window)
 
     def client(index: int) -> None:
-        with HaFsClient(settings, policy=POLICY) as fs:
+        with HaFsClient(settings, policy=POLICY, allow_stale_read=stale) as fs:
             fs.stat("/")  # connect and find the active before the clock starts
             mine = latencies[index]
             n = 0
@@ -266,12 +272,26 @@ def run(
             result[f"sync_ms_{n}"] = round(load.sync_ms, 2)
             for role, used in load.cpu.items():
                 result[f"cpu_{role}_{n}"] = round(used, 2)
-        floor = run_load(cluster, max(clients), seconds, op="stat")
-        result["stat_per_s"] = round(floor.per_s, 1)
-        result["stat_p50_ms"] = round(percentile(floor.latencies_ms, 0.50), 2)
-        result["stat_p99_ms"] = round(percentile(floor.latencies_ms, 0.99), 2)
-        result["stat_cpu_active"] = round(floor.cpu["active"], 2)
+        # Reads on the active: linearizable (the default: the edits observed are durable and
+        # a read-index round confirmed the epoch on a JournalNode quorum, shared by the reads
+        # waiting at once) against stale (allow_stale_read: answered from memory), in turns.
         result["stat_clients"] = max(clients)
+        for n in sorted({1, max(clients)}):
+            for kind, stale in (("stale", True), ("confirmed", False)):
+                reads = run_load(cluster, n, seconds, op="stat", stale=stale)
+                key = f"stat_{kind}_{n}"
+                result[f"{key}_per_s"] = round(reads.per_s, 1)
+                result[f"{key}_p50_ms"] = round(percentile(reads.latencies_ms, 0.50), 2)
+                result[f"{key}_p99_ms"] = round(percentile(reads.latencies_ms, 0.99), 2)
+                result[f"{key}_cpu_active"] = round(reads.cpu["active"], 2)
+                result[f"{key}_cpu_journalnodes"] = round(reads.cpu["journalnodes"], 2)
+                result[f"{key}_errors"] = reads.errors
+            confirmed, stale_key = f"stat_confirmed_{n}", f"stat_stale_{n}"
+            for measure, name in (("p50_ms", "p50_ratio"), ("per_s", "throughput_ratio")):
+                base = max(float(result[f"{stale_key}_{measure}"]), 1e-9)
+                result[f"stat_{name}_{n}"] = round(
+                    float(result[f"{confirmed}_{measure}"]) / base, 2
+                )
         lags = standby_lag(cluster, lag_samples, spread=roll_period)
         result["standby_lag_p50_ms"] = round(percentile(lags, 0.50), 1)
         result["standby_lag_p99_ms"] = round(percentile(lags, 0.99), 1)
@@ -303,16 +323,17 @@ def report(result: dict[str, float | int | str], clients: tuple[int, ...]) -> No
                 target,
             ]
         )
+    top = int(result["stat_clients"])
     rows.append(
         [
-            f"floor: stat / x{result['stat_clients']}",
-            f"{result['stat_per_s']:,}",
-            result["stat_p50_ms"],
-            result["stat_p99_ms"],
+            f"floor: stale stat / x{top}",
+            f"{result[f'stat_stale_{top}_per_s']:,}",
+            result[f"stat_stale_{top}_p50_ms"],
+            result[f"stat_stale_{top}_p99_ms"],
             "",
             "",
             "",
-            f"nn1 {result['stat_cpu_active']:.2f}",
+            f"nn1 {result[f'stat_stale_{top}_cpu_active']:.2f}",
             "",
         ]
     )
@@ -332,6 +353,31 @@ def report(result: dict[str, float | int | str], clients: tuple[int, ...]) -> No
             "target",
         ],
         rows,
+    )
+    read_rows = []
+    for n in sorted({1, top}):
+        for kind in ("stale", "confirmed"):
+            key = f"stat_{kind}_{n}"
+            read_rows.append(
+                [
+                    f"{kind} x{n}",
+                    f"{result[f'{key}_per_s']:,}",
+                    result[f"{key}_p50_ms"],
+                    result[f"{key}_p99_ms"],
+                    result[f"{key}_errors"],
+                    f"{result[f'{key}_cpu_active']:.2f} / {result[f'{key}_cpu_journalnodes']:.2f}",
+                    (
+                        f"p50 x{result[f'stat_p50_ratio_{n}']}, "
+                        f"throughput x{result[f'stat_throughput_ratio_{n}']}"
+                        if kind == "confirmed"
+                        else ""
+                    ),
+                ]
+            )
+    print_table(
+        "stat on the active: linearizable (read-index round on the JournalNodes) vs stale",
+        ["reads", "stats/s", "p50 ms", "p99 ms", "errors", "CPU nn1 / JNs", "vs stale"],
+        read_rows,
     )
     roll_ms = float(result["roll_period_s"]) * 1000
     tail_ms = float(result["tail_period_s"]) * 1000
