@@ -68,26 +68,29 @@ _handler: _StderrHandler | None = None
 
 
 class RepeatFilter(logging.Filter):
-    """Lets one of a run of identical lines through per ``window`` seconds and counts the
-    rest; the next one let through says how many were held back (``repeated=N``). Identical:
-    same logger, level and message (structlog: every key but the timestamp). Applies to
-    warnings and worse, and to every line of ``quiet_loggers`` (kazoo says "Connecting to"
-    and "Connection dropped" at each reconnect attempt: hundreds of lines a minute while
-    ZooKeeper is down)."""
+    """Lets the first ``burst`` of a run of identical lines through per ``window`` seconds and
+    counts the rest; the first one let through in the next window says how many were held
+    back (``repeated=N``). Identical: same logger, level and message (structlog: every key
+    but the timestamp). Applies to warnings and worse, and to every line of
+    ``quiet_loggers`` (kazoo says "Connecting to" and "Connection dropped" at each reconnect
+    attempt: hundreds of lines a minute while ZooKeeper is down). A few identical events a
+    minute (a step-down after each failover) all pass."""
 
     def __init__(
         self,
         window: float = 60.0,
+        burst: int = 3,
         quiet_loggers: tuple[str, ...] = ("kazoo",),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self.window = window
+        self.burst = burst
         self.quiet_loggers = quiet_loggers
         self._clock = clock
         self._lock = threading.Lock()
-        self._seen: dict[tuple[Any, ...], tuple[float, int]] = {}
-        """key -> (when one was last let through, how many were held back since)."""
+        self._seen: dict[tuple[Any, ...], tuple[float, int, int]] = {}
+        """key -> (start of its window, lines let through in it, lines held back)."""
 
     def _limited(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.WARNING:
@@ -112,12 +115,15 @@ class RepeatFilter(logging.Filter):
         key = self._key(record)
         now = self._clock()
         with self._lock:
-            last = self._seen.get(key)
-            if last is not None and now - last[0] < self.window:
-                self._seen[key] = (last[0], last[1] + 1)
-                return False
-            held = last[1] if last is not None else 0
-            self._seen[key] = (now, 0)
+            start, passed, held = self._seen.get(key, (now - self.window, 0, 0))
+            if now - start < self.window:
+                if passed >= self.burst:
+                    self._seen[key] = (start, passed, held + 1)
+                    return False
+                self._seen[key] = (start, passed + 1, held)
+                held = 0
+            else:
+                self._seen[key] = (now, 1, 0)
             if len(self._seen) > 10_000:  # bounded: forget runs that ended long ago
                 self._seen = {
                     k: v for k, v in self._seen.items() if now - v[0] < self.window

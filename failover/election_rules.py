@@ -147,7 +147,8 @@ def step_down(i: ElectionInputs) -> Decision | None:
     if i.nn_state is not HAState.ACTIVE:
         return Decision(
             Reason.LEFT_ACTIVE,
-            f"the NameNode left the active state on its own (now {i.nn_state.value})",
+            f"the NameNode left the active state without the elector (now "
+            f"{i.nn_state.value}): its edit log failed, or a new active fenced it",
         )
     return None
 
@@ -159,6 +160,9 @@ def failover_note(i: ElectionInputs) -> str:
 
 def journal_fenced(last_failure: str | None) -> bool:
     """Whether the NameNode's last edit-log failure (``FSNamesystem.last_failure``) was the
-    JournalNodes refusing its epoch (``EpochError``: a higher epoch was promised to another
-    writer), as opposed to a lost quorum."""
-    return last_failure is not None and "EpochError" in last_failure
+    JournalNodes refusing its epoch (a higher epoch was promised to another writer), as
+    opposed to a lost quorum: the edit log says ``writer fenced: ...`` when its QJM learned
+    of the newer epoch (docs/consistency.md §5.1), and a failed sync names ``EpochError``."""
+    return last_failure is not None and (
+        last_failure.startswith("writer fenced") or "EpochError" in last_failure
+    )

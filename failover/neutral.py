@@ -28,6 +28,7 @@ class NeutralClock:
         self._since: float | None = None
         self._total = 0.0
         self._announced = False
+        self._outages = 0
 
     @property
     def neutral(self) -> bool:
@@ -55,10 +56,15 @@ class NeutralClock:
                 self._since = now
             else:
                 return
-        if not connected and not self._announced:
-            self._announced = True
+            announce = not connected and not self._announced
+            if announce:
+                self._announced = True
+                self._outages += 1
+        if announce:
+            # ``outage`` numbers them: each is an event of its own, never folded into the
+            # previous one by the log's repeat filter.
             self._log.warning("ZooKeeper unreachable: automatic failover suspended",
-                              namenode_state=nn_state.value)
+                              namenode_state=nn_state.value, outage=self._outages)
 
     def seconds(self) -> float:
         with self._lock:

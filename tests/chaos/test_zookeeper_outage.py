@@ -169,8 +169,10 @@ def test_sigterm_with_zookeeper_down(dev: DevCluster, timeline: Timeline) -> Non
         proc.proc.wait(STOP_BOUND)
         took[nn] = time.monotonic() - started
         assert proc.returncode == 0, f"{nn} exited with {proc.returncode}"
-        stop_lines = proc.log_text().rsplit("namenode stopping", 1)[-1].splitlines()[1:]
-        timeline.add(f"{nn} stopping:\n" + "\n".join(line[11:160] for line in stop_lines))
+        text = proc.log_text()
+        stop_lines = text[text.rfind("\n", 0, text.rfind("namenode stopping")) + 1:]
+        timeline.add(f"{nn} stopping:\n" + "\n".join(
+            line[11:160] for line in stop_lines.splitlines()))
     timeline.add("SIGTERM with ZooKeeper down: " + ", ".join(
         f"{nn} ({'active' if nn == active else 'standby'}) stopped in {t:.2f}s"
         for nn, t in took.items()))

@@ -135,6 +135,8 @@ def test_failover_note(zk: ZKConnection, stopping: bool, note: str) -> None:
     ("last_failure", "fenced"),
     [
         (None, False),
+        ("writer fenced: 10.77.0.3:8485 refused heartbeat in epoch 3: epoch 3 is less than "
+         "the last promised epoch 4", True),
         ("quorum lost: 2 exceptions thrown: 127.0.0.1:1: EpochError: epoch 3 is less than "
          "the last promised epoch 4; 127.0.0.1:2: EpochError: ...", True),
         ("quorum lost: 2 exceptions thrown: 127.0.0.1:1: UNAVAILABLE; 127.0.0.1:2: "
