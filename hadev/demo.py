@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conf import parse_duration
+from conf import TLSSettings, parse_duration
 from conf.logging import setup_logging
 from hadev.devcluster import (
     DEFAULT_SESSION_TIMEOUT,
@@ -143,9 +143,10 @@ class Deadline:
 class _StatePoller:
     """Records when ``address`` first reports ACTIVE (wall-clock time), polling every 20 ms."""
 
-    def __init__(self, address: str, deadline: float) -> None:
+    def __init__(self, address: str, deadline: float, tls: TLSSettings | None) -> None:
         self.address = address
         self.deadline = deadline
+        self.tls = tls
         self.active_at: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-state-poller", daemon=True)
@@ -153,7 +154,7 @@ class _StatePoller:
     def _run(self) -> None:
         while not self._stop.is_set() and time.monotonic() < self.deadline:
             try:
-                if get_service_state(self.address, timeout=0.5) is HAState.ACTIVE:
+                if get_service_state(self.address, self.tls, timeout=0.5) is HAState.ACTIVE:
                     self.active_at = time.time()
                     return
             except NamenodeError:
@@ -253,7 +254,10 @@ def run_demo(workdir: Path, out: Printer, entries: int, session_timeout: float) 
             out.step(
                 f"kill -9 {dev.namenode(victim).pid}: {victim}, the active NameNode, dies"
             )
-            with _StatePoller(dev.namenode(survivor).address, time.monotonic() + 30) as poller:
+            survivor_nn = dev.namenode(survivor)
+            with _StatePoller(
+                survivor_nn.address, time.monotonic() + 30, survivor_nn.tls
+            ) as poller:
                 killed_at = time.time()
                 dev.kill(victim, signal.SIGKILL)
                 with dev.client(LOAD_POLICY) as probe:

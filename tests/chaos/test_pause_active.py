@@ -35,7 +35,9 @@ def test_paused_active_is_replaced_and_acknowledges_nothing_after(
         assert load.wait_acks(50, 20)
         for round_no in range(1, rounds + 1):
             old = dev.wait_active(15)
-            with HaFsClient([dev.namenode(old).address], policy=PINNED) as pinned:
+            with HaFsClient(
+                [dev.namenode(old).address], policy=PINNED, tls=dev.settings().tls
+            ) as pinned:
                 path = f"/pause/r{round_no}-before"
                 pinned.mkdirs(path)  # the pinned client does reach the active
                 pinned_acks.append(path)
