@@ -56,9 +56,9 @@ def test_active_cut_from_zookeeper_is_fenced_and_no_answer_is_stale(tmp_path: Pa
     assert report["faults"] >= 3 and report["nemesis_errors"] == 0
     assert report["pinned_answered"] > 0
     # Each cut active stayed active (neutral: no step-down of its own) until the other
-    # NameNode won the lock and fenced it through the breadcrumb, which made it standby.
+    # NameNode won the lock and fenced it through the breadcrumb, which made it leave ACTIVE.
     logs = run_dir / "cluster" / "logs"
-    names = ("now active", "now standby", "fenced gracefully", "stepping down",
+    names = ("now active", "leaving active state", "fenced gracefully", "stepping down",
              "ZooKeeper unreachable: automatic failover suspended")
     timeline = sorted(
         (ts, nn, event, reason)
@@ -71,9 +71,12 @@ def test_active_cut_from_zookeeper_is_fenced_and_no_answer_is_stale(tmp_path: Pa
     for ts, fencer, _, _ in fences:
         fenced = [e for e in timeline if e[1] != fencer]
         became_active = max(e[0] for e in fenced if e[0] < ts and e[2] == "now active")
-        standby = min(e[0] for e in fenced if e[0] > became_active and e[2] == "now standby")
-        assert standby <= ts, f"{fencer}'s fence at {ts} returned before the step-down"
-        cut = [e for e in fenced if became_active < e[0] < standby]
+        # Its namesystem starts leaving ACTIVE when the fence asks it to (its elector, which
+        # watches the state, logs the step-down just after).
+        leaving = min(e[0] for e in fenced
+                      if e[0] > became_active and e[2] == "leaving active state")
+        assert leaving <= ts, f"{fencer}'s fence at {ts} returned before the step-down"
+        cut = [e for e in fenced if became_active < e[0] < leaving]
         assert any(e[2].startswith("ZooKeeper unreachable") for e in cut), (ts, shown)
         assert not any(e[2] == "stepping down" for e in cut), (
             f"the cut active stepped down by itself before {fencer} fenced it at {ts}\n{shown}")
