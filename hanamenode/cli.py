@@ -27,6 +27,7 @@ import structlog
 from conf import ConfigError, Settings, load_settings
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
 from conf.rpc import daemon_settings
+from failover.elector import ActiveStandbyElector
 from hanamenode.bootstrap import (
     Confirm,
     EditsUnavailableError,
@@ -159,7 +160,8 @@ def run(conf_path: str | None, nn_id: str, log_format: str) -> None:
         settings = daemon_settings(_settings(conf_path, nn_id), nn_id)
     except ConfigError as exc:
         raise click.ClickException(f"bad configuration: {exc}") from None
-    server = NameNodeServer(settings, nn_id)
+    # The composition root of the NameNode process: the elector (failover layer) runs in it.
+    server = NameNodeServer(settings, nn_id, elector_factory=ActiveStandbyElector)
     try:
         server.start()  # a busy port is a PortInUseError, which is a ConfigError
     except _FAILURES as exc:

@@ -17,17 +17,17 @@ import functools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import structlog
+from prometheus_client import CollectorRegistry
 
 from conf import Settings
 from conf.guard import ANY_ROLE, MethodRule, RequestGuard, Role
 from conf.keys import MIB
 from conf.rpc import bind, make_server
 from conf.web import WebServer
-from failover.elector import ActiveStandbyElector
 from hanamenode import fsimage, status
 from hanamenode.checkpointer import image_chunks
 from hanamenode.errors import (
@@ -92,6 +92,37 @@ def _rules() -> dict[str, MethodRule]:
 
 RULES = _rules()
 """Which role may call each method of the NameNode (docs/operations.md §9)."""
+
+
+class EmbeddedElector(Protocol):
+    """What the NameNode needs of the elector that runs in its process with automatic
+    failover (``failover.elector.ActiveStandbyElector`` is one). The NameNode is a layer
+    below ``failover`` (docs/architecture.md §2), so it is handed a factory rather than
+    importing the elector."""
+
+    def start(self) -> EmbeddedElector: ...
+
+    def stop(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def cede_active(self, seconds: float) -> None: ...
+
+    def graceful_failover(self) -> str: ...
+
+
+class ElectorFactory(Protocol):
+    """Builds the embedded elector of NameNode ``nn_id`` (``ActiveStandbyElector`` itself)."""
+
+    def __call__(
+        self,
+        settings: Settings,
+        nn_id: str,
+        target: FSNamesystem,
+        *,
+        address: str | None = ...,
+        registry: CollectorRegistry | None = ...,
+    ) -> EmbeddedElector: ...
 
 
 def _abort(context: grpc.ServicerContext, exc: NamenodeError) -> None:
@@ -214,13 +245,13 @@ class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolSe
         self,
         fsn: FSNamesystem,
         automatic_failover: bool,
-        elector: Callable[[], ActiveStandbyElector | None] = lambda: None,
+        elector: Callable[[], EmbeddedElector | None] = lambda: None,
     ) -> None:
         super().__init__(fsn)
         self.automatic_failover = automatic_failover
         self._elector = elector
 
-    def _running_elector(self) -> ActiveStandbyElector:
+    def _running_elector(self) -> EmbeddedElector:
         elector = self._elector()
         if elector is None:
             raise ServiceFailedError(
@@ -357,7 +388,9 @@ class NamenodeProtocolServicer(_Servicer, namenode_pb2_grpc.NamenodeProtocolServ
 
 class NameNodeServer:
     """One NameNode: name dir (locked), namesystem, gRPC server, metrics, and with
-    ``dfs.ha.automatic-failover.enabled`` its ``ActiveStandbyElector``. A context manager.
+    ``dfs.ha.automatic-failover.enabled`` its elector, built by ``elector_factory`` (which
+    is then required; ``hanamenode run`` passes ``failover.elector.ActiveStandbyElector``).
+    A context manager.
 
     ``rpc_address``/``metrics_address`` override the configured ones (port 0: any free
     port); ``metrics_address=""`` serves no metrics. ``qjm_factory`` and ``peers`` are for
@@ -373,7 +406,14 @@ class NameNodeServer:
         metrics_address: str | None = None,
         qjm_factory: QJMFactory | None = None,
         peers: NameNodePeers | None = None,
+        elector_factory: ElectorFactory | None = None,
     ) -> None:
+        if settings.ha.automatic_failover_enabled and elector_factory is None:
+            raise ValueError(
+                f"NameNode {nn_id}: automatic failover is enabled "
+                "(dfs.ha.automatic-failover.enabled) but no elector_factory was given"
+            )
+        self._elector_factory = elector_factory
         self.settings = settings
         self.nn_id = nn_id
         nn = settings.namenode(nn_id)
@@ -386,7 +426,7 @@ class NameNodeServer:
         self._peers = peers
         self.metrics = NameNodeMetrics()
         self._fsn: FSNamesystem | None = None
-        self._elector: ActiveStandbyElector | None = None
+        self._elector: EmbeddedElector | None = None
         self._server: grpc.Server | None = None
         self._metrics_server: WebServer | None = None
         self.port = 0
@@ -400,7 +440,7 @@ class NameNodeServer:
         return self._fsn
 
     @property
-    def elector(self) -> ActiveStandbyElector | None:
+    def elector(self) -> EmbeddedElector | None:
         """The embedded elector while automatic failover runs, else None."""
         return self._elector
 
@@ -454,8 +494,8 @@ class NameNodeServer:
                 self._start_metrics_server(self.metrics_address)
             server.start()
             fsn.start()
-            if self.settings.ha.automatic_failover_enabled:
-                self._elector = ActiveStandbyElector(
+            if self._elector_factory is not None and self.settings.ha.automatic_failover_enabled:
+                self._elector = self._elector_factory(
                     self.settings, self.nn_id, fsn, address=self.address,
                     registry=self.metrics.registry,
                 ).start()

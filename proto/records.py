@@ -11,8 +11,9 @@ Everything here is pure: bytes in, values out.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import crc32c
 
@@ -118,7 +119,8 @@ def scan(
     end = len(view)
     unpack_frame = _FRAME.unpack_from
     checksum = crc32c.crc32c
-    parse = edits_pb2.EditOp.FromString
+    # protobuf parses any buffer (a memoryview slice: no copy of the body); its stub says bytes.
+    parse = cast(Callable[[memoryview], edits_pb2.EditOp], edits_pb2.EditOp.FromString)
     pos = 0
 
     def stop(message: str) -> ScanResult:

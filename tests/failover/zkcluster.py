@@ -65,7 +65,7 @@ def auto_cluster(base: Path, conf: dict[str, object]) -> Iterator[NameNodeCluste
 
 def elector(c: NameNodeCluster, nn: str) -> ActiveStandbyElector:
     found = c.server(nn).elector
-    assert found is not None, f"{nn} runs no elector"
+    assert isinstance(found, ActiveStandbyElector), f"{nn} runs no elector"
     return found
 
 

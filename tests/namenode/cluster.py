@@ -25,6 +25,7 @@ import grpc
 
 from conf import Settings
 from conf.rpc import make_channel
+from failover.elector import ActiveStandbyElector
 from hadev.minicluster import MiniJournalCluster
 from hanamenode.bootstrap import bootstrap_standby, format_namenode
 from hanamenode.namesystem import FSNamesystem
@@ -156,6 +157,7 @@ class NameNodeCluster:
 
     def start_nn(self, nn: str, **kwargs: Any) -> NameNodeServer:
         assert self.settings is not None
+        kwargs.setdefault("elector_factory", ActiveStandbyElector)
         server = NameNodeServer(self.settings, nn, **kwargs)
         server.start()
         self.servers[nn] = server
