@@ -94,6 +94,9 @@ class Mutant(enum.Enum):
     )
 
 
+_BY_SWITCH = {m.switch: m for m in Mutant}
+
+
 class MutantError(ValueError):
     """A mutant name that no ``Mutant`` has."""
 
@@ -117,10 +120,12 @@ def parse_mutants(names: str | Iterable[str | Mutant]) -> frozenset[Mutant]:
         name = item.strip()
         if not name:
             continue
-        try:
-            found.add(Mutant(name))
-        except ValueError:
+        # A lookup by switch, not Mutant(name): the members' __new__ takes two arguments.
+        mutant = _BY_SWITCH.get(name)
+        if mutant is None:
             unknown.append(name)
+        else:
+            found.add(mutant)
     if unknown:
         known = ", ".join(m.switch for m in Mutant)
         raise MutantError(f"unknown mutant(s) {', '.join(unknown)}; known: {known}")
