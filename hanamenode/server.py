@@ -110,6 +110,9 @@ class EmbeddedElector(Protocol):
 
     def graceful_failover(self) -> str: ...
 
+    @property
+    def failover_note(self) -> str: ...
+
 
 class ElectorFactory(Protocol):
     """Builds the embedded elector of NameNode ``nn_id`` (``ActiveStandbyElector`` itself)."""
