@@ -13,6 +13,7 @@ The servicers only convert messages; the decisions are ``FSNamesystem``'s. Every
 
 from __future__ import annotations
 
+import enum
 import functools
 import time
 from collections.abc import Callable, Iterator
@@ -94,6 +95,13 @@ RULES = _rules()
 """Which role may call each method of the NameNode (docs/operations.md §9)."""
 
 
+class ElectionAttempt(Protocol):
+    """The outcome of the elector's last attempt to become active, as the status page shows it."""
+
+    @property
+    def message(self) -> str: ...
+
+
 class EmbeddedElector(Protocol):
     """What the NameNode needs of the elector that runs in its process with automatic
     failover (``failover.elector.ActiveStandbyElector`` is one). The NameNode is a layer
@@ -112,6 +120,24 @@ class EmbeddedElector(Protocol):
 
     @property
     def failover_note(self) -> str: ...
+
+    # What the status page shows (hanamenode.status).
+    @property
+    def state(self) -> enum.Enum: ...
+
+    @property
+    def zk_state(self) -> str: ...
+
+    @property
+    def healthy(self) -> bool: ...
+
+    @property
+    def last_attempt(self) -> ElectionAttempt | None: ...
+
+    @property
+    def last_fencing(self) -> tuple[float, str] | None: ...
+
+    def lock_holder(self) -> str | None: ...
 
 
 class ElectorFactory(Protocol):
