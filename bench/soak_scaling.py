@@ -20,17 +20,27 @@ using) and the share of the task slots' time spent simulating (what Spark's over
 the ratio Spark allows on an idle machine is about 2 x that share on ``local[2]`` / that share
 on ``local[1]``). It prints a table, then one JSON line with
 ``seeds_per_min_local1``, ``seeds_per_min_local2`` and ``ratio``. Never asserts.
+
+A second series runs the same job on a Spark standalone cluster on loopback
+(``hadev.spark_standalone``: a master and one, then two, workers of one core each, started
+from the ``pyspark`` package's jars and stopped by pid; the executors get this project in the
+zip ``pipeline.session`` ships): ``seeds_per_min_standalone1``, ``seeds_per_min_standalone2``
+and ``standalone_ratio_2_vs_1`` in the same JSON line. ``--no-standalone`` skips it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.common import print_json, print_table
 from conf.logging import setup_logging
+from hadev.spark_standalone import SparkStandalone
 from pipeline.session import SessionSettings, build_session, stop_session
 from pipeline.soak import SoakConfig, soak_rdd
 
@@ -77,12 +87,32 @@ def measure(master: str, config: SoakConfig) -> dict[str, Any]:
     }
 
 
+def measure_standalone(workers: int, config: SoakConfig, rounds: int) -> list[dict[str, Any]]:
+    """``rounds`` soak jobs on a fresh standalone cluster of ``workers`` one-core workers."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' interpreter
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver on loopback too
+    with (
+        tempfile.TemporaryDirectory(prefix="soak-scaling-spark-") as tmp,
+        SparkStandalone(Path(tmp), workers=workers, cores=1) as cluster,
+    ):
+        results = []
+        for _ in range(rounds):
+            result = measure(cluster.master_url, config)
+            result["master"] = f"standalone, {workers} worker(s)"
+            results.append(result)
+        return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=40, help="seeds per run (one task each)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=400, help="simulation steps per seed")
     parser.add_argument("--rounds", type=int, default=1, help="pairs of runs; best kept")
+    parser.add_argument(
+        "--standalone", action=argparse.BooleanOptionalAction, default=True,
+        help="also measure 1 and 2 workers of a Spark standalone cluster on loopback",
+    )
     args = parser.parse_args(argv)
     setup_logging("console", "warning")  # stdout is for the table and the JSON line
     config = SoakConfig(first_seed=args.first_seed, seeds=args.seeds, steps=args.steps)
@@ -92,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         for master in MASTERS:
             runs.append(measure(master, config))
+    standalone: dict[int, dict[str, Any]] = {}
+    if args.standalone:
+        for workers in (1, 2):
+            series = measure_standalone(workers, config, args.rounds)
+            runs.extend(series)
+            standalone[workers] = max(series, key=lambda r: r["seeds_per_min"])
     load_after = os.getloadavg()[0]
     best = {
         master: max((r for r in runs if r["master"] == master), key=lambda r: r["seeds_per_min"])
@@ -99,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     one, two = best["local[1]"], best["local[2]"]
     ratio = two["seeds_per_min"] / one["seeds_per_min"]
+    standalone_ratio = (
+        standalone[2]["seeds_per_min"] / standalone[1]["seeds_per_min"] if standalone else None
+    )
 
     print_table(
         f"hapipe soak scaling: seeds {config.first_seed}..{config.last_seed}, "
@@ -135,6 +174,16 @@ def main(argv: list[str] | None = None) -> int:
             ["seeds/min local[1]", f"{one['seeds_per_min']:.1f}", ""],
             ["seeds/min local[2]", f"{two['seeds_per_min']:.1f}", ""],
             ["ratio", f"{ratio:.2f}x", f">= {TARGET_RATIO}x"],
+            *(
+                [
+                    ["seeds/min standalone, 1 worker", f"{standalone[1]['seeds_per_min']:.1f}", ""],
+                    ["seeds/min standalone, 2 workers", f"{standalone[2]['seeds_per_min']:.1f}",
+                     ""],
+                    ["standalone ratio 2 vs 1", f"{standalone_ratio:.2f}x", ""],
+                ]
+                if standalone_ratio is not None
+                else []
+            ),
         ],
     )
     print_json(
@@ -153,6 +202,15 @@ def main(argv: list[str] | None = None) -> int:
             "load_average_before": round(load_before, 2),
             "load_average_after": round(load_after, 2),
             "cpus": os.cpu_count(),
+            "seeds_per_min_standalone1": (
+                round(standalone[1]["seeds_per_min"], 2) if standalone else None
+            ),
+            "seeds_per_min_standalone2": (
+                round(standalone[2]["seeds_per_min"], 2) if standalone else None
+            ),
+            "standalone_ratio_2_vs_1": (
+                round(standalone_ratio, 3) if standalone_ratio is not None else None
+            ),
         }
     )
     return 0
