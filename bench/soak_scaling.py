@@ -99,6 +99,9 @@ def measure_standalone(workers: int, config: SoakConfig, rounds: int) -> list[di
         for _ in range(rounds):
             result = measure(cluster.master_url, config)
             result["master"] = f"standalone, {workers} worker(s)"
+            # Spark's default parallelism is at least 2; the task slots are the workers' cores.
+            result["slots"] = workers
+            result["slot_utilization"] = result["simulation_s"] / (result["elapsed_s"] * workers)
             results.append(result)
         return results
 

@@ -22,7 +22,7 @@ from hadev.devcluster import DevCluster
 from hadev.journalnodes import CODE_ROOT, child_environment
 from hadev.spark_standalone import SparkStandalone
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(2400)  # Spark JVMs on a shared 2-core machine
 
 SEEDS, FIRST_SEED, STEPS = 6, 40, 120
 COMPARED = ("seed", "steps", "verdict", "failovers", "txns_acknowledged", "faults_injected",
@@ -35,7 +35,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStanda
         yield cluster
 
 
-def hapipe(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def hapipe(*args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
     env = child_environment()
     env["PYSPARK_PYTHON"] = sys.executable  # the executors' interpreter (its dependencies)
     env["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver on loopback too
