@@ -3,8 +3,8 @@ workers of one core each from the ``pyspark`` package's jars, on loopback
 (``hadev.spark_standalone``), stopped by pid. The workers have no PYTHONPATH and run in
 their own directories: executors find this project only in the zip ``pipeline.session``
 ships. Then, as a user runs them: ``hapipe soak --master spark://...`` gives the same result
-per seed as ``local[2]``, with its progress and summary; ``hapipe verify`` reads a live
-``hadev`` cluster's JournalNodes; ``hapipe analyze`` its NameNode's image and edits.
+per seed as ``local[2]``, with its progress and summary (``hapipe verify`` and ``analyze``
+of a live ``hadev`` cluster on the same kind of cluster: test_spark_standalone_dev.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hadev.devcluster import DevCluster
 from hadev.journalnodes import CODE_ROOT, child_environment
 from hadev.spark_standalone import SparkStandalone
 
@@ -94,31 +93,3 @@ def test_soak_on_standalone_matches_local(standalone: SparkStandalone, tmp_path:
         assert f"replay: {row[8]}" in remote.stdout, remote.stdout
     last = remote.stdout.rstrip().splitlines()[-1]
     assert last == ("PASSED" if not failing else f"FAILED: {len(failing)} of {SEEDS} seeds")
-
-
-def test_verify_and_analyze_a_live_dev_cluster_on_standalone(
-    standalone: SparkStandalone, tmp_path: Path
-) -> None:
-    # Plaintext RPC: what is under test is Spark reading the files; on this loaded 2-core
-    # machine the daemons' TLS handshakes at start-up sometimes time out (noted, not ours).
-    with DevCluster(tmp_path / "dev", tls=False) as dev:
-        with dev.client() as fs:
-            for i in range(30):
-                fs.mkdirs(f"/spark/d{i}", parents=True)
-            fs.create("/spark/f", length=4096)
-        dirs = ",".join(str(dev.data_dir / "journal" / jn) for jn in ("jn1", "jn2", "jn3"))
-        verify = hapipe("verify", "--dirs", dirs, "--master", standalone.master_url,
-                        "--out", str(tmp_path / "verify"))
-        assert verify.returncode == 0, (verify.stdout, verify.stderr[-3000:])
-        assert verify.stdout.rstrip().splitlines()[-1] == "OK: every copy agrees", verify.stdout
-        active = dev.active()
-        assert active is not None
-        analyze = hapipe(
-            "analyze", "--image", str(dev.data_dir / active), "--edits",
-            str(dev.data_dir / "journal" / "jn1"), "--master", standalone.master_url,
-            "--out", str(tmp_path / "analyze"),
-        )
-        assert analyze.returncode == 0, (analyze.stdout, analyze.stderr[-3000:])
-        print(analyze.stdout)
-        assert "namespace:" in analyze.stdout
-        assert (tmp_path / "analyze" / "inodes.parquet").is_dir()
