@@ -31,7 +31,7 @@ from proto.values import NamespaceInfo, RemoteEditLog
 from qjm.async_logger import AsyncLogger, AsyncLoggerSet
 from qjm.channel import GrpcJournalChannel
 from qjm.epochs import next_epoch
-from qjm.errors import QJMError, QuorumException, RecoveryError
+from qjm.errors import QJMError, QuorumException, RecoveryError, describe_exception
 from qjm.metrics import QUORUM_SYNC_SECONDS
 from qjm.read_index import ReadIndex
 from qjm.reader import (
@@ -325,7 +325,7 @@ class QuorumJournalManager:
             return
         if call == "heartbeat" and active(Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED):
             return
-        reason = f"{lg.address} refused {call} in epoch {self.epoch}: {exc}"
+        reason = f"{lg.address} refused {call} in epoch {self.epoch}: {describe_exception(exc)}"
         with self._fence_lock:
             if self._fenced is not None:
                 return
