@@ -1,12 +1,16 @@
 """The pure parts of hachaos: the nemesis schedule (seeded, replayable), the fault names, how
-a client's answer or error becomes a history entry, and the replay command."""
+a client's answer or error becomes a history entry, the replay command, ``hachaos check``."""
 
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from hachaos.cli import cli
 from hachaos.history import outcome
 from hachaos.nemesis import Fault, parse_faults, schedule
 from hachaos.runner import RunOptions, replay_command
@@ -118,3 +122,29 @@ def test_replay_command_names_everything_that_shapes_the_run() -> None:
 def test_replay_command_says_all_for_every_fault() -> None:
     assert "--nemesis all " in replay_command(RunOptions(faults=tuple(Fault), seed=1))
     assert "--nemesis none " in replay_command(RunOptions(faults=(), seed=1))
+
+
+def _write(path: Path, records: list[dict[str, object]]) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def test_check_command_exit_status_and_report(tmp_path: Path) -> None:
+    good = [
+        {"type": "invoke", "process": 0, "key": "k0", "f": "mkdir", "time": 0.0},
+        {"type": "ok", "process": 0, "key": "k0", "f": "mkdir", "value": "created", "time": 1.0},
+        {"type": "invoke", "process": 1, "key": "k0", "f": "stat", "time": 2.0},
+        {"type": "ok", "process": 1, "key": "k0", "f": "stat", "value": "dir", "time": 3.0},
+    ]
+    runner = CliRunner()
+    result = runner.invoke(cli, ["check", _write(tmp_path / "good.jsonl", good)])
+    assert result.exit_code == 0 and result.output.strip().endswith("OK")
+    bad = [*good[:2], {**good[2]}, {**good[3], "value": "absent"}]
+    result = runner.invoke(cli, ["check", _write(tmp_path / "bad.jsonl", bad)])
+    assert result.exit_code == 1
+    assert "key k0 is not linearizable" in result.output
+    assert "stat k0 -> absent" in result.output
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"type": "invoke"\n')
+    result = runner.invoke(cli, ["check", str(broken)])
+    assert result.exit_code == 2 and "line 1: not JSON" in result.output
