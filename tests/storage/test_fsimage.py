@@ -82,7 +82,8 @@ def test_an_empty_namespace_keeps_its_root_attributes(tmp_path: Path) -> None:
 
 def test_unusual_names_and_extreme_values_survive(tmp_path: Path) -> None:
     ns = Namespace()
-    names = ["日本語", "with space", "quote'\"", "emoji\U0001f642", "nbsp\u00a0x", "é" * 127, "-", "a:b"]
+    names = ["日本語", "with space", "quote'\"", "emoji\U0001f642", "nbsp\u00a0x", "é" * 127]
+    names += ["-", "a:b"]
     for name in names:
         ns.mkdir("/" + name, mtime_ms=2**63 - 1, permission=0o7777, owner=name, group=name)
         ns.create(f"/{name}/f", mtime_ms=0, length=2**63 - 1, replication=512, owner="x" * 255)
