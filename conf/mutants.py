@@ -50,10 +50,56 @@ class Mutant(enum.Enum):
     def switch(self) -> str:
         return str(self.value)
 
-    # --- QJM recovery (qjm/recovery.py, qjm/journal_manager.py) ---
+    # --- QJM writer: recovery decision, in-progress reads (qjm/) ---
     IGNORE_WRITER_EPOCH = (
         "ignore-writer-epoch",
         "recovery compares acceptedInEpoch alone and ignores lastWriterEpoch (HDFS-3845)",
+    )
+    NO_COMMITTED_SANITY_CHECK = (
+        "no-committed-sanity-check",
+        "recovery does not refuse a decision that ends below a txid known to be committed",
+    )
+    ACK_FROM_ONE = (
+        "ack-from-one",
+        "the writer counts a batch acknowledged once one JournalNode has it, not a majority",
+    )
+    TAIL_SINGLE_JOURNALNODE = (
+        "tail-single-journalnode",
+        "in-progress tailing applies edits that a single JournalNode holds",
+    )
+    TAIL_ANY_EPOCH = (
+        "tail-any-epoch",
+        "in-progress tailing counts JournalNodes whatever writer epoch their edits carry",
+    )
+
+    # --- JournalNode: the Journal's rules (journalnode/journal.py) ---
+    PROMISE_NOT_PERSISTED = (
+        "promise-not-persisted",
+        "newEpoch does not persist lastPromisedEpoch (a restart forgets the promise)",
+    )
+    NEW_EPOCH_EQUAL = (
+        "new-epoch-equal",
+        "newEpoch promises an epoch equal to the last promise, not only a higher one",
+    )
+    WRITER_EPOCH_NOT_PERSISTED = (
+        "writer-epoch-not-persisted",
+        "startLogSegment does not persist lastWriterEpoch (a restart forgets it)",
+    )
+    ACCEPT_IN_MEMORY_ONLY = (
+        "accept-in-memory-only",
+        "acceptRecovery keeps the accepted recovery in memory only (lost on restart)",
+    )
+    ACCEPT_NO_EPOCH = (
+        "accept-no-epoch",
+        "acceptRecovery records no accepted epoch at all (design doc 2.10.7)",
+    )
+    START_KEEPS_ACCEPTED = (
+        "start-keeps-accepted",
+        "startLogSegment keeps an abandoned recovery's accepted record of that segment",
+    )
+    FINALIZE_WITHOUT_CONTENT_CHECK = (
+        "finalize-without-content-check",
+        "finalizeLogSegment of a copy the caller is not writing checks its length only (no md5)",
     )
 
     # --- JournalNode storage and rules (issue 10's survivors; each has a test that fails) ---

@@ -220,7 +220,8 @@ class Journal:
 
     def _promise(self, epoch: int) -> None:
         self._log.info("promising epoch", old=self._last_promised_epoch, new=epoch)
-        self.storage.persist_last_promised_epoch(epoch)
+        if not active(Mutant.PROMISE_NOT_PERSISTED):
+            self.storage.persist_last_promised_epoch(epoch)
         self._last_promised_epoch = epoch
         self._ipc_serial = -1
         # A newer writer exists: whatever segment the old one had open is abandoned.
@@ -342,7 +343,8 @@ class Journal:
         with self._lock:
             self._check_namespace(ns)
             self._check_epoch_range(epoch)
-            if epoch <= self._last_promised_epoch:
+            equal_ok = active(Mutant.NEW_EPOCH_EQUAL) and epoch == self._last_promised_epoch
+            if epoch <= self._last_promised_epoch and not equal_ok:
                 raise EpochError(
                     f"proposed epoch {epoch} <= last promise {self._last_promised_epoch} "
                     f"(journal {self.journal_id!r})"
@@ -425,10 +427,11 @@ class Journal:
                     "updating lastWriterEpoch", old=self._last_writer_epoch, new=req.epoch
                 )
                 # Section 2.4: durable before the segment exists.
-                self.storage.persist_last_writer_epoch(req.epoch)
+                if not active(Mutant.WRITER_EPOCH_NOT_PERSISTED):
+                    self.storage.persist_last_writer_epoch(req.epoch)
                 self._last_writer_epoch = req.epoch
             # Starting this segment means any recovery of it was abandoned (HDFS-3845).
-            if txid in self._accepted:
+            if txid in self._accepted and not active(Mutant.START_KEEPS_ACCEPTED):
                 self.storage.clear_accepted_recovery(txid)
                 del self._accepted[txid]
             self.edits_cache.invalidate_from(txid)
@@ -516,7 +519,7 @@ class Journal:
                         f"trying to finalize in-progress segment {start_txid} at txid {end_txid} "
                         f"but it holds transactions up to {state.end_txid}"
                     )
-                if not was_open:
+                if not was_open and not active(Mutant.FINALIZE_WITHOUT_CONTENT_CHECK):
                     self._check_finalize_content(req, state, md5)
                 self.storage.finalize_segment(start_txid, end_txid)
                 self._segments[start_txid] = SegmentState(start_txid, end_txid, False)
@@ -698,8 +701,10 @@ class Journal:
             # The commit point (HDFS-3955): persisted before the segment changes, so a crash
             # leaves either the old segment and the old record, or the new record and a staged
             # copy that the next prepareRecovery or start-up installs.
-            self.storage.persist_accepted_recovery(start, accepted)
-            self._accepted[start] = accepted
+            if not active(Mutant.ACCEPT_IN_MEMORY_ONLY) and not active(Mutant.ACCEPT_NO_EPOCH):
+                self.storage.persist_accepted_recovery(start, accepted)
+            if not active(Mutant.ACCEPT_NO_EPOCH):
+                self._accepted[start] = accepted
             if not same_content:
                 self._install_staged(start, req.epoch)
             self._log.info("accepted recovery", segment=str(state), epoch=req.epoch)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from conf.mutants import Mutant, active
 from journalnode.errors import JournalStateError
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, SegmentState
@@ -134,11 +135,13 @@ def _read_segment_bytes(data: bytes, end_txid: int | None) -> bytes:
 
 
 class MemoryJournalStorage:
-    """A JournalStorage in memory: the simulator's disk.
+    """A JournalStorage in memory: the simulator's disk, with a page cache.
 
-    ``crash()`` forgets nothing (every method is durable on return), so a restarted Journal
-    over the same object sees what a real disk would keep after ``kill -9``. ``lose_paxos``
-    lets the simulator model a lost acceptRecovery write.
+    Every method is durable on return, as the Protocol says, except what a real store would
+    leave in the page cache: bytes appended but not (yet) fsynced, and the best-effort
+    committed txid. A restarted Journal over the same object sees what a disk keeps after
+    ``kill -9`` of the process; ``lose_unsynced()`` first drops what a machine crash (power
+    loss) loses, so a missing or misordered fsync shows up as lost edits.
     """
 
     def __init__(self) -> None:
@@ -148,6 +151,8 @@ class MemoryJournalStorage:
         self.committed_txid = 0
         # start txid -> (bytes, finalized end or None)
         self.segments: dict[int, tuple[bytearray, int | None]] = {}
+        # start txid -> how many of the segment's bytes have been fsynced
+        self.synced_len: dict[int, int] = {}
         self.moved_aside: list[tuple[int, str, bytes]] = []
         self.accepted: dict[int, AcceptedRecovery] = {}
         # (start txid, epoch) -> a downloaded copy acceptRecovery has not installed yet
@@ -199,12 +204,29 @@ class MemoryJournalStorage:
     def start_segment(self, txid: int) -> None:
         self._refuse_finalized(txid)
         self.segments[txid] = (bytearray(records.SEGMENT_HEADER), None)
+        self.synced_len[txid] = records.HEADER_LEN
 
     def append(self, segment_txid: int, framed: bytes) -> None:
         data, end = self._entry(segment_txid)
         if end is not None:
             raise JournalStateError(f"segment {segment_txid} is finalized; no appends")
         data.extend(framed)
+        if not active(Mutant.APPEND_WITHOUT_FDATASYNC):
+            self.synced_len[segment_txid] = len(data)  # fdatasync
+
+    def lose_unsynced(self) -> list[str]:
+        """A machine crash: drop every segment's bytes past its fsynced length and the
+        best-effort committed txid. Returns what was lost, for the simulator's trace."""
+        lost = []
+        for start, (data, _) in sorted(self.segments.items()):
+            keep = self.synced_len.get(start, len(data))
+            if keep < len(data):
+                lost.append(f"segment {start}: {len(data) - keep} unsynced bytes")
+                del data[keep:]
+        if self.committed_txid:
+            lost.append(f"committed txid {self.committed_txid}")
+            self.committed_txid = 0
+        return lost
 
     def finalize_segment(self, start_txid: int, end_txid: int) -> None:
         data, _ = self._entry(start_txid)
@@ -225,6 +247,8 @@ class MemoryJournalStorage:
         if result.error is not None:
             # Same repair as the file store: keep the valid prefix.
             del data[records.HEADER_LEN + result.valid_len :]
+            synced = self.synced_len.get(start_txid, len(data))
+            self.synced_len[start_txid] = min(synced, len(data))
         if result.count == 0:
             return SegmentState(start_txid, start_txid - 1, True)
         return SegmentState(start_txid, result.last_txid, True)
@@ -238,6 +262,7 @@ class MemoryJournalStorage:
         data = b"".join(chunks)
         check_downloaded_segment(data, start_txid, expected_end, f"segment {start_txid}")
         self.segments[start_txid] = (bytearray(data), None)
+        self.synced_len[start_txid] = len(data)
 
     def stage_segment(
         self, start_txid: int, chunks: Iterable[bytes], expected_end: int, epoch: int

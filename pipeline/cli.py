@@ -1,6 +1,7 @@
 """``hapipe``: the Spark jobs of docs/architecture.md §8.5 from the command line.
 
     hapipe soak --seeds 5000 [--first-seed 0] [--steps 200] [--mutant ignore-writer-epoch]
+    hapipe soak --mutants --seeds 200 [--mutant NAME ...] [--charts]
     hapipe verify --dirs /data/jn1,/data/jn2,/data/jn3 [--logtester-dirs /tmp/lt]
     hapipe verify --journalnodes h1:8485,h2:8485,h3:8485 --journal-id ns1
     hapipe analyze --image name/fsimage_0000000000000000000.db --edits /data/jn1/ns1/current
@@ -164,7 +165,17 @@ def main(log_format: str, log_level: str) -> None:
     multiple=True,
     type=click.Choice([m.switch for m in Mutant]),
     help="Plant this bug (conf.mutants; repeatable), e.g. ignore-writer-epoch: the soak must "
-    "find it.",
+    "find it. With --mutants: score only these.",
+)
+@click.option(
+    "--mutants",
+    "mutation_score",
+    is_flag=True,
+    help="Score the simulator: run each planted bug of the catalogue alone, and the clean "
+    "code, over the seeds; write the mutation-score table.",
+)
+@click.option(
+    "--charts", is_flag=True, help="With --mutants: also write mutation_score.png (matplotlib)."
 )
 @click.option(
     "--out",
@@ -179,13 +190,49 @@ def soak(
     steps: int,
     n_journalnodes: int,
     mutant_names: tuple[str, ...],
+    mutation_score: bool,
+    charts: bool,
     out: Path | None,
     master: str | None,
     ui: bool,
     spark_conf: tuple[str, ...],
 ) -> None:
     """Run the QJM fault simulator for every seed, one Spark task each; report failing seeds
-    with the command that replays each one. Exit status 1 if any seed failed."""
+    with the command that replays each one. Exit status 1 if any seed failed.
+
+    With --mutants, score the simulator instead: every planted bug of its catalogue, and the
+    clean code, over the seeds; exit status 1 if the clean code failed or a mutant was never
+    caught."""
+    if charts and not mutation_score:
+        raise click.UsageError("--charts goes with --mutants")
+
+    def mutation_job() -> int:
+        from pipeline.mutants import (
+            MutationSoakConfig,
+            format_mutation_summary,
+            run_mutation_soak,
+        )
+        from pipeline.session import spark_session
+        from pipeline.soak import prepare_out
+
+        kwargs: dict[str, Any] = {"mutants": tuple(mutant_names)} if mutant_names else {}
+        config = MutationSoakConfig(first_seed, seeds, steps, n_journalnodes, **kwargs)
+        out_dir = out or _default_out("soak-mutants")
+        prepare_out(out_dir)  # refuse before a JVM starts
+        printer = ProgressPrinter()
+        with spark_session(_session_settings(master, ui, spark_conf)) as spark:
+            try:
+                summary = run_mutation_soak(
+                    spark, config, out_dir, progress=printer, charts=charts
+                )
+            finally:
+                printer.close()
+        click.echo(format_mutation_summary(summary))
+        return 0 if summary.passed else 1
+
+    if mutation_score:
+        _run_job(mutation_job)
+        return
 
     def job() -> int:
         from pipeline.session import spark_session

@@ -292,7 +292,14 @@ def run_soak(
     results_path = prepare_out(out)
     log.info("soak starting", seeds=config.seeds, first_seed=config.first_seed, out=str(out))
     started = time.monotonic()
-    rows = _collect_with_progress(spark, soak_rdd(spark, config), config, progress, poll_seconds)
+    rows = collect_with_progress(
+        spark,
+        soak_rdd(spark, config),
+        f"hapipe soak: {config.describe()}",
+        config.seeds,
+        progress,
+        poll_seconds,
+    )
     elapsed = time.monotonic() - started
     # Rows come back in partition order, that is by seed; one file for a person to open.
     frame = spark.createDataFrame(rows, soak_schema()).coalesce(1)
@@ -304,22 +311,26 @@ def run_soak(
     return summary
 
 
-def _collect_with_progress(
+def collect_with_progress(
     spark: SparkSession,
     rdd: RDD[tuple[Any, ...]],
-    config: SoakConfig,
+    description: str,
+    total: int,
     progress: Callable[[SoakProgress], None] | None,
     poll_seconds: float,
+    *,
+    seeds_per_task: int = 1,
 ) -> list[tuple[Any, ...]]:
     """``rdd.collect()`` in a named thread under its own job group, while this thread
-    reports the group's finished tasks; Ctrl-C cancels the job group."""
+    reports the seeds done (finished tasks times ``seeds_per_task``, at most ``total``);
+    Ctrl-C cancels the job group."""
     sc = spark.sparkContext
     group = f"hapipe-soak-{uuid.uuid4().hex[:12]}"
     outcome: dict[str, Any] = {}
 
     def collect() -> None:
         # Job groups are per thread (PySpark's pinned threads): set it in the thread that runs.
-        sc.setJobGroup(group, f"hapipe soak: {config.describe()}", interruptOnCancel=True)
+        sc.setJobGroup(group, description, interruptOnCancel=True)
         try:
             outcome["rows"] = rdd.collect()
         except BaseException as exc:  # re-raised in the caller's thread
@@ -332,7 +343,8 @@ def _collect_with_progress(
         while thread.is_alive():
             thread.join(poll_seconds)
             if progress is not None:
-                progress(_progress(spark, group, config.seeds, time.monotonic() - started))
+                elapsed = time.monotonic() - started
+                progress(_progress(spark, group, total, seeds_per_task, elapsed))
     except BaseException:
         sc.cancelJobGroup(group)
         thread.join(30.0)
@@ -341,11 +353,13 @@ def _collect_with_progress(
         raise outcome["error"]
     rows: list[tuple[Any, ...]] = outcome["rows"]
     if progress is not None:
-        progress(SoakProgress(len(rows), config.seeds, time.monotonic() - started))
+        progress(SoakProgress(total, total, time.monotonic() - started))
     return rows
 
 
-def _progress(spark: SparkSession, group: str, total: int, elapsed: float) -> SoakProgress:
+def _progress(
+    spark: SparkSession, group: str, total: int, seeds_per_task: int, elapsed: float
+) -> SoakProgress:
     tracker = spark.sparkContext.statusTracker()
     done = failed = 0
     for job_id in tracker.getJobIdsForGroup(group):
@@ -355,7 +369,7 @@ def _progress(spark: SparkSession, group: str, total: int, elapsed: float) -> So
             if stage is not None:
                 done += stage.numCompletedTasks
                 failed += stage.numFailedTasks
-    return SoakProgress(min(done, total), total, elapsed, failed)
+    return SoakProgress(min(done * seeds_per_task, total), total, elapsed, failed)
 
 
 def summarize(

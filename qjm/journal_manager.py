@@ -293,7 +293,13 @@ class QuorumJournalManager:
         started = time.perf_counter()
         last = first + count - 1
         call = self.loggers.send_edits(segment_txid, first, count, framed)
-        self._wait(call, self.timeouts.write_txns_timeout, f"sendEdits({first}-{last})")
+        if active(Mutant.ACK_FROM_ONE):
+            n = len(self.loggers)
+            call.wait_for(n, 1, n - 1, self.timeouts.write_txns_timeout, operation_name="send")
+            if not call.successes():
+                call.rethrow_exception(f"sendEdits({first}-{last}) failed everywhere")
+        else:
+            self._wait(call, self.timeouts.write_txns_timeout, f"sendEdits({first}-{last})")
         QUORUM_SYNC_SECONDS.labels(self.journal_id).observe(time.perf_counter() - started)
         self._set_committed(last)
         for lg in self.loggers.loggers:

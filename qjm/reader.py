@@ -180,14 +180,22 @@ def journaled_edits_quorum(
         raise ValueError(f"{len(responses)} answers from a cluster of {cluster_size}")
     need = majority(len(responses) if active(Mutant.TAIL_MAJORITY_OF_ANSWERS) else cluster_size)
     best: tuple[K, int] | None = None
+    if active(Mutant.TAIL_SINGLE_JOURNALNODE):
+        need = 1
+    any_epoch = active(Mutant.TAIL_ANY_EPOCH)
     if len(responses) < need:
         return None
     for epoch in sorted({r.epoch for r in responses.values() if r.count > 0}):
         counts = sorted(
-            (r.count if r.epoch == epoch else 0 for r in responses.values()), reverse=True
+            (r.count if r.epoch == epoch or any_epoch else 0 for r in responses.values()),
+            reverse=True,
         )
         safe = counts[need - 1]
         if safe > 0 and (best is None or safe > best[1]):
-            source = next(k for k, r in responses.items() if r.epoch == epoch and r.count >= safe)
+            source = next(
+                k
+                for k, r in responses.items()
+                if (r.epoch == epoch or any_epoch) and r.count >= safe
+            )
             best = (source, safe)
     return best

@@ -4,6 +4,7 @@
     python -m qjm.sim --seed 7 --steps 200 --verbose       # ... with its whole trace
     python -m qjm.sim --seeds 0:1000 --steps 200           # a range; reports failing seeds
     python -m qjm.sim --seeds 0:1000 --mutant ignore-writer-epoch  # a planted bug (HDFS-3845)
+    python -m qjm.sim mutants --seeds 200 [--first-seed 0]  # every planted bug: the score
 
 On an invariant violation it prints ``seed=N``, the invariant, the tail of the trace and the
 one command that replays the run, and exits 1.
@@ -16,6 +17,7 @@ import sys
 import click
 
 from conf.mutants import Mutant
+from qjm.sim.mutants import SIMULATED, format_report, score
 from qjm.sim.runner import SimResult, run_simulation
 
 
@@ -40,7 +42,9 @@ def _report_violation(result: SimResult) -> None:
     click.echo(f"replay: {result.replay_command}")
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True
+)
 @click.option("--seed", type=int, default=None, help="Run this one seed.")
 @click.option("--seeds", "seed_range", default=None, help="Run seeds A..B-1, e.g. 0:1000.")
 @click.option("--steps", type=click.IntRange(min=0), default=200, show_default=True)
@@ -59,17 +63,30 @@ def _report_violation(result: SimResult) -> None:
     is_flag=True,
     help="Give each segment's first txn a unique payload instead of OP_START_LOG_SEGMENT.",
 )
+@click.option(
+    "--no-buggify",
+    "no_buggify",
+    is_flag=True,
+    help="Do not draw the per-seed buggify choices (the plain fault plan).",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Print every trace line as it happens.")
+@click.pass_context
 def main(
+    ctx: click.Context,
     seed: int | None,
     seed_range: str | None,
     steps: int,
     n_journalnodes: int,
     mutant_names: tuple[str, ...],
     unique_first_txn: bool,
+    no_buggify: bool,
     verbose: bool,
 ) -> None:
-    """Simulate JournalNodes, writers and faults from one seed; check the QJM invariants."""
+    """Simulate JournalNodes, writers and faults from one seed; check the QJM invariants.
+
+    ``python -m qjm.sim mutants`` scores the planted bugs instead (see its --help)."""
+    if ctx.invoked_subcommand is not None:
+        return
     if (seed is None) == (seed_range is None):
         raise click.UsageError("give exactly one of --seed N or --seeds A:B")
     seeds = range(seed, seed + 1) if seed is not None else _seed_range(seed_range or "")
@@ -81,6 +98,7 @@ def main(
             n_journalnodes=n_journalnodes,
             mutants=mutant_names,
             unique_first_txn=unique_first_txn,
+            buggify=not no_buggify,
             echo=click.echo if verbose else None,
         )
         click.echo(result.summary())
@@ -96,6 +114,52 @@ def main(
                 f"    replay: {result.replay_command}"
             )
     sys.exit(1 if failing else 0)
+
+
+@main.command("mutants")
+@click.option("--seeds", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--first-seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--steps", type=click.IntRange(min=0), default=200, show_default=True)
+@click.option(
+    "--mutant",
+    "only",
+    multiple=True,
+    type=click.Choice([m.switch for m in SIMULATED]),
+    help="Score only these mutants (repeatable) [default: the whole catalogue].",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes.",
+)
+def mutants_command(
+    seeds: int, first_seed: int, steps: int, only: tuple[str, ...], jobs: int
+) -> None:
+    """Plant each bug of the catalogue alone and count the seeds that catch it; run the clean
+    code over the same seeds. Prints a table, the clean run's result and, last, one JSON line
+    {mutant: caught_fraction, ..., "clean_violations": n, "min_caught_fraction": f}.
+    Exit status 1 if the clean code reports a violation or a mutant is never caught."""
+    chosen = [m for m in SIMULATED if not only or m.switch in only]
+    not_simulated = [m for m in Mutant if m not in SIMULATED]
+    seed_range = range(first_seed, first_seed + seeds)
+    total = (len(chosen) + 1) * seeds
+    step = max(1, total // 20)
+
+    def progress(done: int, total: int) -> None:
+        if done % step == 0 or done == total:
+            click.echo(f"  {done}/{total} runs", err=True)
+
+    click.echo(
+        f"{len(chosen)} mutants and the clean code, seeds {first_seed}..{seed_range[-1]}, "
+        f"{steps} steps, {jobs} job(s)",
+        err=True,
+    )
+    report = score(seed_range, chosen, steps=steps, jobs=jobs, progress=progress)
+    click.echo(format_report(report, not_simulated))
+    missed = [m for m in report.mutants if not m.caught]
+    sys.exit(1 if report.clean.caught or missed else 0)
 
 
 if __name__ == "__main__":

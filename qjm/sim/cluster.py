@@ -3,10 +3,11 @@
 Real protocol code, simulated machines (HDFS-3077 §7.3; docs/architecture.md §3.1 and §8.2):
 each ``SimJournalNode`` is a real ``journalnode.journal.Journal`` over a ``SimJournalStorage``
 (``MemoryJournalStorage`` plus two storage-level faults). Killing a JournalNode drops its
-``Journal``; restarting it builds a new one over the same storage, which is durable on return,
-like a disk after kill -9. Writers are real ``QuorumJournalManager`` / ``AsyncLogger`` objects
-whose ``JournalChannel`` is a ``SimJournalChannel``: it calls the ``Journal`` directly, in the
-caller's thread, after asking the ``FaultInjector`` what goes wrong with this call.
+``Journal``; restarting it builds a new one over the same storage, which keeps what a disk
+keeps after kill -9, or after a machine crash only what was fsynced (a power loss). Writers are
+real ``QuorumJournalManager`` / ``AsyncLogger`` objects whose ``JournalChannel`` is a
+``SimJournalChannel``: it calls the ``Journal`` directly, in the caller's thread, after asking
+the ``FaultInjector`` what goes wrong with this call.
 
 Before delivering a writer's call the network may first run one action of *another* writer
 (``SimNetwork.interleave``, set by the runner): that is how the simulator models concurrent
@@ -133,11 +134,14 @@ class SimJournalNode:
     def up(self) -> bool:
         return self.journal is not None
 
-    def crash(self, down_steps: int) -> None:
-        """kill -9: the in-memory Journal is gone, the storage keeps what was durable."""
+    def crash(self, down_steps: int, *, power_loss: bool = False) -> list[str]:
+        """kill -9: the in-memory Journal is gone, the storage keeps what it wrote; with
+        ``power_loss`` the machine died too and the storage keeps only what was fsynced.
+        Returns what the power loss lost."""
         self.journal = None
         self.down_steps = down_steps
         self.storage.disarm()
+        return self.storage.lose_unsynced() if power_loss else []
 
     def restart(self) -> None:
         """A new JournalNode process over the same storage (load repairs torn tails)."""
@@ -174,11 +178,15 @@ class SimNetwork:
         self.on_unexpected: Callable[[str], None] | None = None
         self.clock = 0
         """Counts the JournalNode actions: the order in which the nodes acted."""
+        self.partitioned: dict[str, int] = {}
+        """address -> steps left: JournalNodes cut off from every writer and reader."""
         self.answers: dict[tuple[str, str], dict[str, int]] = {}
         """(client, key) -> {address: clock at which that node acted} for every keyed call
         whose answer reached its caller (journal batches, newEpoch promises)."""
         self.prepared: dict[str, dict[str, PrepareRecoveryResult]] = {}
         """client -> {address: its prepareRecovery answer} (a writer recovers one segment)."""
+        self.journaled: dict[str, dict[str, CachedEdits]] = {}
+        """client -> {address: its answer to the client's last getJournaledEdits}."""
         self.proposals: dict[int, list[str]] = {}
         """epoch -> the clients that sent newEpoch(epoch), in order (contested epochs)."""
 
@@ -190,8 +198,14 @@ class SimNetwork:
 
     def crash_node(self, node: SimJournalNode, why: str) -> None:
         down = self.faults.down_steps()
-        node.crash(down)
-        self.trace(f"  {node.address} CRASH ({why}); down for {down} step(s)")
+        power_loss = self.faults.chance(self.faults.plan.power_loss)
+        lost = node.crash(down, power_loss=power_loss)
+        kind = "POWER LOSS" if power_loss else "CRASH"
+        if power_loss:
+            self.faults.count(FaultKind.POWER_LOSS)
+        self.trace(f"  {node.address} {kind} ({why}); down for {down} step(s)")
+        if lost:
+            self.trace(f"  {node.address} lost {'; '.join(lost)}")
 
     def _unexpected(self, what: str) -> None:
         if self.on_unexpected is not None:
@@ -222,6 +236,9 @@ class SimNetwork:
         if node.journal is None:
             self.trace(f"{prefix}: down")
             raise JournalUnavailableError(f"{node.address} is down")
+        if node.address in self.partitioned:
+            self.trace(f"{prefix}: partitioned")
+            raise JournalUnavailableError(f"{node.address} is cut off")
         fault = self.faults.draw_rpc(rpc, context, writer=client.is_writer)
         if fault is RpcFault.WRITER_CRASH_BEFORE:
             client.crashed = True
@@ -294,6 +311,8 @@ class SimNetwork:
                 raise JournalUnavailableError(f"injected: download from {from_url} failed")
             if source.journal is None:
                 raise JournalUnavailableError(f"{from_url} is down")
+            if from_url in self.partitioned:
+                raise JournalUnavailableError(f"{from_url} is cut off")
             source.journal.segment_for_reading(self.namespace_info.cluster_id, start, end)
             data = b"".join(source.storage.read_segment(start, end))
             self.trace(f"  {accepting.address} fetched {start}-{end} from {from_url}")
@@ -466,11 +485,13 @@ class SimJournalChannel:
     def get_journaled_edits(
         self, journal_id: str, cluster_id: str, since_txid: int, max_txns: int, timeout: float
     ) -> CachedEdits:
-        return self._deliver(
+        result = self._deliver(
             f"getJournaledEdits({since_txid})",
             "get_journaled_edits",
             lambda j: j.get_journaled_edits(cluster_id, since_txid, max_txns),
         )
+        self.net.journaled.setdefault(self.client.name, {})[self.address] = result
+        return result
 
     def prepare_recovery(
         self, req: RequestInfo, segment_txid: int, timeout: float

@@ -16,6 +16,7 @@ a torn append, an acceptRecovery whose decision is lost after its segment was sy
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import random
 from collections import Counter
@@ -32,6 +33,9 @@ class FaultKind(enum.Enum):
     JN_CRASH = "jn-crash"
     """The JournalNode is killed at the RPC's fault point, before or after acting; it comes
     back later as a new ``Journal`` over the same storage (kill -9 and restart)."""
+    POWER_LOSS = "power-loss"
+    """A JournalNode crash (of either kind above) was a machine crash: what it had written
+    but not fsynced is gone (``MemoryJournalStorage.lose_unsynced``)."""
     JN_RESTART = "jn-restart"
     """A JournalNode is restarted between two steps."""
     TORN_APPEND = "torn-append"
@@ -42,6 +46,9 @@ class FaultKind(enum.Enum):
     the accepted recovery (HDFS-3077 §2.8 step 3b; HDFS-3955)."""
     FETCH_FAIL = "fetch-fail"
     """acceptRecovery's download of the segment from the recovery source fails."""
+    PARTITION = "partition"
+    """A JournalNode is cut off from every writer and reader for a few steps, without
+    restarting (it keeps its open segment and its edit cache)."""
     READ_FAIL = "read-fail"
     """A reader's getSegment fails, before the first byte or in the middle of the stream."""
     WRITER_CRASH_BATCH = "writer-crash-batch"
@@ -115,6 +122,14 @@ class FaultPlan:
     """A recovering writer dies after its acceptRecovery reached only some JournalNodes
     (HDFS-3077 §2.10.7; the second step of HDFS-3845's sequence)."""
     writer_crash_other: float = 0.01
+    writer_crash_recovery_finalize: float = 0.01
+    """A recovering writer dies before its finalize reached some JournalNodes: the segment
+    stays accepted but unfinalized (between acceptRecovery and finalize)."""
+    jn_crash_recovery_finalize: float = 0.0
+    """Extra, on a recovery's finalize only: the JournalNode dies before or after it."""
+    power_loss: float = 0.0
+    """Share of JournalNode crashes that are machine crashes: what was written but not
+    fsynced is lost (``MemoryJournalStorage.lose_unsynced``); the rest are kill -9."""
     jn_restart_between_steps: float = 0.01
     """Per JournalNode per step."""
     jn_down_steps: tuple[int, ...] = (1, 1, 2, 2, 3, 4)
@@ -128,6 +143,83 @@ class FaultPlan:
     declared dead by ZooKeeper but is still running)."""
     reader: float = 0.05
     """Per step: a reader reads the finalized log over faulty channels."""
+    reader_in_recovery: float = 0.0
+    """Per delivery of a recovering writer: first a reader reads (finalized log, then the
+    in-progress caches), between newEpoch, acceptRecovery and finalize; and once more right
+    after a take-over's first batch."""
+    partition: float = 0.0
+    """Per step, when no JournalNode is cut off: cut one off (``FaultKind.PARTITION``)."""
+    partition_steps: tuple[int, ...] = (1, 2, 3, 4, 6)
+    """How many steps a partition lasts, chosen uniformly."""
+    max_batch: int = 20
+    """A writer's batch holds 1..max_batch transactions."""
+    roll: float = 0.14
+    """Per action of an active writer: finalize its segment and start the next."""
+    purge: float = 0.04
+    """Per action of an active writer: purge old segments."""
+
+
+@dataclass(frozen=True, slots=True)
+class Buggify:
+    """Per-run choices that make rare situations common (FoundationDB's "buggify").
+
+    Each is switched on for about half of the seeds, from the run's RNG, and sharpens the
+    ``FaultPlan`` toward one kind of edge case; a seed still replays exactly.
+    """
+
+    crash_in_recovery: bool = False
+    """Writers and JournalNodes die between acceptRecovery and the recovery's finalize, and
+    writers in the middle of batches (so copies of different lengths need recovering)."""
+    writer_change_mid_segment: bool = False
+    """Failovers and concurrent writers several times as often, so a writer is replaced in
+    the middle of a segment or of a batch."""
+    tiny_segments: bool = False
+    """Batches of 1-3 transactions and frequent rolls: many segment boundaries."""
+    readers_during_recovery: bool = False
+    """Readers (and in-progress tailing) often, also in the middle of a take-over."""
+    power_loss: bool = False
+    """More JournalNode crashes, half of them machine crashes that lose unsynced bytes."""
+    partitions: bool = False
+    """A JournalNode is often cut off for a few steps while it keeps running: it misses a
+    take-over, or half of one, and comes back with its old segment and edit cache."""
+    unique_first_txns: bool = False
+    """Each segment's first transaction is unique to its writer instead of the canonical
+    OP_START_LOG_SEGMENT: two writers' copies of a segment can then have the same length
+    and other records."""
+
+    @classmethod
+    def draw(cls, rng: random.Random, share: float = 0.5) -> Buggify:
+        """Each choice on with probability ``share`` (in field order: one draw each)."""
+        return cls(*(rng.random() < share for _ in dataclasses.fields(cls)))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(self) if getattr(self, f.name))
+
+    def apply(self, plan: FaultPlan) -> FaultPlan:
+        """``plan`` sharpened by every choice that is on."""
+        changes: dict[str, float | int] = {}
+        if self.crash_in_recovery:
+            changes |= {
+                "writer_crash_accept": 0.12,
+                "writer_crash_recovery_finalize": 0.12,
+                "jn_crash_recovery_finalize": 0.05,
+                "lost_accept": 0.08,
+                # ... after a batch reached only some JournalNodes: the longer copies
+                # recovery must decide about (design doc 2.10.7).
+                "writer_crash_batch": 0.04,
+            }
+        if self.writer_change_mid_segment:
+            changes |= {"failover": 0.15, "interleave": 0.08}
+        if self.tiny_segments:
+            changes |= {"max_batch": 3, "roll": 0.4}
+        if self.readers_during_recovery:
+            changes |= {"reader": 0.3, "reader_in_recovery": 0.25}
+        if self.power_loss:
+            changes |= {"power_loss": 0.5, "jn_crash": 0.02, "jn_restart_between_steps": 0.04}
+        if self.partitions:
+            changes |= {"partition": 0.1}
+        return dataclasses.replace(plan, **changes)  # type: ignore[arg-type]
 
 
 DEFAULT_FAULT_PLAN = FaultPlan()
@@ -159,8 +251,11 @@ class FaultInjector:
             return RpcFault.NONE
         plan = self.plan
         crash_p = 0.0
+        recovery_finalize = context is RpcContext.RECOVERY and rpc == "finalize_log_segment"
         if writer and rpc == "accept_recovery":
             crash_p = plan.writer_crash_accept
+        elif writer and recovery_finalize:
+            crash_p = plan.writer_crash_recovery_finalize
         elif writer:
             crash_p = {
                 RpcContext.FIRST_BATCH: plan.writer_crash_first_batch,
@@ -176,6 +271,8 @@ class FaultInjector:
                 (plan.lost_accept, RpcFault.LOST_ACCEPT),
                 (plan.jn_crash_after_accept, RpcFault.JN_CRASH_AFTER),
             )
+        elif recovery_finalize:
+            extras = ((plan.jn_crash_recovery_finalize, RpcFault.JN_CRASH_BEFORE),)
         # One draw picks at most one fault: the probabilities are stacked on [0, 1).
         r = self.rng.random()
         fault = RpcFault.NONE

@@ -104,9 +104,10 @@ class History:
     epochs: list[CompletedEpoch] = field(default_factory=list)
     purge_floor: int = 0
     """Highest min_txid_to_keep any writer sent: txids below it may be purged anywhere."""
-    tailed: dict[int, bytes] = field(default_factory=dict)
-    """Txids a reader got from the in-progress caches (GetJournaledEdits): a standby applies
-    them, so they must survive every recovery exactly as read."""
+    tailed: dict[int, Ack] = field(default_factory=dict)
+    """Txids a reader got from the in-progress caches (GetJournaledEdits), with the writer
+    epoch the JournalNodes held them in: a standby applies them, so every later recovery
+    must keep them exactly as read, like acknowledged txids."""
     _verified: set[int] = field(default_factory=set)
     """Acked txids already found in a recovered (finalized, so immutable) log."""
     _by_epoch: dict[int, str] = field(default_factory=dict)
@@ -157,6 +158,13 @@ class History:
                 )
         for txid, payload in enumerate(payloads, first_txid):
             ack = Ack(writer, epoch, payload)
+            read = self.tailed.get(txid)
+            if read is not None and read.payload != payload:
+                raise InvariantViolation(
+                    ACKED_DURABLE,
+                    f"txid {txid} acknowledged to {writer} (epoch {epoch}) as {payload!r} was "
+                    f"read in progress as {read.payload!r} (epoch {read.epoch})",
+                )
             known = self.acked.get(txid)
             if known is not None and known != ack:
                 raise InvariantViolation(
@@ -173,14 +181,18 @@ class History:
         lowest txid acknowledged to an earlier epoch, at or above the purge floor, not yet
         found in a recovered log (a finalized segment never changes: never-unfinalized and
         finalized-identical check that). None when there is nothing to read."""
-        for txid in sorted(self.acked):
+        for txid in sorted(self.acked.keys() | self.tailed.keys()):
             if (
                 txid >= self.purge_floor
                 and txid not in self._verified
-                and self.acked[txid].epoch < epoch
+                and any(a.epoch < epoch for a in self._promised(txid))
             ):
                 return txid
         return None
+
+    def _promised(self, txid: int) -> list[Ack]:
+        """What the run told someone about ``txid``: its ack and its in-progress read."""
+        return [a for a in (self.acked.get(txid), self.tailed.get(txid)) if a is not None]
 
     def check_recovered_log(
         self, writer: str, epoch: int, recovered_end: int, log: Mapping[int, bytes]
@@ -189,9 +201,10 @@ class History:
         txid acknowledged to an earlier epoch, at or above the purge floor, is in ``log``
         (txid -> payload, the finalized log read fault-free) with its bytes, and is not past
         ``recovered_end``. Acks of later epochs (writers that took over meanwhile, in an
-        interleaving) are not this recovery's business."""
-        for txid in sorted(self.acked):
-            ack = self.acked[txid]
+        interleaving) are not this recovery's business. Txids read in progress are held to
+        the same rule, with the writer epoch they were read in."""
+        for txid in sorted(self.acked.keys() | self.tailed.keys()):
+            ack = min(self._promised(txid), key=lambda a: a.epoch)
             if ack.epoch >= epoch or txid < self.purge_floor:
                 continue
             if txid > recovered_end:
@@ -228,29 +241,32 @@ class History:
         return None
 
     def check_read(self, reader: str, log: Mapping[int, bytes]) -> None:
-        """What a reader read from finalized segments agrees with every ack it overlaps."""
+        """What a reader read agrees with every ack and every earlier in-progress read."""
         for txid in sorted(log):
-            ack = self.acked.get(txid)
-            if ack is not None and log[txid] != ack.payload:
-                raise InvariantViolation(
-                    ACKED_DURABLE,
-                    f"{reader} read txid {txid} as {log[txid]!r} but it was acknowledged to "
-                    f"{ack.writer} (epoch {ack.epoch}) as {ack.payload!r}",
-                )
+            for ack in self._promised(txid):
+                if log[txid] != ack.payload:
+                    what = "read in progress" if ack is self.tailed.get(txid) else "acknowledged"
+                    raise InvariantViolation(
+                        ACKED_DURABLE,
+                        f"{reader} read txid {txid} as {log[txid]!r} but it was {what} "
+                        f"(epoch {ack.epoch}) as {ack.payload!r}",
+                    )
 
-    def check_tailed(self, reader: str, log: Mapping[int, bytes]) -> None:
-        """What a reader got from the in-progress caches agrees with every ack and with what
-        any reader got before for the same txid; it is remembered for ``check_tailed_kept``."""
+    def check_tailed(self, reader: str, epoch: int, log: Mapping[int, bytes]) -> None:
+        """What a reader got from the in-progress caches (held in writer epoch ``epoch``)
+        agrees with every ack and with what any reader got before for the same txid; it is
+        remembered and held to acked-durable from then on."""
         self.check_read(reader, log)
         for txid in sorted(log):
             before = self.tailed.get(txid)
-            if before is not None and before != log[txid]:
+            if before is not None and before.payload != log[txid]:
                 raise InvariantViolation(
                     ACKED_DURABLE,
-                    f"{reader} read in-progress txid {txid} as {log[txid]!r}, an earlier read "
-                    f"returned {before!r}",
+                    f"{reader} read in-progress txid {txid} as {log[txid]!r} (epoch {epoch}), "
+                    f"an earlier read returned {before.payload!r} (epoch {before.epoch})",
                 )
-            self.tailed[txid] = log[txid]
+            if before is None or epoch < before.epoch:
+                self.tailed[txid] = Ack(reader, epoch, log[txid])
 
     def check_tailed_kept(self, who: str, end: int, log: Mapping[int, bytes]) -> None:
         """After the final recovery (log through ``end``): every txid read in progress, at or
@@ -258,11 +274,12 @@ class History:
         for txid in sorted(self.tailed):
             if txid < self.purge_floor:
                 continue
-            if txid > end or log.get(txid) != self.tailed[txid]:
+            read = self.tailed[txid].payload
+            if txid > end or log.get(txid) != read:
                 raise InvariantViolation(
                     ACKED_DURABLE,
-                    f"txid {txid} was read in progress as {self.tailed[txid]!r} but the log "
-                    f"recovered by {who} (end {end}) holds {log.get(txid)!r}",
+                    f"txid {txid} was read in progress as {read!r} but the log recovered by "
+                    f"{who} (end {end}) holds {log.get(txid)!r}",
                 )
 
     # ------------------------------------------------------------------ the disks

@@ -44,10 +44,10 @@ from proto.values import NamespaceInfo
 from qjm.async_logger import AsyncLogger, AsyncLoggerSet, DirectExecutor
 from qjm.errors import QJMError, RecoveryError
 from qjm.journal_manager import QuorumJournalManager, QuorumOutputStream
-from qjm.reader import EditLogReadError
+from qjm.reader import EditLogReadError, journaled_edits_quorum
 from qjm.recovery import RecoveryCandidate, choose_recovery_source
 from qjm.sim.cluster import Client, SimNetwork, batch_key, new_epoch_key
-from qjm.sim.faults import DEFAULT_FAULT_PLAN, FaultInjector, FaultKind, FaultPlan
+from qjm.sim.faults import DEFAULT_FAULT_PLAN, Buggify, FaultInjector, FaultKind, FaultPlan
 from qjm.sim.invariants import (
     ACKED_DURABLE,
     FINALIZED_IDENTICAL,
@@ -62,7 +62,6 @@ from qjm.sim.trace import Trace, short
 
 JOURNAL_ID = "simjournal"
 NAMESPACE = NamespaceInfo("CID-sim", 4242)
-MAX_BATCH = 20
 PURGE_KEEP = 40
 MAX_TAILED = 1000  # most edits one in-progress read asks for
 
@@ -96,6 +95,8 @@ class SimResult:
     writers: int = 0
     interleavings: int = 0
     trace_tail: tuple[str, ...] = ()
+    buggify: tuple[str, ...] = ()
+    """The ``Buggify`` choices that were on for this seed."""
 
     @property
     def ok(self) -> bool:
@@ -121,6 +122,7 @@ def replay_command(
     n_journalnodes: int = 3,
     mutants: tuple[str, ...] = (),
     unique_first_txn: bool = False,
+    buggify: bool = True,
 ) -> str:
     """The one command line that replays a simulation (``mutants`` by switch name)."""
     argv = [
@@ -138,6 +140,8 @@ def replay_command(
         argv += ["--mutant", name]
     if unique_first_txn:
         argv.append("--unique-first-txn")
+    if not buggify:
+        argv.append("--no-buggify")
     return shlex.join(argv)
 
 
@@ -235,6 +239,7 @@ class Simulation:
         mutants: tuple[str, ...] = (),
         unique_first_txn: bool = False,
         plan: FaultPlan = DEFAULT_FAULT_PLAN,
+        buggify: bool = True,
         echo: Callable[[str], None] | None = None,
     ) -> None:
         if n_journalnodes < 1:
@@ -247,8 +252,11 @@ class Simulation:
         self.unique_first_txn = unique_first_txn
         self.rng = random.Random(seed)
         self.trace = Trace(echo=echo)
+        # Drawn first, from the run's RNG: the seed alone says which choices are on.
+        self.use_buggify = buggify
+        self.buggify = Buggify.draw(self.rng) if buggify else Buggify()
+        self.plan = plan = self.buggify.apply(plan)
         self.faults = FaultInjector(self.rng, plan)
-        self.plan = plan
         self.net = SimNetwork(n_journalnodes, JOURNAL_ID, NAMESPACE, self.faults, self.trace)
         self.net.interleave = self._maybe_interleave
         self.net.on_unexpected = lambda what: self._violate(
@@ -261,6 +269,7 @@ class Simulation:
         self.failovers = 0
         self.interleavings = 0
         self._took_over = False
+        self._reader_next = 0
         self._oracle = QuorumJournalManager(
             make_qjm_loggers(self.net, Client("oracle", is_writer=False, oracle=True)),
             JOURNAL_ID,
@@ -277,7 +286,8 @@ class Simulation:
         self.trace(
             f"seed={self.seed} steps={self.steps} journalnodes={self.n_journalnodes} "
             f"mutants={','.join(self.mutants) or '-'} "
-            f"unique_first_txn={self.unique_first_txn}"
+            f"unique_first_txn={self.unique_first_txn} "
+            f"buggify={','.join(self.buggify.names) or '-'}"
         )
         self._format()
         for step in range(self.steps):
@@ -310,12 +320,14 @@ class Simulation:
                 self.n_journalnodes,
                 self.mutants,
                 self.unique_first_txn,
+                self.use_buggify,
             ),
             trace_digest=self.trace.digest,
             fault_counts=tuple((k.value, self.faults.counts[k]) for k in FaultKind),
             writers=len(self.writers),
             interleavings=self.interleavings,
             trace_tail=() if v is None else self.trace.tail(),
+            buggify=self.buggify.names,
         )
 
     def _format(self) -> None:
@@ -353,8 +365,24 @@ class Simulation:
                 if node.down_steps == 0:
                     node.restart()
                     self.trace(f"{node.address} restarted (incarnation {node.incarnation})")
+        self._partitions()
         if self.faults.chance(self.plan.reader):
             self._read()
+
+    def _partitions(self) -> None:
+        """Heal partitions whose time is up; maybe cut one JournalNode off (one at a time)."""
+        cut = self.net.partitioned
+        for address in sorted(cut):
+            cut[address] -= 1
+            if cut[address] <= 0:
+                del cut[address]
+                self.trace(f"{address} reachable again")
+        if not cut and self.faults.chance(self.plan.partition):
+            node = self.rng.choice(self.net.nodes)
+            steps = self.rng.choice(self.plan.partition_steps)
+            cut[node.address] = steps
+            self.faults.count(FaultKind.PARTITION)
+            self.trace(f"{node.address} PARTITIONED for {steps} step(s)")
 
     def _live(self) -> list[SimWriter]:
         return [w for w in self.writers if w.state is not WriterState.DEAD]
@@ -378,8 +406,14 @@ class Simulation:
         return writer
 
     def _maybe_interleave(self, caller: Client) -> None:
-        """Before one of ``caller``'s deliveries: maybe run one action of another writer."""
-        if self.depth > 0 or self.violation is not None:
+        """Before one of ``caller``'s deliveries: maybe a reader reads (when ``caller`` is
+        taking over), then maybe one action of another writer runs."""
+        if self.violation is not None:
+            return
+        if caller.taking_over and self.faults.chance(self.plan.reader_in_recovery):
+            self.trace(f"  >> reader reads inside {caller.name}'s take-over")
+            self._read()
+        if self.depth > 0:
             return
         if not self.faults.chance(self.plan.interleave):
             return
@@ -405,12 +439,12 @@ class Simulation:
                 self._take_over(writer)
                 return
             r = self.rng.random()
-            if r < 0.82:
-                self._write(writer)
-            elif r < 0.96:
+            if r < self.plan.roll:
                 self._roll(writer)
-            else:
+            elif r < self.plan.roll + self.plan.purge:
                 self._purge(writer)
+            else:
+                self._write(writer)
         except InvariantViolation as v:
             self._violate(v)
         except _PROTOCOL_ERRORS as exc:
@@ -460,6 +494,11 @@ class Simulation:
         # HDFS writes OP_START_LOG_SEGMENT alone as the segment's first batch; the Journal
         # relies on it (a segment holding one txn may be restarted, HDFS-3077 §2.10.5-§2.10.6).
         self._flush(writer, 1, segment_start=True)
+        # A standby tails just as the new writer's segment begins, while a JournalNode that
+        # missed the take-over may still cache an abandoned writer's edits of the same txids.
+        if self.faults.chance(self.plan.reader_in_recovery):
+            self.trace(f"  >> reader reads right after {writer.label} took over")
+            self._read()
 
     def _classify_refused_recovery(
         self, writer: SimWriter, exc: RecoveryError
@@ -509,14 +548,16 @@ class Simulation:
             ) from None
 
     def _write(self, writer: SimWriter) -> None:
-        self._flush(writer, self.rng.randint(1, MAX_BATCH))
+        self._flush(writer, self.rng.randint(1, self.plan.max_batch))
 
     def _flush(self, writer: SimWriter, count: int, *, segment_start: bool = False) -> None:
         stream = writer.stream
         assert stream is not None
         epoch = writer.qjm.epoch
         first = stream.last_txid + 1
-        canonical = segment_start and not self.unique_first_txn
+        canonical = segment_start and not (
+            self.unique_first_txn or self.buggify.unique_first_txns
+        )
         ops = [make_op(epoch, t, segment_start=canonical) for t in range(first, first + count)]
         payloads = [op.SerializeToString() for op in ops]
         for op in ops:
@@ -562,31 +603,43 @@ class Simulation:
     # ------------------------------------------------------------------ readers, the end
 
     def _read(self) -> None:
-        self.trace(f"reader reads from {self.history.purge_floor}")
+        # Like a standby, from where the last read of finalized segments ended.
+        start = max(self.history.purge_floor, self._reader_next)
+        self.trace(f"reader reads from {start}")
         try:
-            log = self._read_log(self._reader, self.history.purge_floor, "reader")
+            log = self._read_log(self._reader, start, "reader")
         except _PROTOCOL_ERRORS as exc:
             self.trace(f"reader failed: {short(exc)}")
             return
         self.trace(f"reader read {len(log)} txns")
         self._check(lambda: self.history.check_read("reader", log))
+        if log:
+            self._reader_next = max(log) + 1
         # Then the open segment, as a standby with dfs.ha.tail-edits.in-progress does.
-        since = max(log) + 1 if log else max(self.history.purge_floor, 1)
+        since = max(start, self._reader_next, 1)
+        self.net.journaled.pop("reader", None)
         try:
             ops = self._reader.read_journaled_edits(since, MAX_TAILED)
         except _PROTOCOL_ERRORS as exc:
             self.trace(f"reader failed to read in-progress edits: {short(exc)}")
             return
         tailed = {op.txid: op.SerializeToString() for op in ops}
-        if tailed:
-            self.trace(f"reader read in-progress {min(tailed)}-{max(tailed)}")
-        self._check(lambda: self.history.check_tailed("reader", tailed))
+        if not tailed:
+            return
+        # The writer epoch the majority held these edits in: the reader's own choice, redone
+        # over the answers it got (the QJM returns the edits alone).
+        answers = self.net.journaled.get("reader", {})
+        choice = journaled_edits_quorum(answers, cluster_size=len(self.net.nodes))
+        epoch = answers[choice[0]].epoch if choice is not None else 0
+        self.trace(f"reader read in-progress {min(tailed)}-{max(tailed)} (epoch {epoch})")
+        self._check(lambda: self.history.check_tailed("reader", epoch, tailed))
 
     def _final_recovery(self) -> None:
         """With every JournalNode up and no faults, a new writer must recover every ack."""
         self.trace("-- final fault-free recovery")
         self.faults.enabled = False
         self.net.interleave = None
+        self.net.partitioned.clear()
         for node in self.net.nodes:
             if not node.up:
                 node.restart()
@@ -620,6 +673,7 @@ def run_simulation(
     n_journalnodes: int = 3,
     mutants: tuple[str, ...] = (),
     unique_first_txn: bool = False,
+    buggify: bool = True,
     quiet: bool = True,
     echo: Callable[[str], None] | None = None,
 ) -> SimResult:
@@ -629,7 +683,8 @@ def run_simulation(
     the simulator finds them. ``unique_first_txn`` gives each segment's first transaction
     a unique payload instead of the canonical OP_START_LOG_SEGMENT every writer writes (see
     ``make_op``): it exposes that a JournalNode finalizes a stale copy of the same length.
-    ``quiet`` silences the protocol's structlog output for the
+    ``buggify`` draws the run's ``Buggify`` choices from the seed (off: the plain fault
+    plan). ``quiet`` silences the protocol's structlog output for the
     run (restored afterwards); ``echo`` receives every trace line (``--verbose``).
     """
     # Inside the quiet block: a Journal binds its logger when it is built.
@@ -643,6 +698,7 @@ def run_simulation(
             n_journalnodes=n_journalnodes,
             mutants=tuple(m.switch for m in now),
             unique_first_txn=unique_first_txn,
+            buggify=buggify,
             echo=echo,
         )
         return sim.run()

@@ -1,0 +1,166 @@
+"""The mutation score of the simulator: which planted bugs (``conf.mutants``) it catches, and
+in how many seeds.
+
+A simulator whose invariants never fire proves nothing by its clean runs. Here each mutant of
+``SIMULATED`` is planted alone and the simulator runs a range of seeds; a seed *catches* the
+mutant when its run reports a violation. The clean code must report none over the same seeds.
+``python -m qjm.sim mutants --seeds 200`` prints the table; ``hapipe soak --mutants`` runs the
+same catalogue on Spark, and ``tests/sim/test_mutant_sweeps.py`` keeps each mutant caught::
+
+    from qjm.sim.mutants import SIMULATED, score
+    report = score(range(0, 200), SIMULATED)
+    print(format_report(report))
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from conf.mutants import Mutant
+from qjm.sim.runner import run_simulation
+
+SIMULATED: tuple[Mutant, ...] = (
+    Mutant.IGNORE_WRITER_EPOCH,
+    Mutant.NO_COMMITTED_SANITY_CHECK,
+    Mutant.ACK_FROM_ONE,
+    Mutant.TAIL_SINGLE_JOURNALNODE,
+    Mutant.TAIL_ANY_EPOCH,
+    Mutant.PROMISE_NOT_PERSISTED,
+    Mutant.NEW_EPOCH_EQUAL,
+    Mutant.WRITER_EPOCH_NOT_PERSISTED,
+    Mutant.ACCEPT_IN_MEMORY_ONLY,
+    Mutant.ACCEPT_NO_EPOCH,
+    Mutant.START_KEEPS_ACCEPTED,
+    Mutant.FINALIZE_WITHOUT_CONTENT_CHECK,
+    Mutant.APPEND_WITHOUT_FDATASYNC,
+)
+"""The planted bugs that live in code the QJM simulator runs (Journal, storage, QJM writer
+and reader); the others (NameNode layer) need another harness."""
+
+CLEAN = "clean"
+"""The row of the unmutated code in a report."""
+
+
+@dataclass(frozen=True, slots=True)
+class MutantScore:
+    """One mutant (or ``CLEAN``) over a range of seeds: which seeds reported a violation, and
+    the invariant each one broke."""
+
+    name: str
+    seeds: int
+    first_seed: int
+    caught: tuple[tuple[int, str], ...]
+    """(seed, violated invariant) of every seed that reported a violation, in seed order."""
+
+    @property
+    def caught_seeds(self) -> tuple[int, ...]:
+        return tuple(seed for seed, _ in self.caught)
+
+    @property
+    def caught_fraction(self) -> float:
+        return len(self.caught) / self.seeds if self.seeds else 0.0
+
+    @property
+    def first_caught(self) -> int | None:
+        return self.caught[0][0] if self.caught else None
+
+
+@dataclass(frozen=True, slots=True)
+class MutationReport:
+    """Every mutant's score and the clean run's, over the same seeds and steps."""
+
+    steps: int
+    mutants: tuple[MutantScore, ...]
+    clean: MutantScore
+
+    @property
+    def min_caught_fraction(self) -> float:
+        return min((m.caught_fraction for m in self.mutants), default=0.0)
+
+    def summary_json(self) -> str:
+        """One JSON object: {mutant: caught_fraction, ..., clean_violations, ...}."""
+        row: dict[str, float | int] = {m.name: round(m.caught_fraction, 4) for m in self.mutants}
+        row["clean_violations"] = len(self.clean.caught)
+        row["min_caught_fraction"] = round(self.min_caught_fraction, 4)
+        return json.dumps(row, sort_keys=False)
+
+
+def run_seed(name: str, seed: int, steps: int) -> tuple[str, int, str | None]:
+    """One run: (name, seed, violated invariant or None); ``name`` is a switch or ``CLEAN``."""
+    mutants = () if name == CLEAN else (name,)
+    result = run_simulation(seed, steps, mutants=mutants)
+    return name, seed, result.violated_invariant if not result.ok else None
+
+
+def score(
+    seeds: range,
+    mutants: Iterable[Mutant] = SIMULATED,
+    *,
+    steps: int = 200,
+    jobs: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> MutationReport:
+    """Run every mutant, and the clean code, over ``seeds``; ``jobs`` worker processes
+    (1: in this process). ``progress(done, total)`` is called after each run."""
+    names = [m.switch for m in mutants] + [CLEAN]
+    work = [(name, seed) for name in names for seed in seeds]
+    found: dict[str, list[tuple[int, str]]] = {name: [] for name in names}
+
+    def record(done: int, outcome: tuple[str, int, str | None]) -> None:
+        name, seed, invariant = outcome
+        if invariant is not None:
+            found[name].append((seed, invariant))
+        if progress is not None:
+            progress(done, len(work))
+
+    if jobs <= 1:
+        for i, (name, seed) in enumerate(work, 1):
+            record(i, run_seed(name, seed, steps))
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            outcomes = pool.map(
+                run_seed,
+                [n for n, _ in work],
+                [s for _, s in work],
+                [steps] * len(work),
+                chunksize=8,
+            )
+            for i, outcome in enumerate(outcomes, 1):
+                record(i, outcome)
+    first = seeds.start if seeds else 0
+
+    def row(name: str) -> MutantScore:
+        return MutantScore(name, len(seeds), first, tuple(sorted(found[name])))
+
+    return MutationReport(steps, tuple(row(n) for n in names[:-1]), row(CLEAN))
+
+
+def format_report(report: MutationReport, not_simulated: Sequence[Mutant] = ()) -> str:
+    """The table for people, then the clean run's line, then the JSON line (last)."""
+    lines = [
+        f"{'mutant':32} {'seeds':>6} {'caught':>7} {'fraction':>9} {'first':>6}  invariants",
+    ]
+    for m in report.mutants:
+        invariants = sorted({inv for _, inv in m.caught})
+        first = "-" if m.first_caught is None else str(m.first_caught)
+        lines.append(
+            f"{m.name:32} {m.seeds:>6} {len(m.caught):>7} {m.caught_fraction:>9.3f} {first:>6}  "
+            f"{','.join(invariants) or '-'}"
+        )
+    clean = report.clean
+    verdict = "ok" if not clean.caught else "VIOLATIONS at seeds " + ",".join(
+        str(s) for s in clean.caught_seeds[:20]
+    )
+    lines.append(
+        f"clean code: {clean.seeds} seeds from {clean.first_seed}, {report.steps} steps: "
+        f"{len(clean.caught)} violations ({verdict})"
+    )
+    if not_simulated:
+        lines.append(
+            "not run (outside the QJM simulator): " + ", ".join(m.switch for m in not_simulated)
+        )
+    lines.append(report.summary_json())
+    return "\n".join(lines)

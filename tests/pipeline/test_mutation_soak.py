@@ -1,0 +1,98 @@
+"""``hapipe soak --mutants`` on local Spark: the mutation-score table in Parquet, the printed
+table whose last line is the JSON object, the chart, progress in seeds; the scores agree with
+``python -m qjm.sim mutants`` run in this process over the same seeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from pipeline.cli import main
+from pipeline.errors import PipelineError
+from pipeline.mutants import (
+    RUN_COLUMNS,
+    RUNS_DIR,
+    SCORE_CHART,
+    SCORE_COLUMNS,
+    SCORE_DIR,
+    MutationSoakConfig,
+    format_mutation_summary,
+    run_mutation_soak,
+)
+from pipeline.soak import SoakProgress
+from qjm.sim.mutants import SIMULATED, score
+
+pytestmark = pytest.mark.timeout(300)
+
+# promise-not-persisted is caught in most seeds (epochs-unique); three seeds of 80 steps catch
+# it at least once (``python -m qjm.sim mutants --seeds 3 --steps 80``).
+CAUGHT = "promise-not-persisted"
+SEEDS = 3
+STEPS = 80
+
+
+def test_the_mutation_soak_writes_the_score_table_and_agrees_with_the_simulator(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = MutationSoakConfig(
+        first_seed=0, seeds=SEEDS, steps=STEPS, mutants=(CAUGHT,), seeds_per_task=2
+    )
+    seen: list[SoakProgress] = []
+    summary = run_mutation_soak(
+        spark, config, tmp_path / "m", progress=seen.append, poll_seconds=0.2, charts=True
+    )
+    assert seen and seen[-1].done == seen[-1].total == config.runs == 2 * SEEDS
+    assert [p.done for p in seen] == sorted(p.done for p in seen)
+
+    table = spark.read.parquet(str(tmp_path / "m" / SCORE_DIR))
+    assert tuple(table.columns) == SCORE_COLUMNS
+    rows = {r["mutant"]: r for r in table.collect()}
+    assert set(rows) == {CAUGHT, "clean"}
+    assert rows["clean"]["caught"] == 0 and rows["clean"]["first_seed"] is None
+    assert rows[CAUGHT]["caught"] >= 1 and rows[CAUGHT]["seeds"] == SEEDS
+    runs = spark.read.parquet(str(tmp_path / "m" / RUNS_DIR))
+    assert tuple(runs.columns) == RUN_COLUMNS and runs.count() == 2 * SEEDS
+
+    # The same runs on the driver, without Spark: the same seeds catch it.
+    local = score(range(SEEDS), [m for m in SIMULATED if m.switch == CAUGHT], steps=STEPS)
+    assert rows[CAUGHT]["caught"] == len(local.mutants[0].caught)
+    assert rows[CAUGHT]["first_seed"] == local.mutants[0].first_caught
+    assert not local.clean.caught
+
+    assert summary.passed and summary.clean_violations == 0
+    text = format_mutation_summary(summary)
+    last = json.loads(text.splitlines()[-1])
+    assert last["clean_violations"] == 0
+    assert last[CAUGHT] == pytest.approx(rows[CAUGHT]["caught_fraction"], abs=1e-4)
+    assert summary.chart is not None and (tmp_path / "m" / SCORE_CHART).stat().st_size > 1000
+    assert (tmp_path / "m" / "mutation_summary.txt").read_text().strip() == text
+
+
+def test_the_cli_scores_and_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+    out = CliRunner().invoke(main, ["soak", "--seeds", "1", "--charts"])
+    assert out.exit_code == 2 and "--charts goes with --mutants" in out.output
+    with pytest.raises(PipelineError, match="mutants the simulator does not run: nope"):
+        MutationSoakConfig(mutants=("nope",))
+    result = CliRunner().invoke(
+        main,
+        [
+            "soak",
+            "--mutants",
+            "--seeds",
+            str(SEEDS),
+            "--steps",
+            str(STEPS),
+            "--mutant",
+            CAUGHT,
+            "--out",
+            str(tmp_path / "cli"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[-1])["clean_violations"] == 0
+    assert "PASSED" in result.stdout
+
