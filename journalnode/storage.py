@@ -278,6 +278,7 @@ class MemoryJournalStorage:
             return False
         self._refuse_finalized(start_txid)
         self.segments[start_txid] = (bytearray(data), None)
+        self.synced_len[start_txid] = len(data)  # installed with an fsync
         return True
 
     def purge(self, min_txid_to_keep: int) -> list[str]:
