@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import queue
 import socket
@@ -32,6 +33,7 @@ from conf.rpc import bind, make_channel, make_server
 
 SERVICE = "bench.Echo"
 UNARY = f"/{SERVICE}/Ping"
+COUNT = f"/{SERVICE}/Count"
 STREAM = f"/{SERVICE}/Stream"
 PAYLOAD = b"e" * 100
 
@@ -49,8 +51,19 @@ def serve() -> None:
     """Echo over gRPC (unary and stream) and over raw TCP; prints both ports, runs until
     stdin closes."""
 
+    pings = [0]
+    lock = threading.Lock()
+
     def ping(request: bytes, context: grpc.ServicerContext) -> bytes:
+        with lock:
+            pings[0] += 1
         return request
+
+    def count(request: bytes, context: grpc.ServicerContext) -> bytes:
+        # The Ping calls answered so far: how a driver that cannot read gRPC trailers
+        # (h2load) learns how many of its calls succeeded.
+        with lock:
+            return str(pings[0]).encode()
 
     def stream(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         yield from requests
@@ -59,6 +72,7 @@ def serve() -> None:
         SERVICE,
         {
             "Ping": grpc.unary_unary_rpc_method_handler(ping, _same, _same),
+            "Count": grpc.unary_unary_rpc_method_handler(count, _same, _same),
             "Stream": grpc.stream_stream_rpc_method_handler(stream, _same, _same),
         },
     )
@@ -177,6 +191,31 @@ def unary_throughput(port: int, threads: int, seconds: float) -> float:
     return sum(counts) / seconds
 
 
+@contextlib.contextmanager
+def echo_server() -> Iterator[tuple[int, int, int]]:
+    """The echo server in its own process: (gRPC port, raw TCP port, pid); stopped on exit."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.grpc_floor", "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        grpc_port, tcp_port = (int(x) for x in server.stdout.readline().split())
+        yield grpc_port, tcp_port, server.pid
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        server.wait(timeout=30)
+
+
+def echo_count(port: int) -> int:
+    """How many Ping calls the echo server has answered."""
+    with make_channel(f"127.0.0.1:{port}") as channel:
+        return int(channel.unary_unary(COUNT, _same, _same)(b"", timeout=10))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per latency series")
@@ -188,23 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         serve()
         return 0
 
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bench.grpc_floor", "--serve"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        grpc_port, tcp_port = (int(x) for x in server.stdout.readline().split())
+    with echo_server() as (grpc_port, tcp_port, _):
         tcp = tcp_latencies(tcp_port, args.calls)
         unary = unary_latencies(grpc_port, args.calls)
         stream = stream_latencies(grpc_port, args.calls)
         per_s = unary_throughput(grpc_port, args.threads, args.seconds)
-    finally:
-        if server.stdin is not None:
-            server.stdin.close()
-        server.wait(timeout=30)
 
     def us(values: list[float], q: float) -> float:
         return round(percentile(values, q) * 1e6, 1)

@@ -25,6 +25,17 @@ It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run
     segment's edits that a majority of JournalNodes hold, and the lag is about half a tail
     period instead.
 
+(c) with ``h2load`` (``bench.h2load``: C, gRPC unary over h2c) at 1, 32 and 128 calls in
+    flight: the no-op echo server of ``bench.grpc_floor`` (the floor), ``GetFileInfo`` of
+    ``/`` on the active (linearizable), and ``Create(overwrite=true)`` of one path, no client
+    id (never retry-cached: every call logs one edit). h2load sees HTTP statuses only, so
+    success is counted on the server: the echo server's own count, the active's
+    ``hanamenode_rpc_seconds`` count for GetFileInfo, and for creates the advance of the
+    synced txid less two per roll (END/START segment); fewer than h2load's answers are
+    reported as failed. CPU of the active, of the JournalNodes (and of the echo server) from
+    ``/proc/PID/stat`` per successful call; edits per sync from the active's group-commit
+    counters. Without h2load the bench says how to install it and runs (a) and (b) alone.
+
 It prints a table with the targets beside the measurements (>= 5,000 mkdirs/s at 32 clients
 with p99 <= 20 ms), then one JSON line. Targets are reported, never asserted (docs/architecture.md
 §8.6 ``bench/``). Everything shares this machine's cores: the load generator's threads,
@@ -41,18 +52,23 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import h2load
 from bench.common import percentile, print_json, print_table
+from bench.grpc_floor import echo_count, echo_server
 from conf.rpc import make_channel
 from hadev.namenodes import NameNodeProcessCluster
 from hanamenode.client import HaFsClient, RetryPolicy
 from proto import namenode_pb2, namenode_pb2_grpc
 
 CLIENTS = (1, 8, 32)
+IN_FLIGHT = (1, 32, 128)
+CREATE_PATH = "/bench-create"
 TARGET_MKDIRS_PER_S_32 = 5000.0
 TARGET_P99_MS_32 = 20.0
 POLICY = RetryPolicy(max_attempts=3, rpc_timeout=30.0)
@@ -102,6 +118,104 @@ def sync_counters(cluster: NameNodeProcessCluster) -> dict[str, float]:
             if sample.name in values:
                 values[sample.name] = float(sample.value)
     return values
+
+
+def nn_samples(url: str) -> dict[str, float]:
+    """A NameNode's samples by name (``name:method`` for per-method ones), buckets left out."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if "le" in sample.labels:
+                continue
+            method = sample.labels.get("method")
+            out[f"{sample.name}:{method}" if method else sample.name] = float(sample.value)
+    return out
+
+
+def _settled(read: Callable[[], float], quiet: float = 0.3, limit: float = 10.0) -> float:
+    """``read()`` once it stopped changing for ``quiet`` seconds: calls h2load gave up on at
+    the end of its window may still be served."""
+    value, deadline = read(), time.monotonic() + limit
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        again = read()
+        if again == value:
+            break
+        value = again
+    return value
+
+
+def h2load_series(
+    cluster: NameNodeProcessCluster,
+    echo: tuple[int, int],
+    seconds: float,
+    levels: tuple[int, ...],
+    connections: int,
+) -> dict[str, float | int]:
+    """Echo, stat and create through h2load at each level of calls in flight."""
+    echo_port, echo_pid = echo
+    active = cluster["nn1"]
+    url = active.metrics_url
+    assert url is not None and active.pid is not None
+    jn_pids = [jn.pid for jn in cluster.journal]
+    header = namenode_pb2.RpcHeader()  # no client id: never answered from the retry cache
+    stat = namenode_pb2.GetFileInfoRequest(header=header, path="/")
+    create = namenode_pb2.CreateRequest(header=header, path=CREATE_PATH, overwrite=True)
+    with make_channel(active.address, cluster.settings().tls) as channel:
+        stub = namenode_pb2_grpc.ClientProtocolStub(channel)
+        stub.GetFileInfo(stat, timeout=30)  # the same bytes h2load posts succeed once
+        stub.Create(create, timeout=30)
+
+    def created() -> float:
+        m = nn_samples(url)
+        return m["hanamenode_edit_log_synced_txid"] - 2 * m["hanamenode_edit_log_rolls_total"]
+
+    kinds: dict[str, tuple[str, bytes, Callable[[], float]]] = {
+        "echo": (f"http://127.0.0.1:{echo_port}/bench.Echo/Ping", b"e" * 100,
+                 lambda: float(echo_count(echo_port))),
+        "stat": (f"http://{active.address}/hanamenode.namenode.ClientProtocol/GetFileInfo",
+                 stat.SerializeToString(),
+                 lambda: nn_samples(url)["hanamenode_rpc_seconds_count:GetFileInfo"]),
+        "create": (f"http://{active.address}/hanamenode.namenode.ClientProtocol/Create",
+                   create.SerializeToString(), created),
+    }
+    result: dict[str, float | int] = {}
+    for kind, (target, message, successes) in kinds.items():
+        server_pids: list[int | None] = [echo_pid] if kind == "echo" else [active.pid]
+        for n in levels:
+            ok_before, sync_before = successes(), sync_counters(cluster)
+            cpu_server, cpu_jns = cpu_by_role({"s": server_pids, "j": list(jn_pids)}).values()
+            load = h2load.run(target, message, n, seconds, connections)
+            ok = _settled(successes) - ok_before
+            cpu_after = cpu_by_role({"s": server_pids, "j": list(jn_pids)})
+            sync_after = sync_counters(cluster)
+            answered = len(load.latencies_ms)
+            failed = max(0, load.requests["done"] - int(ok)) + load.requests["errored"]
+            good = max(0, answered - failed)
+            per_call = 1e6 / ok if ok > 0 else 0.0
+            syncs, txns, _ = (sync_after[k] - sync_before[k] for k in _SYNC_SAMPLES)
+            key = f"{kind}_{{}}_{n}"
+            result[f"{kind}_per_s_{n}"] = round(good / seconds, 1)
+            result[key.format("mean_ms")] = round(
+                sum(load.latencies_ms) / answered if answered else 0.0, 2
+            )
+            result[key.format("p50_ms")] = round(percentile(load.latencies_ms, 0.50), 2)
+            result[key.format("p99_ms")] = round(percentile(load.latencies_ms, 0.99), 2)
+            result[key.format("failed")] = failed
+            server_role = "echo" if kind == "echo" else "nn"
+            result[f"{server_role}_cpu_us_per_{kind}_{n}"] = round(
+                (cpu_after["s"] - cpu_server) * per_call, 1
+            )
+            result[f"jn_cpu_us_per_{kind}_{n}"] = round((cpu_after["j"] - cpu_jns) * per_call, 1)
+            if kind == "create":
+                result[f"edits_per_sync_{n}"] = round(txns / syncs if syncs else 0.0, 1)
+    if 32 in levels and result.get("echo_per_s_32"):
+        result["create_to_echo_ratio_32"] = round(
+            float(result["create_per_s_32"]) / float(result["echo_per_s_32"]), 2
+        )
+    return result
 
 
 @dataclass(frozen=True)
@@ -244,6 +358,9 @@ def run(
     tail_period: float,
     handlers: int,
     in_progress: bool = False,
+    h2load_seconds: float = 3.0,
+    in_flight: tuple[int, ...] = IN_FLIGHT,
+    connections: int = 4,
 ) -> dict[str, float | int | str]:
     conf: dict[str, str | int | float | bool] = {
         "dfs.ha.tail-edits.period": f"{tail_period}s",
@@ -260,8 +377,21 @@ def run(
         "cpus": os.cpu_count() or 0,
         "seconds_per_level": seconds,
     }
+    result["load_average_1m_before"] = round(os.getloadavg()[0], 2)
     with NameNodeProcessCluster(workdir, extra_conf=conf) as cluster:
         cluster.transition_to_active("nn1")
+        if shutil.which("h2load") is None:
+            print(h2load.INSTALL_HINT + "; running the Python-client series alone", flush=True)
+            result["h2load"] = 0
+        else:
+            result["h2load"] = 1
+            result["h2load_seconds"] = h2load_seconds
+            with echo_server() as (echo_port, _, echo_pid):
+                result.update(
+                    h2load_series(
+                        cluster, (echo_port, echo_pid), h2load_seconds, in_flight, connections
+                    )
+                )
         for n in clients:
             load = run_load(cluster, n, seconds)
             result[f"mkdirs_per_s_{n}"] = round(load.per_s, 1)
@@ -298,7 +428,45 @@ def run(
         result["standby_lag_max_ms"] = round(lags[-1], 1) if lags else 0.0
         result["standby_lag_samples"] = len(lags)
         result["load_average_1m"] = round(os.getloadavg()[0], 2)
+    for n in clients:
+        result[f"mkdirs_p99_ms_{n}"] = result[f"p99_ms_{n}"]
     return result
+
+
+def report_h2load(result: dict[str, float | int | str], levels: tuple[int, ...]) -> None:
+    rows = []
+    for kind in ("echo", "stat", "create"):
+        server = "echo" if kind == "echo" else "nn"
+        for n in levels:
+            rows.append(
+                [
+                    f"{kind} x{n}",
+                    f"{result[f'{kind}_per_s_{n}']:,}",
+                    result[f"{kind}_mean_ms_{n}"],
+                    result[f"{kind}_p50_ms_{n}"],
+                    result[f"{kind}_p99_ms_{n}"],
+                    result[f"{kind}_failed_{n}"],
+                    result[f"{server}_cpu_us_per_{kind}_{n}"],
+                    result[f"jn_cpu_us_per_{kind}_{n}"],
+                    result.get(f"edits_per_sync_{n}", "") if kind == "create" else "",
+                ]
+            )
+    print_table(
+        f"h2load, calls in flight (gRPC unary over h2c, {result['h2load_seconds']} s each; "
+        f"load average {result['load_average_1m_before']} before the run)",
+        [
+            "calls",
+            "ok/s",
+            "mean ms",
+            "p50 ms",
+            "p99 ms",
+            "failed",
+            "server CPU us/call",
+            "JNs CPU us/call",
+            "edits/sync",
+        ],
+        rows,
+    )
 
 
 def report(result: dict[str, float | int | str], clients: tuple[int, ...]) -> None:
@@ -414,7 +582,23 @@ def report(result: dict[str, float | int | str], clients: tuple[int, ...]) -> No
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each load")
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, help="duration of each Python-client load"
+    )
+    parser.add_argument(
+        "--h2load-seconds", type=float, default=3.0, help="duration of each h2load series"
+    )
+    parser.add_argument(
+        "--long", action="store_true", help="10 s per series (both kinds) instead of 3 s"
+    )
+    parser.add_argument(
+        "--in-flight",
+        default=",".join(map(str, IN_FLIGHT)),
+        help="h2load calls in flight, e.g. 1,32,128",
+    )
+    parser.add_argument(
+        "--connections", type=int, default=4, help="h2load connections sharing the calls"
+    )
     parser.add_argument(
         "--clients", default=",".join(map(str, CLIENTS)), help="concurrency levels, e.g. 1,8,32"
     )
@@ -429,6 +613,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     clients = tuple(int(x) for x in args.clients.split(","))
+    in_flight = tuple(int(x) for x in args.in_flight.split(","))
+    if args.long:
+        args.seconds = args.h2load_seconds = 10.0
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="bench-namenode-"))
     try:
         result = run(
@@ -440,11 +627,18 @@ def main(argv: list[str] | None = None) -> int:
             args.tail_period,
             args.handlers,
             args.in_progress,
+            args.h2load_seconds,
+            in_flight,
+            args.connections,
         )
     finally:
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
+    if result["h2load"]:
+        report_h2load(result, in_flight)
     report(result, clients)
+    print(f"load average (1 min): {result['load_average_1m_before']} before, "
+          f"{result['load_average_1m']} after", flush=True)
     print_json(result)
     return 0
 

@@ -11,6 +11,9 @@
 #   4. Chromium    apt-get install chromium chromium-driver, only when /usr/bin/chromium is
 #                  missing and we are root (the status page tests drive a real headless
 #                  browser, docs/operations.md §12); a failure is reported and skipped.
+#   5. h2load      apt-get install nghttp2-client, only when h2load is missing and we are
+#                  root (bench.namenode_ops drives gRPC calls with it); a failure is reported
+#                  and skipped.
 #
 # Environment: PYTHON (default python3), HANAMENODE_EXTRAS (default test,spark),
 # HANAMENODE_SKIP_APT=1 to leave system packages alone.
@@ -39,36 +42,30 @@ else
     say "$VENV is up to date with pyproject.toml"
 fi
 
-if [[ -f $ZK_JAR ]]; then
-    say "ZooKeeper found at $ZK_JAR"
-elif [[ ${HANAMENODE_SKIP_APT:-0} == 1 ]]; then
-    say "ZooKeeper missing; HANAMENODE_SKIP_APT=1, not installing (ZooKeeper tests will skip or fail)"
-elif [[ $(id -u) -ne 0 ]]; then
-    say "ZooKeeper missing and not root: run 'apt-get install -y zookeeper default-jre-headless' as root"
-else
-    say "ZooKeeper missing: apt-get update && apt-get install -y zookeeper default-jre-headless"
-    if DEBIAN_FRONTEND=noninteractive apt-get update -q \
-        && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-            zookeeper default-jre-headless; then
-        say "ZooKeeper installed ($ZK_JAR)"
+# apt_install NAME PRESENT WHO_NEEDS_IT PACKAGE...: install PACKAGEs unless PRESENT (a test
+# command) holds, HANAMENODE_SKIP_APT=1 or we are not root; a failure is reported, not fatal.
+apt_install() {
+    local name=$1 present=$2 needed_by=$3
+    shift 3
+    if eval "$present"; then
+        say "$name found"
+    elif [[ ${HANAMENODE_SKIP_APT:-0} == 1 ]]; then
+        say "$name missing; HANAMENODE_SKIP_APT=1, not installing (needed by $needed_by)"
+    elif [[ $(id -u) -ne 0 ]]; then
+        say "$name missing and not root: run 'apt-get install -y $*' as root"
     else
-        say "WARNING: installing ZooKeeper failed; continuing (only the ZooKeeper tests need it)"
+        say "$name missing: apt-get update && apt-get install -y $*"
+        if DEBIAN_FRONTEND=noninteractive apt-get update -q \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"; then
+            say "$name installed"
+        else
+            say "WARNING: installing $name failed; continuing (only $needed_by need it)"
+        fi
     fi
-fi
+}
 
-if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
-    say "Chromium found at $(command -v chromium)"
-elif [[ ${HANAMENODE_SKIP_APT:-0} == 1 ]]; then
-    say "Chromium missing; HANAMENODE_SKIP_APT=1, not installing (the status page tests will skip)"
-elif [[ $(id -u) -ne 0 ]]; then
-    say "Chromium missing and not root: run 'apt-get install -y chromium chromium-driver' as root"
-else
-    say "Chromium missing: apt-get install -y chromium chromium-driver"
-    if DEBIAN_FRONTEND=noninteractive apt-get update -q \
-        && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-            chromium chromium-driver; then
-        say "Chromium installed"
-    else
-        say "WARNING: installing Chromium failed; continuing (only the status page tests need it)"
-    fi
-fi
+apt_install ZooKeeper "[[ -f $ZK_JAR ]]" "the ZooKeeper tests" zookeeper default-jre-headless
+apt_install Chromium "command -v chromium >/dev/null && command -v chromedriver >/dev/null" \
+    "the status page tests" chromium chromium-driver
+apt_install h2load "command -v h2load >/dev/null" "bench.namenode_ops's h2load series" \
+    nghttp2-client
