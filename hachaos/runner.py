@@ -136,7 +136,19 @@ def run(options: RunOptions, out: TextIO) -> RunReport:
             disk_jn=disk_jn,
         )
         with cluster:
-            return _experiment(options, cluster, steps, directory, out)
+            report = _experiment(options, cluster, steps, directory)
+        # The segments are hashed once every daemon has stopped: a JournalNode still running
+        # may purge a segment between the listing and the hashing.
+        report.segments, txid_findings = check_txids(
+            [str(cluster.edits_dir(jn)) for jn in cluster.journalnode_ids]
+        )
+        report.findings += txid_findings
+        report.operations = _operations(
+            report.history, range(options.clients, options.clients + options.pinned)
+        )
+        report.check = check_history(read_history(str(report.history)))
+        print_report(report, options, out)
+        return report
     finally:
         network.destroy()
         signal.signal(signal.SIGTERM, previous)
@@ -147,7 +159,6 @@ def _experiment(
     cluster: ChaosCluster,
     steps: Sequence[Step],
     directory: Path,
-    out: TextIO,
 ) -> RunReport:
     dev = cluster.dev
     settings = dev.settings()
@@ -193,15 +204,6 @@ def _experiment(
         report.findings += check_standby_prefix(
             settings, active, standbys, dev.namenode(active).address
         )
-    report.segments, txid_findings = check_txids(
-        [str(cluster.edits_dir(jn)) for jn in cluster.journalnode_ids]
-    )
-    report.findings += txid_findings
-    report.operations = _operations(
-        report.history, range(options.clients, options.clients + options.pinned)
-    )
-    report.check = check_history(read_history(str(report.history)))
-    print_report(report, options, out)
     return report
 
 
