@@ -86,6 +86,9 @@ def collect(server: NameNodeServer) -> dict[str, Any]:
         "rpc_address": server.address,
         "time": time.time(),
         "ha_state": fsn.state.value,
+        # Why automatic failover is suspended, if it is (docs/consistency.md §6): the same
+        # words as `hactl get-service-state`.
+        "failover_note": server.elector.failover_note if server.elector is not None else "",
         "namespace": {
             "directories": namespace.dir_count,
             "files": namespace.file_count,
@@ -170,7 +173,13 @@ def render(status: Status) -> str:
     parts = [
         f"<p>NameNode <b>{esc(status['namenode_id'])}</b> of nameservice "
         f"<b>{esc(status['nameservice'])}</b> at {esc(status['rpc_address'])} is "
-        f"<span id='ha-state' class='state {state_class}'>{esc(state)}</span>.</p>",
+        f"<span id='ha-state' class='state {state_class}'>{esc(state)}</span>"
+        + (
+            f" <span id='failover-note' class='bad'>({esc(status['failover_note'])})</span>"
+            if status["failover_note"]
+            else ""
+        )
+        + ".</p>",
         "<h2>Namespace</h2>",
         table(
             ["directories", "files", "last applied txid", "last written txid",

@@ -3,8 +3,9 @@ docs/consistency.md §6): real ZooKeeper, JournalNode and NameNode processes, Zo
 killed with SIGKILL.
 
 - Killed under a write load for 30 s: the active stays active and every call succeeds
-  (retries allowed), nothing acknowledged is lost, ``hactl`` says why failover is suspended
-  and ``hactl failover`` fails at once; after ZooKeeper restarts, failover works again.
+  (retries allowed), nothing acknowledged is lost, ``hactl`` and the status page say why
+  failover is suspended and ``hactl failover`` fails at once; after ZooKeeper restarts,
+  failover works again.
 - Down when the NameNodes start: they come up standby, log a bounded number of lines, and
   elect an active once ZooKeeper returns.
 - SIGTERM with ZooKeeper down stops a NameNode promptly (the time is printed).
@@ -12,8 +13,10 @@ killed with SIGKILL.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 
@@ -83,6 +86,11 @@ def test_zookeeper_killed_under_load_the_active_keeps_serving(
             if not checked_hactl and time.time() - killed > 3:
                 assert service_state(dev, active) == f"active ({SUSPENDED})"
                 assert service_state(dev, standby) == f"standby ({SUSPENDED})"
+                page = dev.namenode(active).status_url
+                with urllib.request.urlopen(f"{page}.json", timeout=10) as reply:
+                    assert json.load(reply)["failover_note"] == SUSPENDED
+                with urllib.request.urlopen(page, timeout=10) as reply:
+                    assert f"({SUSPENDED})" in reply.read().decode()
                 started = time.monotonic()
                 refused = dev.hactl("failover", active, standby, timeout=60)
                 took = time.monotonic() - started
