@@ -17,8 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
+import journalnode.journal as journal_module
 from tests.namenode.cluster import JOURNAL_ID, NameNodeCluster, wait_for
 
 pytestmark = [
@@ -57,9 +59,12 @@ def fill(directory: Path) -> Path:
 
 
 def test_a_full_journalnode_says_so_and_catches_up_when_space_returns(
-    tmp_path: Path, small_tmpfs: Path
+    tmp_path: Path, small_tmpfs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with NameNodeCluster(tmp_path) as c:
+    # A module logger that an earlier test used is cached with the processors of that time
+    # (cache_logger_on_first_use): a fresh one, bound inside capture_logs, reaches the capture.
+    monkeypatch.setattr(journal_module, "log", structlog.get_logger(journal_module.__name__))
+    with capture_logs() as logs, NameNodeCluster(tmp_path) as c:
         c.transition_to_active("nn1")
         c.mkdir("nn1", "/before")
         jn0 = c.journal.node(0)
@@ -71,12 +76,11 @@ def test_a_full_journalnode_says_so_and_catches_up_when_space_returns(
 
         assert jn0_disk_full() == 0
         filler = fill(small_tmpfs)
-        with capture_logs() as logs:
-            # The open segment's last page has some room: write until an append needs more.
-            for i in range(400):
-                c.mkdir("nn1", f"/while-full/{i:04d}-" + "x" * 100, create_parent=True)
-                if jn0_disk_full() == 1:
-                    break
+        # The open segment's last page has some room: write until an append needs more.
+        for i in range(400):
+            c.mkdir("nn1", f"/while-full/{i:04d}-" + "x" * 100, create_parent=True)
+            if jn0_disk_full() == 1:
+                break
         assert jn0_disk_full() == 1, "JournalNode 0 never ran out of space"
         assert any(e["event"].startswith("disk full") and "[ENOSPC]" in e["error"] for e in logs), [
             e["event"] for e in logs
