@@ -5,6 +5,8 @@
 ``--chaos-rounds N``: rounds of the chaos tests' kill -9 of the active (default 20; the other
 chaos tests scale with it).
 ``--fuzz-minutes M``: how long ``tests/fuzz`` sends generated requests (default 1).
+``--spark-standalone``: run the tests marked ``@pytest.mark.standalone``, which start a Spark
+standalone master and workers (about 8 minutes on 2 cores; ``--soak`` runs them too).
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="rounds of kill -9 of the active NameNode in tests/chaos (default 20)",
     )
     parser.addoption(
+        "--spark-standalone",
+        action="store_true",
+        default=False,
+        help="run the tests that start a Spark standalone cluster",
+    )
+    parser.addoption(
         "--fuzz-minutes",
         type=float,
         default=1.0,
@@ -40,6 +48,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("--soak"):
         return
     skip_slow = pytest.mark.skip(reason="opt-in: run with --soak")
+    skip_standalone = pytest.mark.skip(reason="opt-in: run with --spark-standalone")
+    standalone = config.getoption("--spark-standalone")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+        elif "standalone" in item.keywords and not standalone:
+            item.add_marker(skip_standalone)

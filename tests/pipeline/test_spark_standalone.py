@@ -21,7 +21,8 @@ import pytest
 from hadev.journalnodes import CODE_ROOT, child_environment
 from hadev.spark_standalone import SparkStandalone
 
-pytestmark = pytest.mark.timeout(2400)  # Spark JVMs on a shared 2-core machine
+# Spark JVMs on a shared 2-core machine; opt-in (--spark-standalone), about 8 minutes in all.
+pytestmark = [pytest.mark.timeout(2400), pytest.mark.standalone]
 
 SEEDS, FIRST_SEED, STEPS = 6, 40, 120
 COMPARED = ("seed", "steps", "verdict", "failovers", "txns_acknowledged", "faults_injected",

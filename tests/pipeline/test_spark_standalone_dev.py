@@ -17,7 +17,8 @@ from tests.pipeline.test_spark_standalone import hapipe, standalone
 
 __all__ = ["standalone"]  # the module fixture, shared
 
-pytestmark = pytest.mark.timeout(2400)  # Spark JVMs on a shared 2-core machine
+# Spark JVMs on a shared 2-core machine; opt-in (--spark-standalone), about 8 minutes in all.
+pytestmark = [pytest.mark.timeout(2400), pytest.mark.standalone]
 
 
 def test_verify_and_analyze_a_live_dev_cluster_on_standalone(
