@@ -24,6 +24,7 @@ from tests.cluster.test_qjm_cluster import (
     finalized_segments,
     segment_file_names,
     start_writer,
+    wait_until,
     write_batch,
 )
 
@@ -107,6 +108,12 @@ def test_forced_format_of_the_live_journal_is_refused(cluster: MiniJournalCluste
         epoch = start_writer(w)
         out = w.qjm.start_log_segment(1)
         write_batch(out, epoch, 1, 5)
+        # The batch is acknowledged by a majority; let the third JournalNode catch up so the
+        # picture below is every JournalNode's.
+        wait_until(
+            lambda: all(segment_file_names(cluster, i) for i in range(3)),
+            "every JournalNode has the open segment",
+        )
         before = [segment_file_names(cluster, i) for i in range(3)]
         for address in cluster.addresses:
             with pytest.raises(grpc.RpcError) as info:
