@@ -15,8 +15,10 @@ dependencies, as an installed worker's would).
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -91,9 +93,19 @@ class SparkStandalone:
 
     def master_state(self) -> dict[str, object]:
         """The master's own JSON (``/json/``): workers, cores, applications."""
-        url = f"http://127.0.0.1:{self.ui_port}/json/"
+        url = f"{self._master_ui()}/json/"
         with urllib.request.urlopen(url, timeout=5) as response:
             return dict(json.load(response))
+
+    def _master_ui(self) -> str:
+        """Where the master's web UI listens. Spark moves to the next port when the one asked
+        for was taken meanwhile, and says where it bound in its log."""
+        try:
+            text = self.log_path("master").read_text(errors="replace")
+        except FileNotFoundError:
+            text = ""
+        bound = re.findall(r"Bound MasterWebUI to \S+ and started at (http://\S+)", text)
+        return bound[-1] if bound else f"http://127.0.0.1:{self.ui_port}"
 
     def start(self, timeout: float = START_TIMEOUT) -> SparkStandalone:
         try:
@@ -126,7 +138,7 @@ class SparkStandalone:
                     )
             try:
                 alive = int(str(self.master_state().get("aliveworkers", 0)))
-            except (OSError, urllib.error.URLError, ValueError):
+            except (OSError, urllib.error.URLError, http.client.HTTPException, ValueError):
                 alive = 0
             if alive >= self.workers:
                 return
