@@ -1,5 +1,6 @@
 """Issue 11 in one process, on real JournalNodes and a real NameNode: answers that log nothing
-(a read, a ``mkdir -p`` of an existing directory, a refused ``create``) wait until the edits
+(a read, a ``mkdir -p`` of an existing directory, a refused ``create``, a retry answered
+from the retry cache) wait until the edits
 they observed are durable, so a client is never told about a state that never reached the
 log; and a read-index round confirms the epoch for every read waiting at once.
 
@@ -78,7 +79,9 @@ def test_answers_that_observed_a_lost_edit_are_never_given(
     nn1 = c.client("nn1")
     c.mkdir("nn1", "/base")
     gate.open.clear()
-    lost = threading.Thread(target=lambda: outcome(lambda: c.mkdir("nn1", "/base/x")))
+    lost_header = header()
+    lost_call = namenode_pb2.MkdirsRequest(header=lost_header, path="/base/x")
+    lost = threading.Thread(target=lambda: outcome(lambda: nn1.Mkdirs(lost_call, timeout=20)))
     lost.start()
     assert gate.entered.wait(10)  # /base/x is applied; its sync is held at the gate
     assert c.fsn("nn1").namespace.stat("/base/x").is_dir
@@ -95,6 +98,14 @@ def test_answers_that_observed_a_lost_edit_are_never_given(
         "create": lambda: nn1.Create(
             namenode_pb2.CreateRequest(header=header(), path="/base/x"), timeout=20
         ),
+        # The same call again (client id and call id): the retry cache must not answer it
+        # from the entry of an edit that is not durable (issue 10's fifth survivor).
+        "retry": lambda: nn1.Mkdirs(
+            namenode_pb2.MkdirsRequest(
+                header=header(lost_header.client_id, lost_header.call_id), path="/base/x"
+            ),
+            timeout=20,
+        ).created,
         "stat": lambda: nn1.GetFileInfo(
             namenode_pb2.GetFileInfoRequest(header=header(), path="/base/x"), timeout=20
         ).status.is_dir,
