@@ -173,6 +173,10 @@ def up(
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    # Python leaves SIGINT ignored when it was ignored at start, as it is for a job a
+    # non-interactive shell puts in the background: Ctrl-C (SIGINT to the process group) must
+    # stop the cluster wherever hadev was started from.
+    signal.signal(signal.SIGINT, interrupt)
     click.echo(f"hadev: {'reusing' if reuse else 'creating'} the dev cluster in {directory}")
     try:
         try:
@@ -195,13 +199,6 @@ def up(
             dev.stop()
             click.echo(f"hadev: stopped; data kept in {dev.data_dir} (hadev up reuses it)")
         own_pid.unlink(missing_ok=True)
-    # Every daemon is stopped and reaped, and everything is said. The interpreter's own exit
-    # was measured to hang for over a minute after Ctrl-C in a fresh venv (first run after
-    # bootstrap; not diagnosed yet: a library thread or exit hook, the daemons were gone), so
-    # the command ends here, as a Ctrl-C'd foreground tool should.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 def _print_started(dev: DevCluster) -> None:
