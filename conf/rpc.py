@@ -71,8 +71,9 @@ def server_options(
     """gRPC server channel arguments shared by every server of the project.
 
     ``max_receive_bytes`` (default ``max_message_bytes``) bounds each request message: gRPC
-    refuses a longer one with RESOURCE_EXHAUSTED from its length prefix, before buffering or
-    decoding it, so a flood of oversized requests costs the server no memory."""
+    refuses a longer one with RESOURCE_EXHAUSTED from its length prefix, before decoding it;
+    when it is below ``max_message_bytes`` the request window stays fixed too (see
+    ``_small_request_window``), so a flood of oversized requests costs the server no memory."""
     receive = max_message_bytes if max_receive_bytes is None else max_receive_bytes
     return [
         # grpc sets SO_REUSEPORT by default: two servers could then share one port and split
@@ -86,7 +87,21 @@ def server_options(
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
         ("grpc.http2.max_ping_strikes", 0),
+        *_small_request_window(receive, max_message_bytes),
     ]
+
+
+def _small_request_window(receive: int, max_message_bytes: int) -> list[tuple[str, Any]]:
+    """Flow control for a server whose requests are bounded well below its responses.
+
+    gRPC refuses an oversized request from its length prefix, but the bytes the client already
+    sent under the HTTP/2 window keep arriving and are buffered before they are dropped. With
+    bandwidth-delay probing on, that window grows to megabytes per stream, so a flood of
+    oversized requests left the NameNode hundreds of MiB larger for good (glibc keeps the
+    freed arenas). A fixed window bounds what a refused request can make the server hold."""
+    if receive >= max_message_bytes:
+        return []
+    return [("grpc.http2.bdp_probe", 0)]
 
 
 def channel_options(max_message_bytes: int = _DEFAULTS.max_message_bytes) -> list[tuple[str, Any]]:
