@@ -15,7 +15,7 @@ demo: bootstrap
 	$(PYTHON) -m hadev.demo
 
 test: bootstrap
-	$(PYTHON) -m pytest -q tests $(TESTARGS)
+	$(PYTHON) -m pytest -q tests --durations=25 $(TESTARGS)
 
 # The fast lane, under 3 minutes: lint, types, and the tests that start no daemon or ZooKeeper.
 # The planted-bug search of tests/sim (two minutes of simulation) is left to `make test`.
