@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import structlog
 
 from conf.mutants import Mutant, active
+from durable import version
 from journalnode.edits_cache import CachedEdits, JournaledEditsCache
 from journalnode.epochs import epoch_out_of_range
 from journalnode.errors import (
@@ -96,9 +97,15 @@ class JournalStats:
 
 def check_format_request(ns: NamespaceInfo) -> None:
     """What a Format request must hold whatever the journal's state; checked before a new
-    journal's directory is made, so that a refused Format leaves nothing behind."""
+    journal's directory is made, so that a refused Format leaves nothing behind. The rules
+    are the VERSION file's own (one place): a namespace id of 0 used to pass this check and
+    make the directories before VERSION refused it (found by tests/fuzz)."""
     if not ns.cluster_id:
         raise InvalidRequestError("format needs a non-empty cluster id")
+    try:
+        version.format_version(ns, "JOURNAL_NODE", title="format request check")
+    except version.VersionFileError as err:
+        raise InvalidRequestError(f"format refused: {err}") from err
 
 
 class Journal:

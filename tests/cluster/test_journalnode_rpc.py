@@ -223,6 +223,24 @@ def test_is_formatted_of_an_unknown_journal_creates_nothing(
     assert "mistyped-journal" not in jn.journals()
 
 
+@pytest.mark.parametrize(
+    "ns, problem",
+    [
+        (NamespaceInfo("CID-rpc", 0), "invalid namespace id 0"),
+        (NamespaceInfo("CID\x1b[2J", 77), "invalid cluster id"),
+        (NamespaceInfo(" CID", 77), "invalid cluster id"),
+    ],
+)
+def test_a_refused_format_creates_nothing(
+    client: Client, jn: JournalNodeServer, ns: NamespaceInfo, problem: str
+) -> None:
+    before = sorted(p.name for p in jn.root.iterdir())
+    with pytest.raises(InvalidRequestError, match=problem):
+        client.channel.format("new-journal", ns, False, TIMEOUT)
+    assert sorted(p.name for p in jn.root.iterdir()) == before
+    assert "new-journal" not in jn.journals()
+
+
 def test_unformatted_journal(client: Client) -> None:
     assert client.channel.is_formatted(JID, TIMEOUT) == (False, None)
     with pytest.raises(JournalNotFormattedError, match=f"journal {JID!r} is not formatted"):
