@@ -17,8 +17,8 @@ import structlog
 
 from hachaos.nemesis import fill
 from hachaos.netns import ChaosNetwork
+from hadev.daemon import DaemonHost
 from hadev.devcluster import DevCluster
-from hadev.journalnodes import DaemonHost
 
 __all__ = ["DAEMONS", "DISK_MB", "ChaosCluster"]
 

@@ -40,7 +40,8 @@ from types import TracebackType
 from conf import Settings, load_settings
 from conf.guard import Role
 from conf.xmlconf import ConfigValue
-from hadev.journalnodes import LOOPBACK, DaemonHost, JournalNodeProcess
+from hadev.daemon import LOOPBACK, DaemonHost
+from hadev.journalnodes import JournalNodeProcess
 from hadev.namenodes import NameNodeProcess, NameNodeProcessCluster, run_command
 from hadev.pki import make_pki
 from hadev.zookeeper import MAIN_CLASS, ZooKeeperServer

@@ -23,108 +23,51 @@ configuration (``conf.write_xml``), which a writer can load too::
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
 
 import grpc
 
-from conf import CONF_ENV, TLSSettings, load_settings, write_xml
+from conf import TLSSettings, load_settings, write_xml
 from conf.rpc import make_channel
 from conf.xmlconf import ConfigValue
+from hadev.daemon import (
+    LOOPBACK,
+    START_TIMEOUT,
+    STOP_TIMEOUT,
+    DaemonHost,
+    DaemonProcess,
+    DaemonStartError,
+    child_environment,
+    free_ports,
+    run_command,
+)
 from journalnode.errors import JournalUnavailableError, from_rpc_error
 from proto import journal_pb2, journal_pb2_grpc
 
 __all__ = [
-    "CODE_ROOT",
     "JOURNALNODE_PORTS",
-    "LOOPBACK",
-    "DaemonHost",
     "JournalNodeProcess",
     "JournalNodeProcessCluster",
     "JournalNodeStartError",
-    "child_environment",
-    "free_ports",
     "journalnode_command",
     "journalnode_config",
-    "run_command",
     "run_journalnode",
     "start_journalnode",
 ]
 
-CODE_ROOT = Path(__file__).resolve().parents[1]
-"""The directory holding the ``journalnode`` package: put first on a child's PYTHONPATH."""
-START_TIMEOUT = 20.0
-STOP_TIMEOUT = 10.0
-# What the CLI prints when its RPC or HTTP port is taken (conf.rpc.PortInUseError).
-_PORT_IN_USE = "address already in use"
-
-
-@dataclass(frozen=True, slots=True)
-class DaemonHost:
-    """Where a daemon runs: the address it binds and is reached at, and the command prefix
-    that runs it there (``hachaos`` puts each daemon in a network namespace of its own:
-    ``("ip", "netns", "exec", "hc123-jn1")``). The default is loopback, no prefix, free
-    ports; any other address gets the daemon's well-known ports (nothing else binds them in
-    a namespace of its own)."""
-
-    address: str = "127.0.0.1"
-    command_prefix: tuple[str, ...] = ()
-
-    @property
-    def loopback(self) -> bool:
-        return self.address == LOOPBACK.address
-
-
-LOOPBACK = DaemonHost()
 JOURNALNODE_PORTS = (8485, 8480)
 """RPC and HTTP ports of a JournalNode on a host of its own (Hadoop's defaults)."""
 
 
-class DaemonStartError(RuntimeError):
-    """The process exited, or did not serve, within the start timeout.
-
-    The message is one line (with the last line of output); ``output`` is the end of the log.
-    """
-
-    def __init__(self, message: str, output: str) -> None:
-        super().__init__(message)
-        self.output = output
-
-    @property
-    def port_in_use(self) -> bool:
-        """The daemon could not listen because another process took one of its ports."""
-        return _PORT_IN_USE in self.output
-
-
 class JournalNodeStartError(DaemonStartError):
     """A JournalNode did not start (see DaemonStartError)."""
-
-
-def free_ports(n: int = 1, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports that were free a moment ago (bound to port 0, then closed).
-
-    Another process may take one before the JournalNode binds it; a first ``start`` retries
-    with fresh ports when that happens.
-    """
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(n):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            ports.append(sock.getsockname()[1])
-        return ports
 
 
 def journalnode_command(jn_id: str, conf: Path | None = None) -> list[str]:
@@ -162,23 +105,6 @@ def plaintext_unless_tls(props: Mapping[str, ConfigValue]) -> dict[str, ConfigVa
     return {**props, "hanamenode.rpc.tls.enabled": False}
 
 
-def child_environment(conf_env: Path | None = None) -> dict[str, str]:
-    """The environment for a child Python process that must run this checkout's code.
-
-    The caller's environment, without its HANAMENODE_CONF (unless ``conf_env`` is given) and
-    with ``CODE_ROOT`` first on PYTHONPATH; output unbuffered so a log shows the last words of
-    a killed process.
-    """
-    env = {k: v for k, v in os.environ.items() if k != CONF_ENV}
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(CODE_ROOT), os.environ.get("PYTHONPATH", "")) if p
-    )
-    env["PYTHONUNBUFFERED"] = "1"
-    if conf_env is not None:
-        env[CONF_ENV] = str(conf_env)
-    return env
-
-
 def _probe(address: str, journal_id: str, tls: TLSSettings | None = None) -> bool:
     """Whether the JournalNode at ``address`` answers an IsFormatted RPC (any answer counts:
     even a refusal means the servicer runs). A fresh channel each time: one that failed to
@@ -194,98 +120,6 @@ def _probe(address: str, journal_id: str, tls: TLSSettings | None = None) -> boo
         channel.close()
 
 
-class DaemonProcess:
-    """A daemon of ours in a child process: its pid, state, log, signals and a stop that
-    always ends it. A context manager; ``JournalNodeProcess`` and
-    ``hadev.namenodes.NameNodeProcess`` add how to start and probe their daemon."""
-
-    kind = "daemon"
-
-    def __init__(self, name: str, workdir: Path, host: DaemonHost = LOOPBACK) -> None:
-        self.name = name
-        self.workdir = Path(workdir)
-        self.host = host
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-        self._stop_requested = False
-
-    def command(self, args: Sequence[str]) -> list[str]:
-        """``args`` run on this daemon's host (behind its command prefix)."""
-        return [*self.host.command_prefix, *args]
-
-    @property
-    def log_path(self) -> Path:
-        """stdout and stderr of every start, appended."""
-        return self.workdir / f"{self.name}.log"
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise RuntimeError(f"{self.kind} {self.name} was never started")
-        return self.proc.pid
-
-    @property
-    def running(self) -> bool:
-        """Started and not yet exited (a SIGSTOPped process is running)."""
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        """Exit status of the last run: None while running or never started, -N for signal N."""
-        return None if self.proc is None else self.proc.poll()
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` if it runs. SIGKILL (the default) is a crash: nothing flushed or closed
-        by the process itself, and the process is reaped before this returns. SIGSTOP pauses
-        it, SIGCONT resumes it."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        if sig == signal.SIGKILL:
-            self.proc.wait(STOP_TIMEOUT)
-
-    def request_stop(self) -> None:
-        """Send SIGTERM (and SIGCONT, in case it is paused) without waiting; once per run: a
-        second SIGTERM could land after the daemon's handler is gone, in interpreter
-        shutdown, and turn a clean exit into death by signal."""
-        if self.running and not self._stop_requested:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.send_signal(signal.SIGCONT)
-            self._stop_requested = True
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
-        """``request_stop`` and wait; SIGKILL if it does not exit within ``timeout``. Returns
-        the exit status (0 for a clean stop), None if never started."""
-        if self.proc is None:
-            return None
-        self.request_stop()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT)
-        return self.proc.returncode
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
 class JournalNodeProcess(DaemonProcess):
     """One JournalNode daemon in a child process; a context manager that always stops it.
 
@@ -296,6 +130,7 @@ class JournalNodeProcess(DaemonProcess):
     """
 
     kind = "journalnode"
+    start_error_type = JournalNodeStartError
 
     def __init__(
         self,
@@ -385,25 +220,9 @@ class JournalNodeProcess(DaemonProcess):
     def wait_serving(self, timeout: float = START_TIMEOUT) -> None:
         """Block until an IsFormatted RPC gets an answer; JournalNodeStartError when the
         process exits first, or (after killing it) when ``timeout`` passes."""
-        deadline = time.monotonic() + timeout
         tls = load_settings(self.conf_path).tls  # the operator's certificate, with TLS on
-        while True:
-            if self.proc is None or self.proc.poll() is not None:
-                code = None if self.proc is None else self.proc.returncode
-                raise self._start_error(f"exited with status {code} before serving")
-            if _probe(self.address, self.probe_journal, tls):
-                return
-            if time.monotonic() > deadline:
-                self.kill()
-                raise self._start_error(f"did not serve on {self.address} within {timeout}s")
-            time.sleep(0.05)
-
-    def _start_error(self, what: str) -> JournalNodeStartError:
-        output = self.log_text()[-4000:]
-        lines = output.strip().splitlines()
-        last = lines[-1] if lines else "no output"
-        return JournalNodeStartError(
-            f"journalnode {self.jn_id} {what}: {last} (log: {self.log_path})", output
+        self.wait_until_serving(
+            lambda: _probe(self.address, self.probe_journal, tls), self.address, timeout
         )
 
     def start(
@@ -638,26 +457,3 @@ def run_journalnode(
     A process still running after ``timeout`` is killed; its status is then -9.
     """
     return run_command([sys.executable, "-m", "journalnode", *args], conf_env, timeout)
-
-
-def run_command(
-    args: Sequence[str], conf_env: Path | None = None, timeout: float = 60.0
-) -> subprocess.CompletedProcess[str]:
-    """Run ``args`` (a command of this checkout, e.g. ``python -m failover.hactl ...``) to
-    completion in ``child_environment(conf_env)``, output captured; a process still running
-    after ``timeout`` is killed (status -9)."""
-    proc = subprocess.Popen(
-        list(args),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=CODE_ROOT,
-        env=child_environment(conf_env),
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

@@ -27,7 +27,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -37,17 +36,16 @@ import grpc
 from conf import Settings, TLSSettings, load_settings, write_xml
 from conf.rpc import make_channel
 from conf.xmlconf import ConfigValue
-from hadev.journalnodes import (
+from hadev.daemon import (
     LOOPBACK,
     DaemonHost,
     DaemonProcess,
     DaemonStartError,
-    JournalNodeProcessCluster,
     child_environment,
     free_ports,
-    plaintext_unless_tls,
     run_command,
 )
+from hadev.journalnodes import JournalNodeProcessCluster, plaintext_unless_tls
 from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
 from hanamenode.ha import HAState
 from hanamenode.storage import NameDirectory
@@ -169,6 +167,7 @@ class NameNodeProcess(DaemonProcess):
     """
 
     kind = "namenode"
+    start_error_type = NameNodeStartError
 
     def __init__(
         self,
@@ -253,28 +252,14 @@ class NameNodeProcess(DaemonProcess):
     def wait_serving(self, timeout: float = START_TIMEOUT) -> None:
         """Block until it reports STANDBY or ACTIVE; NameNodeStartError when the process
         exits first, or (after killing it) when ``timeout`` passes."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc is None or self.proc.poll() is not None:
-                code = None if self.proc is None else self.proc.returncode
-                raise self._start_error(f"exited with status {code} before serving")
-            try:
-                if self.state(timeout=1.0) in (HAState.STANDBY, HAState.ACTIVE):
-                    return
-            except NamenodeUnavailableError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                self.kill()
-                raise self._start_error(f"did not serve on {self.address} within {timeout}s")
-            time.sleep(0.05)
 
-    def _start_error(self, what: str) -> NameNodeStartError:
-        output = self.log_text()[-4000:]
-        lines = output.strip().splitlines()
-        last = lines[-1] if lines else "no output"
-        return NameNodeStartError(
-            f"namenode {self.nn_id} {what}: {last} (log: {self.log_path})", output
-        )
+        def serving() -> bool:
+            try:
+                return self.state(timeout=1.0) in (HAState.STANDBY, HAState.ACTIVE)
+            except NamenodeUnavailableError:
+                return False  # not listening yet
+
+        self.wait_until_serving(serving, self.address, timeout)
 
     def start(self, timeout: float = START_TIMEOUT) -> NameNodeProcess:
         """Spawn and wait until it serves (as STANDBY: a NameNode always starts standby)."""

@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from hadev.journalnodes import free_ports
+from hadev.daemon import free_ports
 
 __all__ = ["SparkStandalone", "SparkStartError", "spark_home"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hadev.journalnodes import CODE_ROOT, child_environment
+from hadev.daemon import CODE_ROOT, child_environment
 from hadev.namenodes import run_command, run_hafs
 from hadev.zookeeper import runs
 

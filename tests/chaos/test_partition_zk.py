@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from hadev.journalnodes import CODE_ROOT, child_environment
+from hadev.daemon import CODE_ROOT, child_environment
 
 pytestmark = pytest.mark.timeout(600)
 

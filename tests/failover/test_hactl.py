@@ -15,7 +15,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from conf import write_xml
-from hadev.journalnodes import CODE_ROOT, child_environment
+from hadev.daemon import CODE_ROOT, child_environment
 from hadev.zookeeper import ZooKeeperServer
 from hanamenode.errors import HealthCheckFailedError
 from hanamenode.ha import HAState

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from hadev.journalnodes import CODE_ROOT, child_environment
+from hadev.daemon import CODE_ROOT, child_environment
 from pipeline.cli import main
 from pipeline.soak import (
     RESULTS_DIR,

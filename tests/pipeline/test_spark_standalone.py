@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hadev.journalnodes import CODE_ROOT, child_environment
+from hadev.daemon import CODE_ROOT, child_environment
 from hadev.spark_standalone import SparkStandalone
 
 # Spark JVMs on a shared 2-core machine; opt-in (--spark-standalone), about 8 minutes in all.

@@ -25,7 +25,8 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from hadev.journalnodes import JournalNodeProcessCluster, child_environment
+from hadev.daemon import child_environment
+from hadev.journalnodes import JournalNodeProcessCluster
 from pipeline.cli import main
 from pipeline.verify import VerifyReport, VerifySources, format_report, run_verify
 from proto import records

@@ -18,7 +18,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from hadev.journalnodes import DaemonHost, JournalNodeProcess
+from hadev.daemon import DaemonHost
+from hadev.journalnodes import JournalNodeProcess
 from proto import journal_pb2, journal_pb2_grpc
 from proto.values import NamespaceInfo
 

@@ -28,10 +28,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conf import load_settings, write_xml
+from hadev.daemon import free_ports
 from hadev.journalnodes import (
     JournalNodeProcess,
     JournalNodeProcessCluster,
-    free_ports,
     journalnode_config,
     run_journalnode,
     start_journalnode,

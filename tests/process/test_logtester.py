@@ -32,7 +32,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hadev.journalnodes import JournalNodeProcessCluster, child_environment
+from hadev.daemon import child_environment
+from hadev.journalnodes import JournalNodeProcessCluster
 from hadev.logtester import read_acked, verify_logtesters
 from journalnode.file_storage import FileJournalStorage
 from proto import edits_pb2

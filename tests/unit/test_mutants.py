@@ -11,7 +11,7 @@ import pytest
 
 from conf import mutants
 from conf.mutants import MUTANTS_ENV, Mutant, MutantError, active, mutant_env, planted
-from hadev.journalnodes import CODE_ROOT, child_environment
+from hadev.daemon import CODE_ROOT, child_environment
 
 
 def test_every_mutant_is_off_by_default_and_described() -> None:

@@ -1,0 +1,260 @@
+"""What every daemon launcher of the harness shares: the child process, its host, its start
+errors and the environment that runs this checkout's code.
+
+``hadev.journalnodes``, ``hadev.namenodes`` and ``hadev.zookeeper`` start their daemons through
+these pieces, and tests run the project's command lines with ``run_command``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Self, TypeVar
+
+from conf import CONF_ENV
+
+__all__ = [
+    "CODE_ROOT",
+    "LOOPBACK",
+    "START_TIMEOUT",
+    "STOP_TIMEOUT",
+    "DaemonHost",
+    "DaemonProcess",
+    "DaemonStartError",
+    "child_environment",
+    "free_ports",
+    "run_command",
+    "start_error_from_log",
+]
+
+CODE_ROOT = Path(__file__).resolve().parents[1]
+"""The checkout's root, holding the product packages: put first on a child's PYTHONPATH."""
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+# What the CLI prints when its RPC or HTTP port is taken (conf.rpc.PortInUseError).
+_PORT_IN_USE = "address already in use"
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonHost:
+    """Where a daemon runs: the address it binds and is reached at, and the command prefix
+    that runs it there (``hachaos`` puts each daemon in a network namespace of its own:
+    ``("ip", "netns", "exec", "hc123-jn1")``). The default is loopback, no prefix, free
+    ports; any other address gets the daemon's well-known ports (nothing else binds them in
+    a namespace of its own)."""
+
+    address: str = "127.0.0.1"
+    command_prefix: tuple[str, ...] = ()
+
+    @property
+    def loopback(self) -> bool:
+        return self.address == LOOPBACK.address
+
+
+LOOPBACK = DaemonHost()
+
+
+class DaemonStartError(RuntimeError):
+    """The process exited, or did not serve, within the start timeout.
+
+    The message is one line (with the last line of output); ``output`` is the end of the log.
+    """
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
+
+    @property
+    def port_in_use(self) -> bool:
+        """The daemon could not listen because another process took one of its ports."""
+        return _PORT_IN_USE in self.output
+
+
+_E = TypeVar("_E", bound=DaemonStartError)
+
+
+def start_error_from_log(
+    error_type: type[_E], label: str, what: str, log_text: str, log_path: Path
+) -> _E:
+    """``error_type`` for a daemon that did not start: one line naming the daemon, what went
+    wrong and its last line of output, with the end of its log attached."""
+    output = log_text[-4000:]
+    lines = output.strip().splitlines()
+    last = lines[-1] if lines else "no output"
+    return error_type(f"{label} {what}: {last} (log: {log_path})", output)
+
+
+def free_ports(n: int = 1, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports that were free a moment ago (bound to port 0, then closed).
+
+    Another process may take one before the JournalNode binds it; a first ``start`` retries
+    with fresh ports when that happens.
+    """
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(n):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(sock.getsockname()[1])
+        return ports
+
+
+def child_environment(conf_env: Path | None = None) -> dict[str, str]:
+    """The environment for a child Python process that must run this checkout's code.
+
+    The caller's environment, without its HANAMENODE_CONF (unless ``conf_env`` is given) and
+    with ``CODE_ROOT`` first on PYTHONPATH; output unbuffered so a log shows the last words of
+    a killed process.
+    """
+    env = {k: v for k, v in os.environ.items() if k != CONF_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(CODE_ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    env["PYTHONUNBUFFERED"] = "1"
+    if conf_env is not None:
+        env[CONF_ENV] = str(conf_env)
+    return env
+
+
+class DaemonProcess:
+    """A daemon of ours in a child process: its pid, state, log, signals and a stop that
+    always ends it. A context manager; ``JournalNodeProcess`` and
+    ``hadev.namenodes.NameNodeProcess`` add how to start and probe their daemon."""
+
+    kind = "daemon"
+    start_error_type: type[DaemonStartError] = DaemonStartError
+
+    def __init__(self, name: str, workdir: Path, host: DaemonHost = LOOPBACK) -> None:
+        self.name = name
+        self.workdir = Path(workdir)
+        self.host = host
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self._stop_requested = False
+
+    def command(self, args: Sequence[str]) -> list[str]:
+        """``args`` run on this daemon's host (behind its command prefix)."""
+        return [*self.host.command_prefix, *args]
+
+    @property
+    def log_path(self) -> Path:
+        """stdout and stderr of every start, appended."""
+        return self.workdir / f"{self.name}.log"
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError(f"{self.kind} {self.name} was never started")
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        """Started and not yet exited (a SIGSTOPped process is running)."""
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status of the last run: None while running or never started, -N for signal N."""
+        return None if self.proc is None else self.proc.poll()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` if it runs. SIGKILL (the default) is a crash: nothing flushed or closed
+        by the process itself, and the process is reaped before this returns. SIGSTOP pauses
+        it, SIGCONT resumes it."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.proc.wait(STOP_TIMEOUT)
+
+    def request_stop(self) -> None:
+        """Send SIGTERM (and SIGCONT, in case it is paused) without waiting; once per run: a
+        second SIGTERM could land after the daemon's handler is gone, in interpreter
+        shutdown, and turn a clean exit into death by signal."""
+        if self.running and not self._stop_requested:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGCONT)
+            self._stop_requested = True
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+        """``request_stop`` and wait; SIGKILL if it does not exit within ``timeout``. Returns
+        the exit status (0 for a clean stop), None if never started."""
+        if self.proc is None:
+            return None
+        self.request_stop()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT)
+        return self.proc.returncode
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def wait_until_serving(self, serving: Callable[[], bool], address: str, timeout: float) -> None:
+        """Poll ``serving`` until it says yes. The start error (``start_error_type``) when the
+        process exits first, or, after killing it, when ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc is None or self.proc.poll() is not None:
+                code = None if self.proc is None else self.proc.returncode
+                raise self.start_error(f"exited with status {code} before serving")
+            if serving():
+                return
+            if time.monotonic() > deadline:
+                self.kill()
+                raise self.start_error(f"did not serve on {address} within {timeout}s")
+            time.sleep(0.05)
+
+    def start_error(self, what: str) -> DaemonStartError:
+        return start_error_from_log(
+            self.start_error_type, f"{self.kind} {self.name}", what, self.log_text(), self.log_path
+        )
+
+
+def run_command(
+    args: Sequence[str], conf_env: Path | None = None, timeout: float = 60.0
+) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` (a command of this checkout, e.g. ``python -m failover.hactl ...``) to
+    completion in ``child_environment(conf_env)``, output captured; a process still running
+    after ``timeout`` is killed (status -9)."""
+    proc = subprocess.Popen(
+        list(args),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=CODE_ROOT,
+        env=child_environment(conf_env),
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
