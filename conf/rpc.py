@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import grpc
+import grpc.aio
 import structlog
 
 from conf.keys import parse_address
@@ -201,6 +202,21 @@ def make_channel(
     return grpc.insecure_channel(target, options=all_options)
 
 
+def make_aio_channel(
+    target: str,
+    tls: TLSSettings | None = None,
+    *,
+    max_message_bytes: int = _DEFAULTS.max_message_bytes,
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.aio.Channel:
+    """``make_channel`` for grpc.aio: the same options and mutual TLS. Create it on the event
+    loop that will use it."""
+    all_options = [*channel_options(max_message_bytes), *options]
+    if tls is not None and tls.enabled:
+        return grpc.aio.secure_channel(target, _channel_credentials(tls), options=all_options)
+    return grpc.aio.insecure_channel(target, options=all_options)
+
+
 def daemon_settings(settings: Settings, daemon_id: str) -> Settings:
     """The settings daemon ``daemon_id`` serves with (``Settings.for_daemon``: its own
     certificate). Mutual TLS is the default: without it, a daemon starts only when the file
@@ -319,7 +335,8 @@ class ErrorCodec(Generic[E]):
         return self.unavailable(f"{code.name if code else 'RPC failed'}: {details}")
 
     def from_rpc_error(self, err: grpc.RpcError) -> E:
-        call = err if isinstance(err, grpc.Call) else None
+        # A grpc.aio error carries the same code, details and trailers, but is no grpc.Call.
+        call = err if isinstance(err, grpc.Call | grpc.aio.AioRpcError) else None
         if call is None:
             return self.from_status(None, str(err))
         error_class = None

@@ -1,33 +1,45 @@
 """AsyncLogger and AsyncLoggerSet (HDFS-3077 §5.1.1, §5.1.3).
 
-An ``AsyncLogger`` wraps one ``JournalChannel`` with a single worker (so calls reach its
-JournalNode in order), stamps each call with the writer's epoch, IPC serial and committed
-txid, and bounds how many bytes of edits may wait for that JournalNode. A logger whose
-JournalNode errors on a write, or falls further behind than the bound, is *out of sync*: it
-refuses edits until the next segment starts (HDFS-3077 §2.2), so one slow or dead JournalNode
-costs the writer nothing while a quorum keeps up.
+An ``AsyncLogger`` is one JournalNode seen by the writer: a task on the writer's event loop
+with its own queue (so calls reach its JournalNode in order), which stamps each call with the
+writer's epoch, IPC serial and committed txid, and bounds how many bytes of edits may wait for
+that JournalNode. A logger whose JournalNode errors on a write, or falls further behind than
+the bound, is *out of sync*: it refuses edits until the next segment starts (HDFS-3077 §2.2),
+so one slow or dead JournalNode costs the writer nothing while a quorum keeps up.
 
-Over gRPC, edits do not take the worker: ``send_edits`` pipelines them on the channel's
-long-lived ``JournalStream`` straight from the writer's thread (the 1-edit sync path then
-costs no thread hop and no per-call RPC set-up), unless calls are waiting in the worker, in
-which case the batch queues behind them. Every worker call first waits until the batches
-sent before it are answered. Either way the JournalNode sees one logger's calls in the order
-they were made, with the same checks and the same errors as unary Journal calls.
+Edits do not wait for the task when nothing is queued: ``send_edits`` puts the batch on the
+channel's long-lived ``JournalStream`` at once (no per-call RPC set-up, no task switch), and
+answers come back in order while more batches go out. Otherwise a batch queues behind the
+calls before it, and every queued call first waits until the batches sent before it are
+answered. Either way the JournalNode sees one logger's calls in the order they were made, with
+the same checks and the same errors as unary Journal calls.
+
+Every method may be called from any thread and returns a ``concurrent.futures.Future``
+(thread-safe; ``asyncio.wrap_future`` or a ``QuorumCall`` awaits it on the loop). The request
+is stamped when the call reaches the loop, so IPC serials follow queue order. The loop is the
+one the logger is bound to (``bind``; by default the loop of its first call, or
+``qjm.bridge.shared_loop()`` for a call from a thread without one). The channel is a coroutine
+channel (``AioJournalChannel``: awaited on the loop) or a blocking one (its calls run on the
+logger's own thread, ``logger-<address>``).
 
 An ``AsyncLoggerSet`` sends one call to every logger and returns a ``QuorumCall``.
 
-The executor is injectable: real loggers use one named thread each; the deterministic
-simulator passes ``DirectExecutor``, which runs every call at once in the caller's thread.
+The deterministic simulator passes ``executor=DirectExecutor()``: every call then runs at once
+in the caller's thread, over its in-memory channel, and returns a completed Future (``direct``
+loggers need no event loop; ``qjm.bridge`` drives the QJM's coroutines inline over them).
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import structlog
 
@@ -40,10 +52,11 @@ from proto.values import (
     RequestInfo,
     SegmentState,
 )
-from qjm.channel import JournalChannel, StreamingJournalChannel
+from qjm.bridge import on_loop_thread, shared_loop
+from qjm.channel import AnyJournalChannel
 from qjm.errors import QJMError
 from qjm.metrics import LOGGER_METRICS
-from qjm.quorum import QuorumCall, majority, wait_for_write_quorum
+from qjm.quorum import QuorumCall, await_write_quorum, majority, wait_for_write_quorum
 
 log = structlog.get_logger(__name__)
 
@@ -70,12 +83,27 @@ class DirectExecutor(Executor):
         return future
 
 
+@dataclass
+class _Call:
+    """One queued call: the channel method's name, its arguments (after the RequestInfo when
+    ``stamped``), what to do with its outcome, and the Future the caller holds."""
+
+    method: str
+    args: tuple[Any, ...]
+    stamped: bool
+    on_success: Callable[[Any], Any] | None = None
+    on_failure: Callable[[BaseException], None] | None = None
+    future: Future[Any] = field(default_factory=Future)
+
+
+_STOP = object()
+
 class AsyncLogger:
     """One JournalNode seen by the writer; every method returns a Future."""
 
     def __init__(
         self,
-        channel: JournalChannel,
+        channel: AnyJournalChannel,
         journal_id: str,
         namespace_info: NamespaceInfo,
         *,
@@ -89,23 +117,26 @@ class AsyncLogger:
         self.namespace_info = namespace_info
         self.queue_limit_bytes = queue_limit_bytes
         self.timeouts = timeouts
-        self._own_executor = executor is None
-        self._executor = executor or ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"logger-{channel.address}"
-        )
-        # Re-entrant: with DirectExecutor a call runs inside ``_enqueue`` under this lock.
+        self.direct = executor is not None
+        """Calls run at once in the caller's thread through ``executor`` (the simulator)."""
+        self._direct_executor = executor
+        self._aio = bool(getattr(channel, "is_aio", False))
+        # A blocking channel's calls run on this logger's own thread, off the event loop.
+        self._blocking_executor: ThreadPoolExecutor | None = None
+        # Re-entrant: with DirectExecutor a call runs inside the enqueueing method's lock.
         self._lock = threading.RLock()
-        self._stream_drained = threading.Condition(self._lock)
-        # gRPC channels pipeline edits on a JournalStream; other channels use the worker.
-        # Tested by its one extra method: isinstance() of a Protocol inspects every member,
-        # a tenth of a simulation's time (it builds thousands of loggers).
-        streaming = callable(getattr(channel, "send_journal", None))
-        self._stream: StreamingJournalChannel | None = (
-            cast(StreamingJournalChannel, channel) if streaming else None
-        )
-        self._backlog = 0  # calls queued on or running in the worker (streaming channels)
+        # Channels with a JournalStream pipeline edits on it. Tested by its one extra method:
+        # isinstance() of a Protocol inspects every member, a tenth of a simulation's time.
+        self._streaming = callable(getattr(channel, "send_journal", None)) and not self.direct
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._queue: collections.deque[Any] = collections.deque()
+        self._wakeup: asyncio.Event | None = None
+        self._busy = False  # the task is running a queued call
+        self._drain_waiters: list[asyncio.Future[None]] = []
         self._stream_unanswered = 0  # batches sent on the stream, not yet answered
         self._segments_starting = 0  # start_log_segment calls queued or running
+        self._closed = False
         self.epoch = 0
         self._ipc_serial = 0
         self.committed_txid = 0
@@ -131,7 +162,35 @@ class AsyncLogger:
     def __repr__(self) -> str:
         return f"AsyncLogger({self.address})"
 
-    # ------------------------------------------------------------------ plumbing
+    # ------------------------------------------------------------------ the loop and the task
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop this logger's task runs on (None: not bound yet, or direct)."""
+        return self._loop
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run this logger's task on ``loop``; refused once bound to another one."""
+        with self._lock:
+            if self.direct:
+                return
+            if self._loop is None:
+                self._loop = loop
+            elif self._loop is not loop:
+                raise QJMError(
+                    f"logger {self.address} runs on another event loop; a QJM is used from "
+                    "one loop (its awaitable methods) or from threads (its blocking ones)"
+                )
+
+    def _bound_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = shared_loop()
+            self.bind(loop)
+        assert self._loop is not None
+        return self._loop
 
     def _timeout(self, name: str, default: float) -> float:
         return (
@@ -149,66 +208,153 @@ class AsyncLogger:
             self.committed_txid,
         )
 
-    def _submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
-        with self._lock:
-            return self._enqueue(fn, args)
-
-    def _submit_req(self, name: str, fn: Callable[..., T], *args: Any) -> Future[T]:
-        """Queue ``fn(req, *args)`` with a freshly stamped RequestInfo. Stamping and queueing
-        are one step under the lock, so the IPC serials reach the JournalNode strictly
-        increasing even when two threads (the writer, the heartbeat thread) call at once."""
-        with self._lock:
-            future = self._enqueue(fn, (self._req_locked(), *args))
-        return self._watch_epoch(name, future)
-
-    def _watch_epoch(self, name: str, future: Future[T]) -> Future[T]:
-        """Report an EpochError of a call stamped with our epoch to ``on_epoch_error``. Added
-        outside the lock: with DirectExecutor the callback runs at once, in this thread."""
-
-        def done(f: Future[T]) -> None:
-            exc = None if f.cancelled() else f.exception()
-            if isinstance(exc, EpochError) and self.on_epoch_error is not None:
-                self.on_epoch_error(self, name, exc)
-
-        future.add_done_callback(done)
-        return future
-
-    def _enqueue(self, fn: Callable[..., T], args: tuple[Any, ...]) -> Future[T]:
-        """Queue a call on the single worker (the caller holds the lock)."""
+    def _submit(self, call: _Call, name: str | None = None) -> Future[Any]:
+        """Queue ``call`` (stamped, when it needs a RequestInfo, as it reaches the queue, so
+        the IPC serials reach the JournalNode strictly increasing whichever threads call)."""
         self.last_call_time = time.monotonic()
-        if self._stream is None:
-            return self._executor.submit(fn, *args)
-        self._backlog += 1
-        try:
-            return self._executor.submit(self._after_stream, fn, args)
-        except BaseException:
-            self._backlog -= 1
-            raise
-
-    def _after_stream(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        """Worker: run ``fn`` once every batch sent earlier on the journal stream has been
-        answered, so the JournalNode sees this logger's calls in the order they were made,
-        as when every call went through the one worker."""
-        try:
-            self._wait_stream_drained()
-            return fn(*args)
-        finally:
+        if self._closed:
+            call.future.set_exception(JournalUnavailableError(f"logger {self.address} closed"))
+        elif self.direct:
             with self._lock:
-                self._backlog -= 1
+                self._run_direct(call)
+        else:
+            self._put_from_any_thread(call)
+        if name is not None:
+            self._watch_epoch(name, call.future)
+        return call.future
 
-    def _wait_stream_drained(self) -> None:
-        # Each batch is answered or failed by its own deadline; this bound is a safety net.
+    def _put_from_any_thread(self, item: Any) -> None:
+        loop = self._bound_loop()
+        if on_loop_thread(loop):
+            self._put(item)
+        else:
+            loop.call_soon_threadsafe(self._put, item)
+
+    def _run_direct(self, call: _Call) -> None:
+        """The simulator's path: run the blocking channel call now, in this thread."""
+        assert self._direct_executor is not None
+        args = (self._req_locked(), *call.args) if call.stamped else call.args
+        done = self._direct_executor.submit(getattr(self.channel, call.method), *args)
+        exc = done.exception()
+        self._finish(call, None if exc is not None else done.result(), exc)
+
+    def _finish(self, call: _Call, result: Any, exc: BaseException | None) -> None:
+        if exc is None and call.on_success is not None:
+            try:
+                call.on_success(result)
+            except BaseException as hook_error:
+                exc = hook_error
+        if exc is not None:
+            if call.on_failure is not None:
+                call.on_failure(exc)
+            call.future.set_exception(exc)
+        else:
+            call.future.set_result(result)
+
+    def _put(self, item: Any) -> None:
+        """On the loop: stamp the call and queue it, or send a batch at once when nothing is
+        queued before it."""
+        if self._task is None and not self._closed:
+            self._wakeup = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"logger-{self.address}"
+            )
+        if isinstance(item, _Batch):
+            with self._lock:
+                item.args = (self._req_locked(), *item.args)
+            if self._streaming and not self._queue and not self._busy:
+                self._send_on_stream(item)
+                return
+        elif isinstance(item, _Call) and item.stamped:
+            with self._lock:
+                item.args = (self._req_locked(), *item.args)
+        self._queue.append(item)
+        assert self._wakeup is not None
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        """The logger's task: one queued call after another, in order."""
+        assert self._wakeup is not None
+        while True:
+            while not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            item = self._queue.popleft()
+            if item is _STOP:
+                return
+            self._busy = True
+            try:
+                if isinstance(item, _Batch):
+                    await self._send_queued(item)
+                else:
+                    await self._run_call(item)
+            except asyncio.CancelledError:
+                raise
+            except BaseException:  # _run_call completes the Future; never end the task
+                log.exception("logger task error", journalnode=self.address)
+            finally:
+                self._busy = False
+
+    async def _run_call(self, call: _Call) -> None:
+        if call.future.cancelled():
+            return
+        result: Any = None
+        exc: BaseException | None = None
+        try:
+            await self._wait_stream_drained()
+            result = await self._invoke(call.method, call.args)
+        except asyncio.CancelledError:
+            exc = CancelledError()
+            self._finish(call, None, exc)
+            raise
+        except BaseException as error:
+            exc = error
+        self._finish(call, result, exc)
+
+    async def _invoke(self, method: str, args: tuple[Any, ...]) -> Any:
+        fn = getattr(self.channel, method)
+        if self._aio:
+            return await fn(*args)
+        if self._blocking_executor is None:
+            self._blocking_executor = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"logger-{self.address}"
+            )
+        return await asyncio.get_running_loop().run_in_executor(
+            self._blocking_executor, lambda: fn(*args)
+        )
+
+    async def _wait_stream_drained(self) -> None:
+        """Until every batch sent earlier on the journal stream has been answered, so the
+        JournalNode sees this logger's calls in the order they were made. Each batch is
+        answered or failed by its own deadline; this bound is a safety net."""
+        if not self._stream_unanswered:
+            return
         limit = self._timeout("write_txns_timeout", 20) + 5.0
-        deadline = time.monotonic() + limit
-        with self._stream_drained:
-            while self._stream_unanswered:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise JournalUnavailableError(
-                        f"{self.address}: {self._stream_unanswered} journal batches sent before "
-                        f"this call are still unanswered after {limit:.0f}s"
-                    )
-                self._stream_drained.wait(left)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while self._stream_unanswered:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise JournalUnavailableError(
+                    f"{self.address}: {self._stream_unanswered} journal batches sent before "
+                    f"this call are still unanswered after {limit:.0f}s"
+                )
+            waiter = loop.create_future()
+            self._drain_waiters.append(waiter)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter, left)
+
+    def _drained(self) -> None:
+        """The last batch on the stream was answered: wake the queued call waiting for it
+        (the answer may complete on a blocking channel's reader thread)."""
+        waiters, self._drain_waiters = self._drain_waiters, []
+        loop = self._loop
+        for waiter in waiters:
+            if loop is None or on_loop_thread(loop):
+                if not waiter.done():
+                    waiter.set_result(None)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(_set_if_pending, waiter)
 
     def set_epoch(self, epoch: int) -> None:
         with self._lock:
@@ -221,54 +367,85 @@ class AsyncLogger:
                 raise QJMError(f"committed txid would go backward: {self.committed_txid} -> {txid}")
             self.committed_txid = txid
 
+    async def aclose(self) -> None:
+        """Stop the task (calls still queued fail) and close the channel; on the loop."""
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):  # cancelled on purpose
+                await task
+        while self._queue:
+            item = self._queue.popleft()
+            if isinstance(item, _Batch | _Call) and not item.future.done():
+                error = JournalUnavailableError(f"logger {self.address} closed")
+                if isinstance(item, _Batch):
+                    self._finish_batch(item, error)
+                else:
+                    item.future.set_exception(error)
+        if hasattr(self.channel, "aclose"):
+            await self.channel.aclose()
+        else:
+            await asyncio.get_running_loop().run_in_executor(None, self.channel.close)
+        if self._blocking_executor is not None:
+            self._blocking_executor.shutdown(wait=False, cancel_futures=True)
+
     def close(self) -> None:
-        if self._own_executor:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-        self.channel.close()
+        """``aclose`` from a thread (waits for it); on the loop's own thread it is scheduled."""
+        loop = self._loop
+        if self.direct or loop is None or loop.is_closed():
+            self._closed = True
+            if hasattr(self.channel, "close_blocking"):
+                self.channel.close_blocking()  # never opened an aio channel without a loop
+            elif not hasattr(self.channel, "aclose"):
+                self.channel.close()
+            return
+        if on_loop_thread(loop):
+            loop.create_task(self.aclose())
+            return
+        asyncio.run_coroutine_threadsafe(self.aclose(), loop).result(10)
+
+    def _watch_epoch(self, name: str, future: Future[T]) -> Future[T]:
+        """Report an EpochError of a call stamped with our epoch to ``on_epoch_error``."""
+
+        def done(f: Future[T]) -> None:
+            exc = None if f.cancelled() else f.exception()
+            if isinstance(exc, EpochError) and self.on_epoch_error is not None:
+                self.on_epoch_error(self, name, exc)
+
+        future.add_done_callback(done)
+        return future
 
     # ------------------------------------------------------------------ calls
 
     def is_formatted(self) -> Future[tuple[bool, NamespaceInfo | None]]:
         return self._submit(
-            self.channel.is_formatted, self.journal_id, self._timeout("format_timeout", 60)
+            _Call("is_formatted", (self.journal_id, self._timeout("format_timeout", 60)), False)
         )
 
     def format(self, ns: NamespaceInfo, force: bool) -> Future[None]:
-        return self._submit(
-            self.channel.format, self.journal_id, ns, force, self._timeout("format_timeout", 60)
-        )
+        args = (self.journal_id, ns, force, self._timeout("format_timeout", 60))
+        return self._submit(_Call("format", args, False))
 
     def get_journal_state(self) -> Future[tuple[int, str]]:
-        def call() -> tuple[int, str]:
-            epoch, url = self.channel.get_journal_state(
-                self.journal_id,
-                self.namespace_info.cluster_id,
-                self._timeout("get_journal_state_timeout", 120),
-            )
-            self.from_url = url
-            return epoch, url
+        def keep_url(answer: tuple[int, str]) -> tuple[int, str]:
+            self.from_url = answer[1]
+            return answer
 
-        return self._submit(call)
+        args = (
+            self.journal_id,
+            self.namespace_info.cluster_id,
+            self._timeout("get_journal_state_timeout", 120),
+        )
+        return self._submit(_Call("get_journal_state", args, False, on_success=keep_url))
 
     def new_epoch(self, epoch: int) -> Future[int | None]:
-        return self._submit(
-            self.channel.new_epoch,
-            self.journal_id,
-            self.namespace_info,
-            epoch,
-            self._timeout("new_epoch_timeout", 120),
-        )
+        timeout = self._timeout("new_epoch_timeout", 120)
+        args = (self.journal_id, self.namespace_info, epoch, timeout)
+        return self._submit(_Call("new_epoch", args, False))
 
     def start_log_segment(self, txid: int) -> Future[None]:
-        def call(req: RequestInfo) -> None:
-            try:
-                self.channel.start_log_segment(
-                    req, txid, self._timeout("start_segment_timeout", 20)
-                )
-            except BaseException:
-                with self._lock:
-                    self._segments_starting -= 1
-                raise
+        def started(_: None) -> None:
             # A new segment is a fresh start for a logger that fell out of sync.
             with self._lock:
                 self._segments_starting -= 1
@@ -276,14 +453,20 @@ class AsyncLogger:
                 self.out_of_sync_cause = ""
             self._metrics.out_of_sync.set(0)
 
+        def failed(_: BaseException) -> None:
+            with self._lock:
+                self._segments_starting -= 1
+
         with self._lock:
             self._segments_starting += 1
-            try:
-                future = self._enqueue(call, (self._req_locked(),))
-            except BaseException:
-                self._segments_starting -= 1
-                raise
-        return self._watch_epoch("startLogSegment", future)
+        call = _Call(
+            "start_log_segment",
+            (txid, self._timeout("start_segment_timeout", 20)),
+            True,
+            on_success=started,
+            on_failure=failed,
+        )
+        return self._submit(call, "startLogSegment")
 
     def send_edits(
         self, segment_txid: int, first_txid: int, num_txns: int, framed: bytes
@@ -291,17 +474,17 @@ class AsyncLogger:
         """Queue a batch for this JournalNode; fails at once when out of sync (and no new
         segment is starting) or over the bound.
 
-        Over a streaming channel the batch goes on the JournalStream straight from the
-        caller's thread when the worker is idle (the 1-edit sync path: no thread hop), else
-        behind the calls queued before it. Either way this logger's calls reach the
-        JournalNode in order, and the Future completes after the bookkeeping (out of sync on
-        failure, acked txid on success).
+        Over a streaming channel the batch goes on the JournalStream as soon as it reaches
+        the loop when nothing is queued (the 1-edit sync path: no task switch), else behind
+        the calls queued before it. Either way this logger's calls reach the JournalNode in
+        order, and the Future completes after the bookkeeping (out of sync on failure, acked
+        txid on success).
         """
         size = len(framed)
         with self._lock:
             # Out of sync, a logger refuses edits until a new segment starts; edits sent once
             # that start is queued belong to the new segment and wait behind it instead.
-            rejoining = self._stream is not None and self._segments_starting > 0
+            rejoining = not self.direct and self._segments_starting > 0
             if self.out_of_sync and not rejoining:
                 return _failed(
                     LoggerOutOfSyncError(
@@ -321,7 +504,6 @@ class AsyncLogger:
             self.last_call_time = time.monotonic()
             batch = _Batch(
                 args=(
-                    self._req_locked(),
                     segment_txid,
                     first_txid,
                     num_txns,
@@ -329,89 +511,103 @@ class AsyncLogger:
                     self._timeout("write_txns_timeout", 20),
                 ),
                 size=size,
+                first_txid=first_txid,
                 last_txid=first_txid + num_txns - 1,
                 submitted=time.perf_counter(),
             )
-            if self._stream is None:
-                unary = self._executor.submit(self.channel.journal, *batch.args)
+            if self.direct:
+                batch.args = (self._req_locked(), *batch.args)
+                assert self._direct_executor is not None
+                unary = self._direct_executor.submit(self.channel.journal, *batch.args)
                 self._complete_after(unary, batch)
-            elif self._backlog == 0:
-                self._send_on_stream(batch)
-            else:
-                self._backlog += 1
-                try:
-                    self._executor.submit(self._send_queued, batch)
-                except BaseException:
-                    self._backlog -= 1
-                    raise
         self._metrics.queued_bytes.set(self.queued_bytes)
-        return self._watch_epoch("sendEdits", batch.result)
+        if not self.direct:
+            if self._closed:
+                self._finish_batch(batch, JournalUnavailableError(f"logger {self.address} closed"))
+            else:
+                self._put_from_any_thread(batch)
+        return self._watch_epoch("sendEdits", batch.future)
 
     def _send_on_stream(self, batch: _Batch) -> None:
-        """Send on the journal stream now; the caller holds the lock, so batches go out in the
-        order their serials were stamped."""
-        assert self._stream is not None
+        """On the loop: send on the journal stream now; batches go out in serial order."""
         self._stream_unanswered += 1
         started = time.perf_counter()
         try:
-            sent = self._stream.send_journal(*batch.args)
+            sent = self.channel.send_journal(*batch.args)  # type: ignore[union-attr]
         except Exception as exc:  # send_journal reports failures in its Future; be safe
             sent = _failed(exc)
         self._complete_after(sent, batch, started, on_stream=True)
 
-    def _send_queued(self, batch: _Batch) -> None:
-        """Worker: send a batch that was queued behind other calls, unless one of them left
+    async def _send_queued(self, batch: _Batch) -> None:
+        """Task: send a batch that was queued behind other calls, unless one of them left
         this logger out of sync (a failed batch, a failed segment start)."""
-        try:
-            with self._lock:
-                if self.out_of_sync:
-                    first = batch.args[2]
-                    error = LoggerOutOfSyncError(
-                        f"{self.address} is out of sync until the next segment; "
-                        f"batch {first} not sent"
-                    )
-                    self._complete_after(_failed(error), batch)
-                else:
-                    self._send_on_stream(batch)
-        finally:
-            with self._lock:
-                self._backlog -= 1
+        if self.out_of_sync:
+            error = LoggerOutOfSyncError(
+                f"{self.address} is out of sync until the next segment; "
+                f"batch {batch.first_txid} not sent"
+            )
+            self._finish_batch(batch, error)
+        elif self._streaming:
+            self._send_on_stream(batch)
+        else:
+            started = time.perf_counter()
+            try:
+                await self._wait_stream_drained()
+                await self._invoke("journal", batch.args)
+            except BaseException as exc:
+                self._finish_batch(batch, exc, started)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                return
+            self._finish_batch(batch, None, started)
 
     def _complete_after(
         self,
-        sent: Future[None],
+        sent: Any,
         batch: _Batch,
         started: float | None = None,
         *,
         on_stream: bool = False,
     ) -> None:
-        """When ``sent`` completes: update queue, lag and out-of-sync state, then complete
-        ``batch.result`` the same way."""
+        """When ``sent`` (a concurrent or an asyncio Future) completes: update queue, lag and
+        out-of-sync state, then complete ``batch.future`` the same way."""
 
-        def done(future: Future[None]) -> None:
+        def done(future: Any) -> None:
             exc = CancelledError() if future.cancelled() else future.exception()
-            now = time.perf_counter()
-            with self._lock:
-                self.queued_bytes -= batch.size
-                queued = self.queued_bytes
-                if on_stream:
-                    self._stream_unanswered -= 1
-                    if not self._stream_unanswered:
-                        self._stream_drained.notify_all()
-                if exc is not None:
-                    self._mark_out_of_sync_locked(exc, batch.args[2])
-            self._metrics.queued_bytes.set(queued)
-            if exc is not None:
-                batch.result.set_exception(exc)
-                return
-            self._metrics.rpc_seconds.observe(now - (started or batch.submitted))
-            self._metrics.write_seconds.observe(now - batch.submitted)
-            self.highest_acked_txid = batch.last_txid
-            self.last_ack_time = time.monotonic()
-            self._contacted()
-            batch.result.set_result(None)
+            self._finish_batch(batch, exc, started, on_stream=on_stream)
 
         sent.add_done_callback(done)
+
+    def _finish_batch(
+        self,
+        batch: _Batch,
+        exc: BaseException | None,
+        started: float | None = None,
+        *,
+        on_stream: bool = False,
+    ) -> None:
+        now = time.perf_counter()
+        drained = False
+        with self._lock:
+            self.queued_bytes -= batch.size
+            queued = self.queued_bytes
+            if on_stream:
+                self._stream_unanswered -= 1
+                drained = not self._stream_unanswered
+            if exc is not None:
+                self._mark_out_of_sync_locked(exc, batch.first_txid)
+        if drained:
+            self._drained()
+        self._metrics.queued_bytes.set(queued)
+        if exc is not None:
+            batch.future.set_exception(exc)
+            return
+        self._metrics.rpc_seconds.observe(now - (started or batch.submitted))
+        self._metrics.write_seconds.observe(now - batch.submitted)
+        self.highest_acked_txid = batch.last_txid
+        self.last_ack_time = time.monotonic()
+        self._contacted()
+        batch.future.set_result(None)
 
     def _mark_out_of_sync_locked(self, cause: BaseException, first_txid: int | None = None) -> None:
         """Refuse edits until the next segment; say once which JournalNode and why. (The key
@@ -434,70 +630,51 @@ class AsyncLogger:
         self.last_contact_wall = time.time()
 
     def heartbeat(self) -> Future[None]:
-        future = self._submit_req(
-            "heartbeat", self.channel.heartbeat, self._timeout("write_txns_timeout", 20)
+        call = _Call(
+            "heartbeat",
+            (self._timeout("write_txns_timeout", 20),),
+            True,
+            on_success=lambda _: self._contacted(),
         )
-        future.add_done_callback(
-            lambda f: None if f.cancelled() or f.exception() is not None else self._contacted()
-        )
-        return future
+        return self._submit(call, "heartbeat")
 
     def finalize_log_segment(self, start: int, end: int, md5: bytes = b"") -> Future[None]:
-        return self._submit_req(
-            "finalizeLogSegment",
-            self.channel.finalize_log_segment,
-            start,
-            end,
-            self._timeout("finalize_segment_timeout", 120),
-            md5,
-        )
+        args = (start, end, self._timeout("finalize_segment_timeout", 120), md5)
+        return self._submit(_Call("finalize_log_segment", args, True), "finalizeLogSegment")
 
     def purge_logs(self, min_txid_to_keep: int) -> Future[None]:
-        return self._submit_req(
-            "purgeLogs",
-            self.channel.purge_logs,
-            min_txid_to_keep,
-            self._timeout("finalize_segment_timeout", 120),
-        )
+        args = (min_txid_to_keep, self._timeout("finalize_segment_timeout", 120))
+        return self._submit(_Call("purge_logs", args, True), "purgeLogs")
 
     def get_edit_log_manifest(
         self, since_txid: int, in_progress_ok: bool
     ) -> Future[tuple[list[RemoteEditLog], int]]:
-        return self._submit(
-            self.channel.get_edit_log_manifest,
+        args = (
             self.journal_id,
             self.namespace_info.cluster_id,
             since_txid,
             in_progress_ok,
             self._timeout("select_input_streams_timeout", 20),
         )
+        return self._submit(_Call("get_edit_log_manifest", args, False))
 
     def get_journaled_edits(self, since_txid: int, max_txns: int) -> Future[CachedEdits]:
-        return self._submit(
-            self.channel.get_journaled_edits,
+        args = (
             self.journal_id,
             self.namespace_info.cluster_id,
             since_txid,
             max_txns,
             self._timeout("select_input_streams_timeout", 20),
         )
+        return self._submit(_Call("get_journaled_edits", args, False))
 
     def prepare_recovery(self, segment_txid: int) -> Future[PrepareRecoveryResult]:
-        return self._submit_req(
-            "prepareRecovery",
-            self.channel.prepare_recovery,
-            segment_txid,
-            self._timeout("prepare_recovery_timeout", 120),
-        )
+        args = (segment_txid, self._timeout("prepare_recovery_timeout", 120))
+        return self._submit(_Call("prepare_recovery", args, True), "prepareRecovery")
 
     def accept_recovery(self, state: SegmentState, from_url: str) -> Future[None]:
-        return self._submit_req(
-            "acceptRecovery",
-            self.channel.accept_recovery,
-            state,
-            from_url,
-            self._timeout("accept_recovery_timeout", 120),
-        )
+        args = (state, from_url, self._timeout("accept_recovery_timeout", 120))
+        return self._submit(_Call("accept_recovery", args, True), "acceptRecovery")
 
     def get_segment(self, start: int, end: int | None) -> Iterator[bytes]:
         """Stream a segment (synchronous: readers iterate it in their own thread)."""
@@ -517,19 +694,26 @@ class AsyncLogger:
 
 @dataclass
 class _Batch:
-    """One send_edits call on its way: the channel arguments and what completes it."""
+    """One send_edits call on its way: the channel arguments (the RequestInfo first, once
+    stamped) and what completes it."""
 
-    args: tuple[RequestInfo, int, int, int, bytes, float]
+    args: tuple[Any, ...]
     size: int
+    first_txid: int
     last_txid: int
     submitted: float
-    result: Future[None] = field(default_factory=Future)
+    future: Future[None] = field(default_factory=Future)
 
 
 def _failed(exc: BaseException) -> Future[Any]:
     future: Future[Any] = Future()
     future.set_exception(exc)
     return future
+
+
+def _set_if_pending(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class AsyncLoggerSet:
@@ -564,6 +748,24 @@ class AsyncLoggerSet:
         self, call: QuorumCall[AsyncLogger, T], timeout: float, name: str
     ) -> dict[AsyncLogger, T]:
         return wait_for_write_quorum(call, len(self.loggers), timeout, name)
+
+    async def await_write_quorum(
+        self, call: QuorumCall[AsyncLogger, T], timeout: float, name: str
+    ) -> dict[AsyncLogger, T]:
+        return await await_write_quorum(call, len(self.loggers), timeout, name)
+
+    @property
+    def direct(self) -> bool:
+        """Every logger runs its calls at once in the caller's thread (the simulator)."""
+        return all(lg.direct for lg in self.loggers)
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        for lg in self.loggers:
+            lg.bind(loop)
+
+    async def aclose(self) -> None:
+        for lg in self.loggers:
+            await lg.aclose()
 
     def _each(self, fn: Callable[[AsyncLogger], Future[T]]) -> QuorumCall[AsyncLogger, T]:
         return QuorumCall({lg: fn(lg) for lg in self.loggers})

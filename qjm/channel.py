@@ -5,22 +5,28 @@ Every call is synchronous and raises the JournalNode's own exception classes
 the same over ``GrpcJournalChannel`` and over the simulator's in-process channel. The gRPC
 channel can also pipeline Journal batches on one ``JournalStream`` (``send_journal``): the
 1-edit sync path then costs no per-call RPC set-up and no hop through the logger's worker.
+
+``AioJournalChannel`` is the same set of calls as coroutines over grpc.aio, for the
+``AsyncLogger`` tasks of the asyncio QJM (issue 12); ``GrpcJournalChannel`` stays for blocking
+tools (``pipeline.verify``, the benchmarks) and for segment downloads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import grpc
+import grpc.aio
 
 from conf import TLSSettings
-from conf.rpc import make_channel
+from conf.rpc import make_aio_channel, make_channel
 from journalnode.edits_cache import CachedEdits
 from journalnode.errors import (
     JournalUnavailableError,
@@ -183,18 +189,10 @@ class JournalStream:
                     if not self._unanswered:
                         raise _StreamProtocolError("an answer to a batch that was never sent")
                     future, _ = self._unanswered.popleft()
-                if response.code == 0:
-                    future.set_result(None)
-                else:
-                    code = status_code(response.code)
-                    future.set_exception(
-                        from_status(code, response.details, response.error_class or None)
-                    )
+                _complete(future, response)
             self._fail(JournalUnavailableError(f"journal stream to {self.address} ended"))
-        except grpc.RpcError as err:
-            self._fail(from_rpc_error(err))
-        except _StreamProtocolError as exc:
-            self._fail(JournalUnavailableError(f"journal stream to {self.address}: {exc}"))
+        except (grpc.RpcError, _StreamProtocolError) as exc:
+            self._fail(_stream_error(self.address, exc))
 
     def _watch(self) -> None:
         while not self._ended.wait(self._until_next_deadline()):
@@ -242,8 +240,133 @@ def _journal_request(
     )
 
 
+class _Rpc(NamedTuple):
+    """One unary call as both channels make it: the method's name, the request, and how to
+    turn the answer into the JournalChannel's return value."""
+
+    method: str
+    request: Any
+    parse: Callable[[Any], Any] = lambda _: None
+
+
+def _is_formatted(journal_id: str) -> _Rpc:
+    def parse(r: Any) -> tuple[bool, NamespaceInfo | None]:
+        return r.is_formatted, NamespaceInfo.from_pb(r.namespace_info) if r.is_formatted else None
+
+    return _Rpc("IsFormatted", journal_pb2.IsFormattedRequest(journal_id=journal_id), parse)
+
+
+def _format(journal_id: str, ns: NamespaceInfo, force: bool) -> _Rpc:
+    return _Rpc(
+        "Format",
+        journal_pb2.FormatRequest(journal_id=journal_id, namespace_info=ns.to_pb(), force=force),
+    )
+
+
+def _get_journal_state(journal_id: str, cluster_id: str) -> _Rpc:
+    return _Rpc(
+        "GetJournalState",
+        journal_pb2.GetJournalStateRequest(journal_id=journal_id, cluster_id=cluster_id),
+        lambda r: (r.last_promised_epoch, r.from_url),
+    )
+
+
+def _new_epoch(journal_id: str, ns: NamespaceInfo, epoch: int) -> _Rpc:
+    return _Rpc(
+        "NewEpoch",
+        journal_pb2.NewEpochRequest(journal_id=journal_id, namespace_info=ns.to_pb(), epoch=epoch),
+        lambda r: r.last_segment_txid if r.HasField("last_segment_txid") else None,
+    )
+
+
+def _start_log_segment(req: RequestInfo, txid: int) -> _Rpc:
+    return _Rpc(
+        "StartLogSegment",
+        journal_pb2.StartLogSegmentRequest(req_info=req.to_pb(), txid=txid, layout_version=1),
+    )
+
+
+def _heartbeat(req: RequestInfo) -> _Rpc:
+    return _Rpc("Heartbeat", journal_pb2.HeartbeatRequest(req_info=req.to_pb()))
+
+
+def _finalize_log_segment(req: RequestInfo, start: int, end: int, md5: bytes) -> _Rpc:
+    return _Rpc(
+        "FinalizeLogSegment",
+        journal_pb2.FinalizeLogSegmentRequest(
+            req_info=req.to_pb(), start_txid=start, end_txid=end, md5=md5
+        ),
+    )
+
+
+def _purge_logs(req: RequestInfo, min_txid_to_keep: int) -> _Rpc:
+    return _Rpc(
+        "PurgeLogs",
+        journal_pb2.PurgeLogsRequest(req_info=req.to_pb(), min_txid_to_keep=min_txid_to_keep),
+    )
+
+
+def _get_edit_log_manifest(
+    journal_id: str, cluster_id: str, since_txid: int, in_progress_ok: bool
+) -> _Rpc:
+    request = journal_pb2.GetEditLogManifestRequest(
+        journal_id=journal_id,
+        cluster_id=cluster_id,
+        since_txid=since_txid,
+        in_progress_ok=in_progress_ok,
+    )
+    return _Rpc(
+        "GetEditLogManifest",
+        request,
+        lambda r: ([RemoteEditLog.from_pb(entry) for entry in r.logs], r.committed_txid),
+    )
+
+
+def _get_journaled_edits(journal_id: str, cluster_id: str, since_txid: int, max_txns: int) -> _Rpc:
+    request = journal_pb2.GetJournaledEditsRequest(
+        journal_id=journal_id, cluster_id=cluster_id, since_txid=since_txid, max_txns=max_txns
+    )
+    return _Rpc(
+        "GetJournaledEdits", request, lambda r: CachedEdits(r.writer_epoch, r.txn_count, r.records)
+    )
+
+
+def _prepare_recovery(req: RequestInfo, segment_txid: int) -> _Rpc:
+    return _Rpc(
+        "PrepareRecovery",
+        journal_pb2.PrepareRecoveryRequest(req_info=req.to_pb(), segment_txid=segment_txid),
+        PrepareRecoveryResult.from_pb,
+    )
+
+
+def _accept_recovery(req: RequestInfo, state: SegmentState, from_url: str) -> _Rpc:
+    return _Rpc(
+        "AcceptRecovery",
+        journal_pb2.AcceptRecoveryRequest(
+            req_info=req.to_pb(), state_to_accept=state.to_pb(), from_url=from_url
+        ),
+    )
+
+
 class _StreamProtocolError(Exception):
     """The JournalNode answered a JournalStream out of step with the requests."""
+
+
+def _complete(future: Future[None] | asyncio.Future[None], response: Any) -> None:
+    """A batch's Future from its JournalStream answer: None, or the exception the unary
+    Journal call would have raised."""
+    if response.code == 0:
+        future.set_result(None)
+    else:
+        code = status_code(response.code)
+        future.set_exception(from_status(code, response.details, response.error_class or None))
+
+
+def _stream_error(address: str, exc: Exception) -> Exception:
+    """What every unanswered batch fails with when a stream breaks on ``exc``."""
+    if isinstance(exc, grpc.RpcError):
+        return from_rpc_error(exc)
+    return JournalUnavailableError(f"journal stream to {address}: {exc}")
 
 
 class GrpcJournalChannel:
@@ -267,39 +390,27 @@ class GrpcJournalChannel:
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
+    def _do(self, rpc: _Rpc, timeout: float) -> Any:
+        return rpc.parse(self._call(getattr(self._stub, rpc.method), rpc.request, timeout))
+
     def is_formatted(self, journal_id: str, timeout: float) -> tuple[bool, NamespaceInfo | None]:
-        r = self._call(
-            self._stub.IsFormatted, journal_pb2.IsFormattedRequest(journal_id=journal_id), timeout
-        )
-        return r.is_formatted, NamespaceInfo.from_pb(r.namespace_info) if r.is_formatted else None
+        return self._do(_is_formatted(journal_id), timeout)
 
     def format(self, journal_id: str, ns: NamespaceInfo, force: bool, timeout: float) -> None:
-        request = journal_pb2.FormatRequest(
-            journal_id=journal_id, namespace_info=ns.to_pb(), force=force
-        )
-        self._call(self._stub.Format, request, timeout)
+        self._do(_format(journal_id, ns, force), timeout)
 
     def get_journal_state(
         self, journal_id: str, cluster_id: str, timeout: float
     ) -> tuple[int, str]:
-        request = journal_pb2.GetJournalStateRequest(journal_id=journal_id, cluster_id=cluster_id)
-        r = self._call(self._stub.GetJournalState, request, timeout)
-        return r.last_promised_epoch, r.from_url
+        return self._do(_get_journal_state(journal_id, cluster_id), timeout)
 
     def new_epoch(
         self, journal_id: str, ns: NamespaceInfo, epoch: int, timeout: float
     ) -> int | None:
-        request = journal_pb2.NewEpochRequest(
-            journal_id=journal_id, namespace_info=ns.to_pb(), epoch=epoch
-        )
-        r = self._call(self._stub.NewEpoch, request, timeout)
-        return r.last_segment_txid if r.HasField("last_segment_txid") else None
+        return self._do(_new_epoch(journal_id, ns, epoch), timeout)
 
     def start_log_segment(self, req: RequestInfo, txid: int, timeout: float) -> None:
-        request = journal_pb2.StartLogSegmentRequest(
-            req_info=req.to_pb(), txid=txid, layout_version=1
-        )
-        self._call(self._stub.StartLogSegment, request, timeout)
+        self._do(_start_log_segment(req, txid), timeout)
 
     def journal(
         self,
@@ -337,23 +448,15 @@ class GrpcJournalChannel:
             return self._stream.send(request, timeout)
 
     def heartbeat(self, req: RequestInfo, timeout: float) -> None:
-        self._call(
-            self._stub.Heartbeat, journal_pb2.HeartbeatRequest(req_info=req.to_pb()), timeout
-        )
+        self._do(_heartbeat(req), timeout)
 
     def finalize_log_segment(
         self, req: RequestInfo, start: int, end: int, timeout: float, md5: bytes = b""
     ) -> None:
-        request = journal_pb2.FinalizeLogSegmentRequest(
-            req_info=req.to_pb(), start_txid=start, end_txid=end, md5=md5
-        )
-        self._call(self._stub.FinalizeLogSegment, request, timeout)
+        self._do(_finalize_log_segment(req, start, end, md5), timeout)
 
     def purge_logs(self, req: RequestInfo, min_txid_to_keep: int, timeout: float) -> None:
-        request = journal_pb2.PurgeLogsRequest(
-            req_info=req.to_pb(), min_txid_to_keep=min_txid_to_keep
-        )
-        self._call(self._stub.PurgeLogs, request, timeout)
+        self._do(_purge_logs(req, min_txid_to_keep), timeout)
 
     def get_edit_log_manifest(
         self,
@@ -363,41 +466,24 @@ class GrpcJournalChannel:
         in_progress_ok: bool,
         timeout: float,
     ) -> tuple[list[RemoteEditLog], int]:
-        request = journal_pb2.GetEditLogManifestRequest(
-            journal_id=journal_id,
-            cluster_id=cluster_id,
-            since_txid=since_txid,
-            in_progress_ok=in_progress_ok,
-        )
-        r = self._call(self._stub.GetEditLogManifest, request, timeout)
-        return [RemoteEditLog.from_pb(entry) for entry in r.logs], r.committed_txid
+        rpc = _get_edit_log_manifest(journal_id, cluster_id, since_txid, in_progress_ok)
+        return self._do(rpc, timeout)
 
     def get_journaled_edits(
         self, journal_id: str, cluster_id: str, since_txid: int, max_txns: int, timeout: float
     ) -> CachedEdits:
-        request = journal_pb2.GetJournaledEditsRequest(
-            journal_id=journal_id, cluster_id=cluster_id, since_txid=since_txid, max_txns=max_txns
-        )
-        r = self._call(self._stub.GetJournaledEdits, request, timeout)
-        return CachedEdits(r.writer_epoch, r.txn_count, r.records)
+        rpc = _get_journaled_edits(journal_id, cluster_id, since_txid, max_txns)
+        return self._do(rpc, timeout)
 
     def prepare_recovery(
         self, req: RequestInfo, segment_txid: int, timeout: float
     ) -> PrepareRecoveryResult:
-        request = journal_pb2.PrepareRecoveryRequest(
-            req_info=req.to_pb(), segment_txid=segment_txid
-        )
-        return PrepareRecoveryResult.from_pb(
-            self._call(self._stub.PrepareRecovery, request, timeout)
-        )
+        return self._do(_prepare_recovery(req, segment_txid), timeout)
 
     def accept_recovery(
         self, req: RequestInfo, state: SegmentState, from_url: str, timeout: float
     ) -> None:
-        request = journal_pb2.AcceptRecoveryRequest(
-            req_info=req.to_pb(), state_to_accept=state.to_pb(), from_url=from_url
-        )
-        self._call(self._stub.AcceptRecovery, request, timeout)
+        self._do(_accept_recovery(req, state, from_url), timeout)
 
     def get_segment(
         self, journal_id: str, cluster_id: str, start: int, end: int | None, timeout: float
@@ -422,3 +508,264 @@ class GrpcJournalChannel:
         if stream is not None:
             stream.close()
         self._channel.close()
+
+
+class AioJournalStream:
+    """``JournalStream`` on an event loop: one grpc.aio JournalStream call, batches out in the
+    order sent, answers back in order.
+
+    ``send`` (on the loop's thread, no await) queues a request and returns an asyncio Future
+    that the answer completes, with the same outcomes as ``JournalStream.send``: None, the
+    exception the unary call would have raised, or ``JournalUnavailableError`` for every
+    unanswered batch once the stream broke, missed a deadline or was closed. A reader task
+    takes the answers; one timer watches the oldest batch's deadline.
+    """
+
+    def __init__(self, channel: grpc.aio.Channel, address: str) -> None:
+        self.address = address
+        self._loop = asyncio.get_running_loop()
+        self._requests: asyncio.Queue[journal_pb2.JournalRequest | None] = asyncio.Queue()
+        self._unanswered: collections.deque[tuple[asyncio.Future[None], float]] = (
+            collections.deque()
+        )
+        self._error: Exception | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        stub = journal_pb2_grpc.QJournalServiceStub(channel)
+        self._call = stub.JournalStream(self._outgoing())
+        self._reader = self._loop.create_task(self._read(), name=f"journal-stream-{address}")
+
+    @property
+    def broken(self) -> bool:
+        return self._error is not None
+
+    async def _outgoing(self) -> AsyncIterator[journal_pb2.JournalRequest]:
+        while (request := await self._requests.get()) is not None:
+            yield request
+
+    def send(self, request: journal_pb2.JournalRequest, timeout: float) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = self._loop.create_future()
+        if self._error is not None:
+            future.set_exception(JournalUnavailableError(f"not sent: {self._error}"))
+            return future
+        self._unanswered.append((future, self._loop.time() + timeout))
+        self._requests.put_nowait(request)
+        if self._timer is None:
+            self._arm()
+        return future
+
+    def close(self) -> None:
+        self._fail(JournalUnavailableError(f"journal stream to {self.address} closed"))
+
+    def _arm(self) -> None:
+        self._timer = None
+        if self._unanswered and self._error is None:
+            self._timer = self._loop.call_at(self._unanswered[0][1], self._check_deadline)
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if self._unanswered and self._unanswered[0][1] <= self._loop.time():
+            self._fail(
+                JournalUnavailableError(
+                    f"DEADLINE_EXCEEDED: {self.address} did not answer a journal batch in time"
+                )
+            )
+        else:
+            self._arm()
+
+    async def _read(self) -> None:
+        try:
+            async for response in self._call:
+                if not self._unanswered:
+                    raise _StreamProtocolError("an answer to a batch that was never sent")
+                future, _ = self._unanswered.popleft()
+                if future.done():
+                    continue
+                _complete(future, response)
+            self._fail(JournalUnavailableError(f"journal stream to {self.address} ended"))
+        except (grpc.RpcError, _StreamProtocolError) as exc:
+            self._fail(_stream_error(self.address, exc))
+        except asyncio.CancelledError:
+            self._fail(JournalUnavailableError(f"journal stream to {self.address} closed"))
+
+    def _fail(self, error: Exception) -> None:
+        """End the stream once: every unanswered batch fails with ``error`` (its class, a
+        fresh instance each)."""
+        if self._error is None:
+            self._error = error
+        unanswered = list(self._unanswered)
+        self._unanswered.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._requests.put_nowait(None)  # ends the request iterator: gRPC half-closes
+        self._call.cancel()
+        for future, _ in unanswered:
+            if not future.done():
+                future.set_exception(type(error)(str(error)))
+
+
+class AioJournalChannel:
+    """The JournalChannel calls as coroutines over grpc.aio (``is_aio``), for an
+    ``AsyncLogger`` on an event loop; made through conf.rpc (mutual TLS when configured).
+
+    The grpc.aio channel is opened on the event loop at the first call. ``send_journal``
+    pipelines batches on one ``AioJournalStream`` (opened on first use, again after it
+    broke). ``get_segment`` stays a blocking iterator, as readers iterate segments in their
+    own thread: it goes over a second, blocking ``GrpcJournalChannel``, opened on first use.
+    """
+
+    is_aio = True
+
+    def __init__(self, address: str, tls: TLSSettings | None = None) -> None:
+        self.address = address
+        self._tls = tls
+        self._channel: grpc.aio.Channel | None = None
+        self._stub_: journal_pb2_grpc.QJournalServiceStub | None = None
+        self._stream: AioJournalStream | None = None
+        self._blocking: GrpcJournalChannel | None = None
+        self._blocking_lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def _stub(self) -> journal_pb2_grpc.QJournalServiceStub:
+        if self._stub_ is None:
+            self._channel = make_aio_channel(self.address, self._tls)
+            self._stub_ = journal_pb2_grpc.QJournalServiceStub(self._channel)
+        return self._stub_
+
+    async def _do(self, rpc: _Rpc, timeout: float) -> Any:
+        try:
+            answer = await getattr(self._stub, rpc.method)(rpc.request, timeout=timeout)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return rpc.parse(answer)
+
+    async def is_formatted(
+        self, journal_id: str, timeout: float
+    ) -> tuple[bool, NamespaceInfo | None]:
+        return await self._do(_is_formatted(journal_id), timeout)
+
+    async def format(self, journal_id: str, ns: NamespaceInfo, force: bool, timeout: float) -> None:
+        await self._do(_format(journal_id, ns, force), timeout)
+
+    async def get_journal_state(
+        self, journal_id: str, cluster_id: str, timeout: float
+    ) -> tuple[int, str]:
+        rpc = _get_journal_state(journal_id, cluster_id)
+        return await self._do(rpc, timeout)
+
+    async def new_epoch(
+        self, journal_id: str, ns: NamespaceInfo, epoch: int, timeout: float
+    ) -> int | None:
+        return await self._do(_new_epoch(journal_id, ns, epoch), timeout)
+
+    async def start_log_segment(self, req: RequestInfo, txid: int, timeout: float) -> None:
+        await self._do(_start_log_segment(req, txid), timeout)
+
+    async def journal(
+        self,
+        req: RequestInfo,
+        segment_txid: int,
+        first_txid: int,
+        num_txns: int,
+        framed: bytes,
+        timeout: float,
+    ) -> None:
+        request = _journal_request(req, segment_txid, first_txid, num_txns, framed)
+        await self._do(_Rpc("Journal", request), timeout)
+
+    def send_journal(
+        self,
+        req: RequestInfo,
+        segment_txid: int,
+        first_txid: int,
+        num_txns: int,
+        framed: bytes,
+        timeout: float,
+    ) -> asyncio.Future[None]:
+        """The batch on this channel's stream (call on the event loop's thread); a Future of
+        its answer. Batches reach the JournalNode in the order of the calls."""
+        request = _journal_request(req, segment_txid, first_txid, num_txns, framed)
+        if self._closed:
+            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            failed.set_exception(JournalUnavailableError(f"channel to {self.address} closed"))
+            return failed
+        if self._stream is None or self._stream.broken:
+            self._stream = AioJournalStream(self._stub_channel(), self.address)
+        return self._stream.send(request, timeout)
+
+    def _stub_channel(self) -> grpc.aio.Channel:
+        self._stub  # noqa: B018 (opens the channel)
+        assert self._channel is not None
+        return self._channel
+
+    async def heartbeat(self, req: RequestInfo, timeout: float) -> None:
+        await self._do(_heartbeat(req), timeout)
+
+    async def finalize_log_segment(
+        self, req: RequestInfo, start: int, end: int, timeout: float, md5: bytes = b""
+    ) -> None:
+        await self._do(_finalize_log_segment(req, start, end, md5), timeout)
+
+    async def purge_logs(self, req: RequestInfo, min_txid_to_keep: int, timeout: float) -> None:
+        await self._do(_purge_logs(req, min_txid_to_keep), timeout)
+
+    async def get_edit_log_manifest(
+        self,
+        journal_id: str,
+        cluster_id: str,
+        since_txid: int,
+        in_progress_ok: bool,
+        timeout: float,
+    ) -> tuple[list[RemoteEditLog], int]:
+        rpc = _get_edit_log_manifest(journal_id, cluster_id, since_txid, in_progress_ok)
+        return await self._do(rpc, timeout)
+
+    async def get_journaled_edits(
+        self, journal_id: str, cluster_id: str, since_txid: int, max_txns: int, timeout: float
+    ) -> CachedEdits:
+        rpc = _get_journaled_edits(journal_id, cluster_id, since_txid, max_txns)
+        return await self._do(rpc, timeout)
+
+    async def prepare_recovery(
+        self, req: RequestInfo, segment_txid: int, timeout: float
+    ) -> PrepareRecoveryResult:
+        rpc = _prepare_recovery(req, segment_txid)
+        return await self._do(rpc, timeout)
+
+    async def accept_recovery(
+        self, req: RequestInfo, state: SegmentState, from_url: str, timeout: float
+    ) -> None:
+        await self._do(_accept_recovery(req, state, from_url), timeout)
+
+    def get_segment(
+        self, journal_id: str, cluster_id: str, start: int, end: int | None, timeout: float
+    ) -> Iterator[bytes]:
+        with self._blocking_lock:
+            if self._blocking is None:
+                self._blocking = GrpcJournalChannel(self.address, self._tls)
+            blocking = self._blocking
+        return blocking.get_segment(journal_id, cluster_id, start, end, timeout)
+
+    async def aclose(self) -> None:
+        """Fail unanswered batches and close both channels (on the event loop)."""
+        self._closed = True
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+        self.close_blocking()
+        if self._channel is not None:
+            await self._channel.close()
+
+    def close_blocking(self) -> None:
+        with self._blocking_lock:
+            blocking, self._blocking = self._blocking, None
+        if blocking is not None:
+            blocking.close()
+
+    def close(self) -> None:
+        raise TypeError("AioJournalChannel is closed with 'await channel.aclose()'")
+
+
+AnyJournalChannel = JournalChannel | AioJournalChannel
+"""What an ``AsyncLogger`` talks through: blocking calls, or coroutines on its loop."""

@@ -6,20 +6,31 @@ then start segments, write batches to every JournalNode and count a batch writte
 quorum acknowledges it. The decisions are pure functions in ``qjm.recovery``, ``qjm.epochs``
 and ``qjm.quorum``; this module sequences them over an ``AsyncLoggerSet``.
 
+The sequencing is written once, as coroutines on the writer's event loop (issue 12): the
+awaitable API, for a caller on an event loop, is the ``a``-prefixed methods::
+
     qjm = QuorumJournalManager.connect(["127.0.0.1:8485", ...], "ns1", ns_info, settings.qjm)
-    recovered_end = qjm.recover_unfinalized_segments()   # fences and recovers
-    out = qjm.start_log_segment((recovered_end or 0) + 1)
-    out.write(op); out.flush()                          # acknowledged by a quorum
-    qjm.finalize_log_segment(out.segment_txid, out.last_txid)
+    recovered_end = await qjm.arecover_unfinalized_segments()   # fences and recovers
+    out = await qjm.astart_log_segment((recovered_end or 0) + 1)
+    out.write(op); await out.aflush()                          # acknowledged by a quorum
+    await qjm.afinalize_log_segment(out.segment_txid, out.last_txid)
+
+The first awaited call binds the manager (and its loggers' tasks) to the running loop. The
+blocking methods of the same names without the ``a`` (``recover_unfinalized_segments()``,
+``out.flush()``, ...) keep their signatures for code that must block (tools, ``format``,
+threads, tests): each runs its coroutine through ``qjm.bridge.run_blocking``, on the loop the
+manager is bound to, or on the shared ``qjm-loop`` thread when it is bound to none yet.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -29,7 +40,8 @@ from journalnode.errors import EpochError
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RemoteEditLog
 from qjm.async_logger import AsyncLogger, AsyncLoggerSet
-from qjm.channel import GrpcJournalChannel
+from qjm.bridge import on_loop_thread, run_blocking, shared_loop
+from qjm.channel import AioJournalChannel
 from qjm.epochs import next_epoch
 from qjm.errors import QJMError, QuorumException, RecoveryError, describe_exception
 from qjm.metrics import QUORUM_SYNC_SECONDS
@@ -44,6 +56,8 @@ from qjm.reader import (
 from qjm.recovery import RecoveryCandidate, RecoveryPlan, plan_recovery
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 
 class _DefaultTimeouts:
@@ -79,8 +93,8 @@ class QuorumJournalManager:
         self.epoch = 0
         self.committed_txid = 0
         self._log = log.bind(journal=journal_id)
-        self._heartbeat_stop = threading.Event()
-        self._heartbeat_thread: threading.Thread | None = None
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._fence_lock = threading.Lock()
         self._fenced: str | None = None
         self._fence_listeners: list[Callable[[str], None]] = []
@@ -102,7 +116,7 @@ class QuorumJournalManager:
         timeouts = timeouts or _DefaultTimeouts()
         loggers = AsyncLoggerSet(
             AsyncLogger(
-                GrpcJournalChannel(address, tls),
+                AioJournalChannel(address, tls),
                 journal_id,
                 namespace_info,
                 queue_limit_bytes=int(getattr(timeouts, "queued_edits_limit_bytes", 10 << 20)),
@@ -112,9 +126,50 @@ class QuorumJournalManager:
         )
         return cls(loggers, journal_id, namespace_info, timeouts)
 
+    # ------------------------------------------------------------------ the loop and the bridge
+
+    def _bind_running(self) -> None:
+        """Bind to the running loop (the first awaited call does it); refuse another."""
+        if self.loggers.direct:
+            return
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self.loggers.bind(loop)
+            self._loop = loop
+        elif self._loop is not loop:
+            raise QJMError(
+                f"QJM of journal {self.journal_id!r} is bound to another event loop; use its "
+                "blocking methods from other threads"
+            )
+
+    def _blocking_loop(self) -> asyncio.AbstractEventLoop | None:
+        """Where blocking calls run: None for direct loggers (inline), else the bound loop,
+        or the shared ``qjm-loop`` thread's when none is bound yet."""
+        if self.loggers.direct:
+            return None
+        if self._loop is None:
+            loop = shared_loop()
+            self.loggers.bind(loop)
+            self._loop = loop
+        return self._loop
+
+    def _block(self, coro: Coroutine[Any, Any, T]) -> T:
+        """The blocking API: ``coro`` through the bridge (``qjm.bridge``)."""
+        return run_blocking(coro, self._blocking_loop())
+
+    async def aclose(self) -> None:
+        self._stop_heartbeat_task()
+        await self.loggers.aclose()
+
     def close(self) -> None:
         self.stop_heartbeats()
-        self.loggers.close()
+        loop = self._loop
+        if loop is None or loop.is_closed() or self.loggers.direct:
+            self.loggers.close()
+        elif on_loop_thread(loop):
+            loop.create_task(self.loggers.aclose())
+        else:
+            asyncio.run_coroutine_threadsafe(self.loggers.aclose(), loop).result(10)
 
     def __enter__(self) -> QuorumJournalManager:
         return self
@@ -122,15 +177,19 @@ class QuorumJournalManager:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _wait(self, call: Any, timeout: float, name: str) -> dict[AsyncLogger, Any]:
-        return self.loggers.wait_for_write_quorum(call, timeout, name)
+    async def _wait(self, call: Any, timeout: float, name: str) -> dict[AsyncLogger, Any]:
+        return await self.loggers.await_write_quorum(call, timeout, name)
 
     # ------------------------------------------------------------------ format (HDFS-3077 §4.2)
 
     def format(self, *, force: bool = False) -> None:
         """Format the journal on every JournalNode: all must succeed, not just a quorum."""
+        self._block(self.aformat(force=force))
+
+    async def aformat(self, *, force: bool = False) -> None:
+        self._bind_running()
         call = self.loggers.format(self.namespace_info, force)
-        call.wait_for(
+        await call.await_for(
             len(self.loggers),
             len(self.loggers),
             0,
@@ -144,8 +203,12 @@ class QuorumJournalManager:
 
     def is_formatted(self) -> dict[str, bool]:
         """Which JournalNodes hold a formatted journal (needs every JournalNode to answer)."""
+        return self._block(self.ais_formatted())
+
+    async def ais_formatted(self) -> dict[str, bool]:
+        self._bind_running()
         call = self.loggers.is_formatted()
-        call.wait_for(
+        await call.await_for(
             len(self.loggers),
             len(self.loggers),
             0,
@@ -164,13 +227,17 @@ class QuorumJournalManager:
         Returns each accepting logger's newest segment txid. Raises QuorumException when no
         quorum promises (another writer proposed the same or a higher epoch meanwhile).
         """
-        states = self._wait(
+        return self._block(self.acreate_new_unique_epoch())
+
+    async def acreate_new_unique_epoch(self) -> dict[AsyncLogger, int | None]:
+        self._bind_running()
+        states = await self._wait(
             self.loggers.get_journal_state(),
             self.timeouts.get_journal_state_timeout,
             "getJournalState()",
         )
         proposed = next_epoch(epoch for epoch, _ in states.values())
-        responses = self._wait(
+        responses = await self._wait(
             self.loggers.new_epoch(proposed),
             self.timeouts.new_epoch_timeout,
             f"newEpoch({proposed})",
@@ -190,20 +257,28 @@ class QuorumJournalManager:
         Returns the last txid of the recovered log (None for an empty journal): the next
         segment starts right after it.
         """
-        responses = self.create_new_unique_epoch()
+        return self._block(self.arecover_unfinalized_segments())
+
+    async def arecover_unfinalized_segments(self) -> int | None:
+        self._bind_running()
+        responses = await self.acreate_new_unique_epoch()
         newest = [txid for txid in responses.values() if txid is not None]
         if not newest:
             self._log.info("no segments to recover")
             return None
         segment_txid = max(newest)
-        plan = self.recover_unclosed_segment(segment_txid)
+        plan = await self.arecover_unclosed_segment(segment_txid)
         if plan is None:
             # Every responder moved an empty segment aside: the log ends before it.
             return segment_txid - 1
         return plan.end_txid
 
     def recover_unclosed_segment(self, segment_txid: int) -> RecoveryPlan | None:
-        prepared = self._wait(
+        return self._block(self.arecover_unclosed_segment(segment_txid))
+
+    async def arecover_unclosed_segment(self, segment_txid: int) -> RecoveryPlan | None:
+        self._bind_running()
+        prepared = await self._wait(
             self.loggers.prepare_recovery(segment_txid),
             self.timeouts.prepare_recovery_timeout,
             f"prepareRecovery({segment_txid})",
@@ -231,7 +306,7 @@ class QuorumJournalManager:
             source=plan.source,
             chosen=str(plan.segment_state),
         )
-        self._wait(
+        await self._wait(
             self.loggers.accept_recovery(plan.segment_state, from_url),
             self.timeouts.accept_recovery_timeout,
             f"acceptRecovery({plan.segment_state})",
@@ -242,7 +317,7 @@ class QuorumJournalManager:
         # a writer's first batch on jn0 only, the next writer's on jn1 only, a recovery from
         # jn1 whose acceptRecovery failed on jn0). A logger whose acceptRecovery arrives late
         # still finalizes: its calls run in order, so the accept lands before the finalize.
-        self._wait(
+        await self._wait(
             self.loggers.finalize_log_segment(segment_txid, plan.end_txid, plan.segment_state.md5),
             self.timeouts.finalize_segment_timeout,
             f"finalizeLogSegment({segment_txid}-{plan.end_txid})",
@@ -253,9 +328,13 @@ class QuorumJournalManager:
     # ------------------------------------------------------------------ writing
 
     def start_log_segment(self, txid: int) -> QuorumOutputStream:
+        return self._block(self.astart_log_segment(txid))
+
+    async def astart_log_segment(self, txid: int) -> QuorumOutputStream:
+        self._bind_running()
         if self.epoch == 0:
             raise QJMError("start_log_segment before recover_unfinalized_segments (no epoch)")
-        self._wait(
+        await self._wait(
             self.loggers.start_log_segment(txid),
             self.timeouts.start_segment_timeout,
             f"startLogSegment({txid})",
@@ -263,16 +342,24 @@ class QuorumJournalManager:
         return QuorumOutputStream(self, txid)
 
     def finalize_log_segment(self, start: int, end: int) -> None:
-        self._wait(
+        self._block(self.afinalize_log_segment(start, end))
+
+    async def afinalize_log_segment(self, start: int, end: int) -> None:
+        self._bind_running()
+        await self._wait(
             self.loggers.finalize_log_segment(start, end),
             self.timeouts.finalize_segment_timeout,
             f"finalizeLogSegment({start}-{end})",
         )
 
     def purge_logs_older_than(self, min_txid_to_keep: int) -> None:
+        self._block(self.apurge_logs_older_than(min_txid_to_keep))
+
+    async def apurge_logs_older_than(self, min_txid_to_keep: int) -> None:
         # Best effort like HDFS: a JN that misses it purges at a later call.
+        self._bind_running()
         call = self.loggers.purge_logs(min_txid_to_keep)
-        call.wait_for(
+        await call.await_for(
             len(self.loggers),
             0,
             -1,
@@ -289,17 +376,23 @@ class QuorumJournalManager:
             self.committed_txid = txid
             self.loggers.set_committed_txid(txid)
 
-    def _send(self, segment_txid: int, first: int, count: int, framed: bytes) -> None:
+    async def asend_edits(self, segment_txid: int, first: int, count: int, framed: bytes) -> None:
+        """Send one batch of framed records (txids ``first`` on) to every JournalNode and
+        return once a quorum acknowledged it; the committed txid then moves to its end.
+        ``QuorumOutputStream.aflush`` is the usual way in."""
+        self._bind_running()
         started = time.perf_counter()
         last = first + count - 1
         call = self.loggers.send_edits(segment_txid, first, count, framed)
         if active(Mutant.ACK_FROM_ONE):
             n = len(self.loggers)
-            call.wait_for(n, 1, n - 1, self.timeouts.write_txns_timeout, operation_name="send")
+            await call.await_for(
+                n, 1, n - 1, self.timeouts.write_txns_timeout, operation_name="send"
+            )
             if not call.successes():
                 call.rethrow_exception(f"sendEdits({first}-{last}) failed everywhere")
         else:
-            self._wait(call, self.timeouts.write_txns_timeout, f"sendEdits({first}-{last})")
+            await self._wait(call, self.timeouts.write_txns_timeout, f"sendEdits({first}-{last})")
         QUORUM_SYNC_SECONDS.labels(self.journal_id).observe(time.perf_counter() - started)
         self._set_committed(last)
         for lg in self.loggers.loggers:
@@ -357,7 +450,11 @@ class QuorumJournalManager:
         self._read_index.confirm(limit + 5.0)
 
     def _confirm_round(self) -> None:
-        self._wait(
+        self._block(self._aconfirm_round())
+
+    async def _aconfirm_round(self) -> None:
+        self._bind_running()
+        await self._wait(
             self.loggers.heartbeat(), self.timeouts.write_txns_timeout, "confirmEpoch()"
         )
         if self._fenced is not None:
@@ -389,32 +486,64 @@ class QuorumJournalManager:
         return done
 
     def start_heartbeats(self) -> None:
-        if self._heartbeat_thread is not None:
+        """Heartbeat idle loggers every ``heartbeat_interval``: a task on the manager's loop
+        (from a thread, it is started there; the simulator's direct loggers get none)."""
+        loop = self._loop if self._loop is not None else self._blocking_loop()
+        if loop is None:
             return
-        self._heartbeat_stop.clear()
+        if on_loop_thread(loop):
+            self._start_heartbeat_task()
+        else:
+            asyncio.run_coroutine_threadsafe(self._astart_heartbeats(), loop).result(10)
+
+    async def _astart_heartbeats(self) -> None:
+        self._start_heartbeat_task()
+
+    def _start_heartbeat_task(self) -> None:
+        if self._heartbeat_task is not None:
+            return
         interval = self.timeouts.heartbeat_interval
 
-        def loop() -> None:
-            while not self._heartbeat_stop.wait(interval):
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(interval)
                 self.heartbeat_idle_loggers()
 
-        self._heartbeat_thread = threading.Thread(
-            target=loop, name=f"qjm-heartbeat-{self.journal_id}", daemon=True
+        self._heartbeat_task = asyncio.get_running_loop().create_task(
+            beat(), name=f"qjm-heartbeat-{self.journal_id}"
         )
-        self._heartbeat_thread.start()
+
+    def _stop_heartbeat_task(self) -> None:
+        task, self._heartbeat_task = self._heartbeat_task, None
+        if task is not None:
+            task.cancel()
 
     def stop_heartbeats(self) -> None:
-        self._heartbeat_stop.set()
-        if self._heartbeat_thread is not None:
-            self._heartbeat_thread.join(timeout=5)
-            self._heartbeat_thread = None
+        loop = self._loop
+        if self._heartbeat_task is None or loop is None or loop.is_closed():
+            self._heartbeat_task = None
+            return
+        if on_loop_thread(loop):
+            self._stop_heartbeat_task()
+        else:
+            with contextlib.suppress(TimeoutError):
+                asyncio.run_coroutine_threadsafe(self._astop_heartbeats(), loop).result(5)
+
+    async def _astop_heartbeats(self) -> None:
+        self._stop_heartbeat_task()
 
     # ------------------------------------------------------------------ reading (HDFS-3077 §3)
 
     def select_input_streams(self, since_txid: int) -> list[RedundantEditLogInputStream]:
         """Finalized segments from since_txid on, each readable from every JN that has it."""
+        return self._block(self.aselect_input_streams(since_txid))
+
+    async def aselect_input_streams(self, since_txid: int) -> list[RedundantEditLogInputStream]:
+        """``select_input_streams`` awaited; the streams it returns read segments with
+        blocking iteration (read them in a thread, e.g. ``asyncio.to_thread``)."""
+        self._bind_running()
         call = self.loggers.get_edit_log_manifest(since_txid, False)
-        manifests = self._wait(
+        manifests = await self._wait(
             call, self.timeouts.select_input_streams_timeout, f"getEditLogManifest({since_txid})"
         )
         by_logger: dict[SegmentSource, list[RemoteEditLog]] = {
@@ -427,8 +556,14 @@ class QuorumJournalManager:
         """Edits from ``since_txid`` on that a majority of JournalNodes hold in one writer
         epoch, out of their caches of recent edits (the in-progress segment included); empty
         when none are, or when the caches no longer reach back to ``since_txid``."""
+        return self._block(self.aread_journaled_edits(since_txid, max_txns))
+
+    async def aread_journaled_edits(
+        self, since_txid: int, max_txns: int
+    ) -> list[edits_pb2.EditOp]:
+        self._bind_running()
         call = self.loggers.get_journaled_edits(since_txid, max_txns)
-        responses = self._wait(
+        responses = await self._wait(
             call, self.timeouts.select_input_streams_timeout, f"getJournaledEdits({since_txid})"
         )
         choice = journaled_edits_quorum(responses, cluster_size=len(self.loggers))
@@ -501,12 +636,19 @@ class QuorumOutputStream:
             self._current_count = 0
 
     def flush_ready(self) -> None:
+        """Send the ready buffer and block until a quorum acknowledged it."""
+        self.qjm._block(self.aflush_ready())
+
+    async def aflush_ready(self) -> None:
+        """Send the ready buffer; return once a quorum acknowledged it."""
         if self.aborted:
             raise QJMError(f"output stream of segment {self.segment_txid} was aborted")
         if not self._ready_count:
             return
         try:
-            self.qjm._send(self.segment_txid, self._ready_first, self._ready_count, self._ready)
+            await self.qjm.asend_edits(
+                self.segment_txid, self._ready_first, self._ready_count, self._ready
+            )
         except QuorumException:
             self.aborted = True
             raise
@@ -516,6 +658,11 @@ class QuorumOutputStream:
     def flush(self) -> None:
         self.set_ready_to_flush()
         self.flush_ready()
+
+    async def aflush(self) -> None:
+        """Everything written so far, acknowledged by a quorum (the sync of the edit log)."""
+        self.set_ready_to_flush()
+        await self.aflush_ready()
 
     @property
     def pending_txns(self) -> int:

@@ -6,12 +6,15 @@ or when its timeout passes. Latency is therefore the median JournalNode's (docs/
 
 The rule itself is the pure function ``quorum_decision`` (etcd raft's ``VoteResult``: won, lost
 or pending); ``QuorumCall`` only collects the outcomes of ``concurrent.futures.Future`` objects
-as they complete and wakes the waiting writer. It works the same when every future has already
-completed, which is how the deterministic simulator drives it.
+as they complete and wakes the waiting writer, a blocked thread (``wait_for``) or a coroutine
+(``await_for``, on the writer's event loop: the asyncio QJM of ``qjm.bridge``). It works the
+same when every future has already completed, which is how the deterministic simulator drives
+it: ``await_for`` then returns without suspending.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import functools
 import threading
@@ -20,7 +23,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError, Future
 from typing import Generic, NoReturn, TypeVar
 
-from qjm.errors import QuorumException, QuorumTimeout
+from qjm.errors import QJMError, QuorumException, QuorumTimeout
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -95,6 +98,7 @@ class QuorumCall(Generic[K, V]):
         self._total = len(calls)
         self._successes: dict[K, V] = {}
         self._exceptions: dict[K, BaseException] = {}
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         # Registered last: a future that is already done runs its callback right here.
         for key, future in calls.items():
             future.add_done_callback(functools.partial(self._on_done, key))
@@ -110,6 +114,9 @@ class QuorumCall(Generic[K, V]):
             else:
                 self._exceptions[key] = exc
             self._cond.notify_all()
+            waiters, self._waiters = self._waiters, []
+        for loop, waiter in waiters:
+            _wake(loop, waiter)
 
     def __len__(self) -> int:
         return self._total
@@ -141,13 +148,57 @@ class QuorumCall(Generic[K, V]):
             while not self._satisfied(min_responses, min_successes, max_exceptions):
                 remaining = deadline - time_fn()
                 if remaining <= 0:
-                    what = f" to respond to {operation_name}" if operation_name else " to respond"
-                    raise QuorumTimeout(
-                        f"Timed out waiting {timeout_s}s for a quorum of nodes{what}",
-                        self._successes,
-                        self._exceptions,
-                    )
+                    raise self._timed_out(timeout_s, operation_name)
                 self._cond.wait(remaining)
+
+    async def await_for(
+        self,
+        min_responses: int,
+        min_successes: int,
+        max_exceptions: int,
+        timeout_s: float,
+        *,
+        operation_name: str | None = None,
+    ) -> None:
+        """``wait_for`` for a coroutine on an event loop: the same conditions, the same
+        ``QuorumTimeout``. Returns at once, without touching the event loop, when a condition
+        already holds (so the simulator's direct loggers never make it suspend)."""
+        if timeout_s < 0:
+            raise ValueError(f"timeout must not be negative, got {timeout_s}")
+        with self._cond:
+            if self._satisfied(min_responses, min_successes, max_exceptions):
+                return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise QJMError(
+                f"{operation_name or 'a quorum call'} would wait for a JournalNode, but runs "
+                "with no event loop (DirectExecutor loggers must answer every call at once)"
+            ) from None
+        deadline = loop.time() + timeout_s
+        while True:
+            with self._cond:
+                if self._satisfied(min_responses, min_successes, max_exceptions):
+                    return
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise self._timed_out(timeout_s, operation_name)
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._waiters.append((loop, waiter))
+            # The deadline wakes the waiter too; the loop above then raises QuorumTimeout.
+            timer = loop.call_later(remaining, _wake, loop, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+
+    def _timed_out(self, timeout_s: float, operation_name: str | None) -> QuorumTimeout:
+        what = f" to respond to {operation_name}" if operation_name else " to respond"
+        return QuorumTimeout(
+            f"Timed out waiting {timeout_s}s for a quorum of nodes{what}",
+            self._successes,
+            self._exceptions,
+        )
 
     def _satisfied(self, min_responses: int, min_successes: int, max_exceptions: int) -> bool:
         ok, failed = len(self._successes), len(self._exceptions)
@@ -186,6 +237,23 @@ class QuorumCall(Generic[K, V]):
             raise QuorumException(msg, self._successes, self._exceptions)
 
 
+def _wake(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> None:
+    """Complete an ``await_for`` waiter from whichever thread completed a logger's future."""
+
+    def wake() -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        wake()
+    elif not loop.is_closed():
+        loop.call_soon_threadsafe(wake)
+
+
 def wait_for_write_quorum(
     call: QuorumCall[K, V], n_loggers: int, timeout_s: float, operation_name: str
 ) -> dict[K, V]:
@@ -201,8 +269,30 @@ def wait_for_write_quorum(
     stragglers' futures keep running and are not waited for.
     """
     quorum = majority(n_loggers)
+    call.wait_for(
+        n_loggers, quorum, n_loggers - quorum, timeout_s, operation_name=operation_name
+    )
+    return _write_quorum_result(call, n_loggers, operation_name)
+
+
+async def await_write_quorum(
+    call: QuorumCall[K, V], n_loggers: int, timeout_s: float, operation_name: str
+) -> dict[K, V]:
+    """``wait_for_write_quorum`` for a coroutine: the same rule, the same errors."""
+    quorum = majority(n_loggers)
+    await call.await_for(
+        n_loggers, quorum, n_loggers - quorum, timeout_s, operation_name=operation_name
+    )
+    return _write_quorum_result(call, n_loggers, operation_name)
+
+
+def _write_quorum_result(
+    call: QuorumCall[K, V], n_loggers: int, operation_name: str
+) -> dict[K, V]:
+    """The majority's results once a wait returned, or ``QuorumException`` naming every
+    failure."""
+    quorum = majority(n_loggers)
     max_failures = n_loggers - quorum
-    call.wait_for(n_loggers, quorum, max_failures, timeout_s, operation_name=operation_name)
     successes, exceptions = call.successes(), call.exceptions()
     decision = quorum_decision(
         max(n_loggers, len(successes) + len(exceptions)),

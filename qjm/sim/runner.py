@@ -186,8 +186,8 @@ class SimQuorumJournalManager(QuorumJournalManager):
         super().__init__(loggers, JOURNAL_ID, NAMESPACE)
         self._on_new_epoch = on_new_epoch
 
-    def create_new_unique_epoch(self) -> dict[AsyncLogger, int | None]:
-        responses = super().create_new_unique_epoch()
+    async def acreate_new_unique_epoch(self) -> dict[AsyncLogger, int | None]:
+        responses = await super().acreate_new_unique_epoch()
         self._on_new_epoch(self, sorted(lg.address for lg in responses))
         return responses
 

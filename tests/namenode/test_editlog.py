@@ -5,8 +5,9 @@ not hoped for)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -14,11 +15,14 @@ from hanamenode.editlog import FSEditLog
 from hanamenode.errors import EditLogError
 from hanamenode.metrics import NameNodeMetrics
 from proto import edits_pb2, records
+from qjm.bridge import drive_inline
 from qjm.errors import QuorumException
 from qjm.journal_manager import QuorumOutputStream
 from tests.namenode.cluster import wait_for
 
 pytestmark = pytest.mark.timeout(30)
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -52,7 +56,11 @@ class FakeQJM:
             raise self.fail_with
         self.finalized.append((start, end))
 
-    def _send(self, segment_txid: int, first: int, count: int, framed: bytes) -> None:
+    def _block(self, coro: Coroutine[Any, Any, T]) -> T:
+        """The real manager's bridge into its coroutines; this one never suspends."""
+        return drive_inline(coro)
+
+    async def asend_edits(self, segment_txid: int, first: int, count: int, framed: bytes) -> None:
         self.entered.set()
         if self.hold is not None:
             assert self.hold.wait(10)

@@ -4,12 +4,13 @@ from the retry cache) wait until the edits
 they observed are durable, so a client is never told about a state that never reached the
 log; and a read-index round confirms the epoch for every read waiting at once.
 
-The writer's sends are held at a gate (the real QuorumJournalManager, whose ``_send`` waits
+The writer's sends are held at a gate (the real QuorumJournalManager, whose ``asend_edits`` waits
 for the test) so that an edit is applied and not yet durable for as long as the test needs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,15 +40,16 @@ class SendGate:
     def factory(self, settings: Any) -> Callable[[NamespaceInfo], QuorumJournalManager]:
         def make(ns_info: NamespaceInfo) -> QuorumJournalManager:
             qjm = connect_from_settings(settings, ns_info)
-            send = qjm._send
+            send = qjm.asend_edits
 
-            def held(*args: Any) -> None:
+            async def held(*args: Any) -> None:
                 if not self.open.is_set():
                     self.entered.set()
-                    assert self.open.wait(30)
-                send(*args)
+                    # Off the QJM's event loop: its other calls (read-index rounds) go on.
+                    assert await asyncio.to_thread(self.open.wait, 30)
+                await send(*args)
 
-            qjm._send = held  # type: ignore[method-assign]
+            qjm.asend_edits = held  # type: ignore[method-assign]
             return qjm
 
         return make
