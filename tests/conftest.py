@@ -2,7 +2,7 @@
 
 ``--sim-seeds N``: how many seeds the simulator tests sweep (default 200).
 ``--soak``: run the tests marked ``@pytest.mark.slow`` (skipped by default).
-``--chaos-rounds N``: rounds of the chaos tests' kill -9 of the active (default 20; the other
+``--chaos-rounds N``: rounds of the chaos tests' kill -9 of the active (default 10; the other
 chaos tests scale with it).
 ``--fuzz-minutes M``: how long ``tests/fuzz`` sends generated requests (default 1).
 ``--spark-standalone``: run the tests marked ``@pytest.mark.standalone``, which start a Spark
@@ -27,8 +27,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--chaos-rounds",
         type=int,
-        default=20,
-        help="rounds of kill -9 of the active NameNode in tests/chaos (default 20)",
+        default=10,
+        help="rounds of kill -9 of the active NameNode in tests/chaos (default 10)",
     )
     parser.addoption(
         "--spark-standalone",
