@@ -12,9 +12,9 @@ realistic mkdir edits (~100 bytes framed) through ``QuorumJournalManager`` /
     quorum is the two others, so latency should not move;
 (c) the same with 5 JournalNodes: latency is the median JournalNode's, so no worse;
 (d) throughput in edits/s at 100 edits per ``flush``, one thread, 3 JournalNodes;
-(e) throughput with 8 handler threads, each logging 10 edits under a namesystem lock and then
-    syncing, through ``hanamenode.editlog.FSEditLog`` (group commit: one sync in flight, the
-    next syncer sends everything buffered meanwhile; 3 JournalNodes);
+(e) throughput with 8 writers, coroutines on one event loop, each logging 10 edits and then
+    awaiting their sync, through ``hanamenode.editlog.FSEditLog`` (one syncer task, one sync
+    in flight, the next sync ships everything logged meanwhile; 3 JournalNodes);
 (f) the floor: ``os.write`` + ``os.fdatasync`` of one record to a file on the JournalNodes'
     filesystem, p50.
 
@@ -28,10 +28,10 @@ Targets are reported, never asserted (docs/architecture.md §8.6 ``bench/``).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import shutil
 import signal
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -143,53 +143,38 @@ class Writer:
 def group_commit_throughput(
     qjm: QuorumJournalManager, first_txid: int, seconds: float
 ) -> tuple[float, int]:
-    """Edits/s of WRITERS threads, each logging PER_WRITER_BATCH edits under a namesystem
-    lock and then syncing through FSEditLog's group commit (one sync in flight), in a segment
-    of its own starting at ``first_txid``. Also returns the txid after that segment."""
+    """Edits/s of WRITERS coroutines on one event loop (the NameNode's shape since issue 12),
+    each logging PER_WRITER_BATCH edits and then awaiting their sync through FSEditLog's
+    syncer (one sync in flight), in a segment of its own starting at ``first_txid``. Also
+    returns the txid after that segment."""
+    return asyncio.run(_group_commit(qjm, first_txid, seconds))
+
+
+async def _group_commit(
+    qjm: QuorumJournalManager, first_txid: int, seconds: float
+) -> tuple[float, int]:
     edit_log = FSEditLog(qjm)
-    namesystem_lock = threading.Lock()
 
     def apply(op: edits_pb2.EditOp) -> None:
         """The namespace would apply the op here; the benchmark measures the log only."""
 
-    with namesystem_lock:
-        edit_log.open_for_write(first_txid, apply)
+    await edit_log.open_for_write(first_txid, apply)
     counts = [0] * WRITERS
-    errors: list[BaseException] = []
-    start = threading.Barrier(WRITERS + 1)
-    stop_at = [0.0]
-
-    def handler(i: int) -> None:
-        ops = [mkdir_op(i * 1000 + k) for k in range(PER_WRITER_BATCH)]
-        start.wait()
-        try:
-            while time.perf_counter() < stop_at[0]:
-                with namesystem_lock:
-                    last = 0
-                    for op in ops:
-                        last = edit_log.log_edit(op)
-                        apply(op)
-                edit_log.log_sync(last)
-                counts[i] += PER_WRITER_BATCH
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [
-        threading.Thread(target=handler, args=(i,), name=f"bench-handler-{i}")
-        for i in range(WRITERS)
-    ]
-    for thread in threads:
-        thread.start()
     began = time.perf_counter()
-    stop_at[0] = began + seconds
-    start.wait()
-    for thread in threads:
-        thread.join()
+    stop_at = began + seconds
+
+    async def handler(i: int) -> None:
+        ops = [mkdir_op(i * 1000 + k) for k in range(PER_WRITER_BATCH)]
+        while time.perf_counter() < stop_at:
+            last = 0
+            for op in ops:
+                last, _ = edit_log.log_and_apply(op, apply)
+            await edit_log.log_sync(last)
+            counts[i] += PER_WRITER_BATCH
+
+    await asyncio.gather(*(handler(i) for i in range(WRITERS)))
     elapsed = time.perf_counter() - began
-    if errors:
-        raise errors[0]
-    with namesystem_lock:
-        edit_log.close(apply)
+    await edit_log.close(apply)
     return sum(counts) / elapsed, edit_log.last_written_txid + 1
 
 

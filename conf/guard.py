@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ from proto import bounds
 __all__ = [
     "ANY_ROLE",
     "ROLE_URI_PREFIX",
+    "AioRequestGuard",
     "MethodRule",
     "RequestGuard",
     "Role",
@@ -232,6 +233,91 @@ class RequestGuard(grpc.ServerInterceptor):
             return behavior(checked(requests), context)
 
         return make(
+            guarded,
+            request_deserializer=_tolerant(handler.request_deserializer),
+            response_serializer=handler.response_serializer,
+        )
+
+
+class AioRequestGuard(RequestGuard, grpc.aio.ServerInterceptor):
+    """``RequestGuard`` for a grpc.aio server: the same decisions (``refusal``), wrapped
+    around coroutine handlers."""
+
+    async def intercept_service(  # type: ignore[override]
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method: str = handler_call_details.method
+        if handler.request_streaming:
+            return self._wrap_aio_streaming(method, handler)
+        return self._wrap_aio_unary(method, handler)
+
+    async def _abort_aio(self, context: Any, exc: Exception) -> None:
+        code, details, trailers = self._to_status(exc)
+        context.set_trailing_metadata(trailers)
+        await context.abort(code, details)
+
+    def _wrap_aio_unary(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        deserializer = _tolerant(handler.request_deserializer)
+        if handler.response_streaming:
+            streaming: Any = handler.unary_stream
+            assert streaming is not None
+
+            async def guarded_stream(request: Any, context: Any) -> AsyncIterator[Any]:
+                refused = self.refusal(method, request, self._presented(context))
+                if refused is not None:
+                    await self._abort_aio(context, refused)
+                async for response in streaming(request, context):
+                    yield response
+
+            return grpc.unary_stream_rpc_method_handler(
+                guarded_stream,
+                request_deserializer=deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        unary = handler.unary_unary
+        assert unary is not None
+
+        async def guarded(request: Any, context: Any) -> Any:
+            refused = self.refusal(method, request, self._presented(context))
+            if refused is not None:
+                await self._abort_aio(context, refused)
+            return await unary(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            guarded,
+            request_deserializer=deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _wrap_aio_streaming(
+        self, method: str, handler: grpc.RpcMethodHandler
+    ) -> grpc.RpcMethodHandler:
+        if handler.response_streaming:
+            raise NotImplementedError(f"{method}: bidirectional streams are not guarded here")
+        behavior: Any = handler.stream_unary
+        assert behavior is not None
+
+        async def checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+            async for request in requests:
+                refused = self.refusal(method, request, None)
+                if refused is not None:
+                    raise refused
+                yield request
+
+        async def guarded(requests: AsyncIterator[Any], context: Any) -> Any:
+            refused = self.refusal(method, None, self._presented(context))
+            if refused is not None:
+                await self._abort_aio(context, refused)
+            return await behavior(checked(requests), context)
+
+        return grpc.stream_unary_rpc_method_handler(
             guarded,
             request_deserializer=_tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,

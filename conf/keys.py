@@ -423,6 +423,12 @@ KEYS: tuple[Key, ...] = (
         "most edits one in-progress tailing call returns",
     ),
     Key("dfs.ha.log-roll.period", _duration("s"), "120", "how often the standby asks for a roll"),
+    Key(
+        "dfs.namenode.edits.sync.max-batch.bytes",
+        _count(1, MAX_MESSAGE_MIB * MIB),
+        "1048576",
+        "most bytes of edits the active's syncer ships in one batch to the JournalNodes",
+    ),
     Key("dfs.namenode.checkpoint.txns", _count(1), "1000000", "checkpoint after this many txns"),
     Key("dfs.namenode.checkpoint.period", _duration("s"), "3600", "checkpoint at least this often"),
     Key(

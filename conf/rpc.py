@@ -38,6 +38,7 @@ __all__ = [
     "bind",
     "channel_options",
     "daemon_settings",
+    "make_aio_server",
     "make_channel",
     "make_server",
     "server_options",
@@ -50,7 +51,8 @@ _DEFAULTS = RPCSettings()
 
 # The TLS a server was made with, so that bind() cannot silently open a plaintext port on a
 # server whose settings ask for mutual TLS.
-_SERVER_TLS: weakref.WeakKeyDictionary[grpc.Server, TLSSettings] = weakref.WeakKeyDictionary()
+AnyServer = grpc.Server | grpc.aio.Server
+_SERVER_TLS: weakref.WeakKeyDictionary[AnyServer, TLSSettings] = weakref.WeakKeyDictionary()
 
 
 class BindError(ConfigError):
@@ -159,7 +161,30 @@ def make_server(
     return server
 
 
-def bind(server: grpc.Server, address: str, tls: TLSSettings | None = None) -> int:
+def make_aio_server(
+    settings: Settings | None = None,
+    *,
+    tls: TLSSettings | None = None,
+    max_message_bytes: int | None = None,
+    max_receive_bytes: int | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.aio.Server:
+    """``make_server`` for grpc.aio: the same options, limits and TLS, no worker pool (every
+    call is a coroutine on the running event loop, which must be the caller's)."""
+    rpc = settings.rpc if settings is not None else _DEFAULTS
+    if tls is None and settings is not None:
+        tls = settings.tls
+    max_bytes = max_message_bytes if max_message_bytes is not None else rpc.max_message_bytes
+    server = grpc.aio.server(
+        options=[*server_options(max_bytes, max_receive_bytes), *options],
+        interceptors=list(interceptors) or None,
+    )
+    _SERVER_TLS[server] = tls if tls is not None else TLSSettings()
+    return server
+
+
+def bind(server: AnyServer, address: str, tls: TLSSettings | None = None) -> int:
     """Listen on ``address`` (``host:port``, port 0 for any free one); return the bound port.
 
     With ``tls`` enabled the port requires mutual TLS; without ``tls`` the TLS the server was

@@ -106,6 +106,7 @@ class HASettings:
     checkpoint_txns: int = 1_000_000
     checkpoint_period: float = 3600.0
     checkpoints_retained: int = 2
+    edits_sync_max_batch_bytes: int = 1 * MIB
     graceful_fence_timeout: float = 5.0
     health_check_interval: float = 1.0
     new_active_timeout: float = 60.0
@@ -389,6 +390,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         checkpoint_txns=get("dfs.namenode.checkpoint.txns"),
         checkpoint_period=get("dfs.namenode.checkpoint.period"),
         checkpoints_retained=get("dfs.namenode.num.checkpoints.retained"),
+        edits_sync_max_batch_bytes=get("dfs.namenode.edits.sync.max-batch.bytes"),
         graceful_fence_timeout=get("ha.failover-controller.graceful-fence.rpc-timeout.ms"),
         health_check_interval=get("ha.health-monitor.check-interval.ms"),
         new_active_timeout=get("ha.failover-controller.new-active.rpc-timeout.ms"),
@@ -403,6 +405,14 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
             "would refuse the largest batches",
             source=source,
             key="dfs.qjournal.queued-edits.limit.mb",
+        )
+    if ha.edits_sync_max_batch_bytes >= max_message_bytes:
+        # One batch is one journal call; a JournalNode refuses a call above its message limit.
+        raise ConfigError(
+            f"{ha.edits_sync_max_batch_bytes} bytes is not below hanamenode.rpc.max-message.mb "
+            f"({max_message_bytes // MIB} MiB): the JournalNodes would refuse the largest batches",
+            source=source,
+            key="dfs.namenode.edits.sync.max-batch.bytes",
         )
     if ha.automatic_failover_enabled and not zk.quorum:
         raise ConfigError(

@@ -1,14 +1,16 @@
 """FSNamesystem: the namespace, the edit log, the retry cache and the HA state of one
-NameNode, behind the namesystem lock (docs/architecture.md §5.3; HDFS ``FSNamesystem``).
+NameNode, owned by the NameNode's event loop (docs/architecture.md §5.3, §4.6; HDFS
+``FSNamesystem``).
 
-Every mutation, on the active only::
+Every method that reads or changes the namesystem is a coroutine on the loop
+(``hanamenode.loop``); the loop is the namesystem lock: between two awaits nothing else runs.
+Every mutation, on the active only, is one coroutine::
 
-    check ACTIVE (else StandbyError) and the retry cache (a retry gets the first answer, once
-    that answer's txid is durable)
-    with the namesystem lock:
-        check ACTIVE again; prepare (decide, or raise the user's error); log_and_apply (next
-        txid, applied, then buffered)
-    log_sync(txid) outside the lock (group commit), then answer
+    check ACTIVE (else StandbyError), wait while a roll keeps writes out
+    check the retry cache (a retry gets the first answer, once that answer's txid is durable)
+    prepare (decide, or raise the user's error); log_and_apply (next txid, applied, buffered)
+        -- no await from the check to here --
+    await log_sync(txid) (the syncer ships it with whatever else accumulated), then answer
 
 Reads are served by the active, and by a standby only when the client accepts stale answers.
 Every answer of the active that logs nothing (a read, a no-op or refused mutation) is
@@ -31,23 +33,27 @@ Transitions are serialized and idempotent:
   never keeps an edit that the log may not have.
 
 A fatal edit-log failure (quorum lost, writer fenced) makes the active leave ACTIVE on its own,
-from a short-lived ``ha-abort-<nn>`` thread.
+from a short-lived ``ha-abort-<nn>`` task.
 
-    fsn = FSNamesystem(settings, "nn1", NameDirectory(path))
+Threads (the elector, the health monitor, tests) call the same methods without the
+``_async`` suffix: each is one ``NameNodeLoop.run`` of the coroutine.
+
+    fsn = FSNamesystem(settings, "nn1", NameDirectory(path))   # makes its own loop
     fsn.start()                       # loads the newest image, STANDBY, tailing
     fsn.transition_to_active()
     fsn.mkdirs("/a", client_id=b"c", call_id=1)   # Mutation(result=True, txid=...)
+    await fsn.mkdirs_async("/b")      # on the loop (the gRPC servicers)
 """
 
 from __future__ import annotations
 
-import threading
+import asyncio
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import structlog
 
@@ -61,11 +67,11 @@ from hanamenode.errors import (
     EditLogReplayError,
     HealthCheckFailedError,
     NamenodeError,
-    NamenodeUnavailableError,
     ServiceFailedError,
     StandbyError,
 )
 from hanamenode.ha import HAState, ServiceStatus
+from hanamenode.loop import NameNodeLoop, SharedRounds
 from hanamenode.metrics import NameNodeMetrics, StateSnapshot
 from hanamenode.namespace import (
     DEFAULT_REPLICATION,
@@ -80,7 +86,7 @@ from hanamenode.storage import NameDirectory
 from hanamenode.tailer import EditLogTailer
 from proto import edits_pb2
 from proto.values import NamespaceInfo
-from qjm.errors import describe_exception
+from qjm.errors import QJMError, describe_exception
 from qjm.journal_manager import QuorumJournalManager, connect_from_settings
 
 log = structlog.get_logger(__name__)
@@ -116,6 +122,7 @@ class FSNamesystem:
         peers: NameNodePeers | None = None,
         qjm_factory: QJMFactory | None = None,
         retry_cache_capacity: int | None = None,
+        nn_loop: NameNodeLoop | None = None,
     ) -> None:
         self.settings = settings
         self.nn_id = nn_id
@@ -127,11 +134,9 @@ class FSNamesystem:
             lambda ns_info: connect_from_settings(settings, ns_info)
         )
         self._retry_cache_capacity = retry_cache_capacity
+        self._owns_loop = nn_loop is None
+        self.nn_loop = nn_loop if nn_loop is not None else NameNodeLoop(nn_id)
         q = settings.qjm
-        # The namesystem lock is held across network calls only by rolls and transitions;
-        # nobody waits for it longer than those can take.
-        self.lock_timeout = q.write_txns_timeout + q.finalize_segment_timeout
-        self.lock_timeout += q.start_segment_timeout + 10.0
         self.transition_timeout = 30.0 + sum(
             (
                 q.get_journal_state_timeout,
@@ -144,8 +149,10 @@ class FSNamesystem:
                 q.write_txns_timeout,
             )
         )
-        self._lock = threading.RLock()
-        self._transition_lock = threading.Lock()
+        self._transition_lock = asyncio.Lock()
+        # Cleared while a roll ends one segment and starts the next: mutations wait.
+        self._writable = asyncio.Event()
+        self._writable.set()
         self._state = HAState.INITIALIZING
         # False from the first step of leaving ACTIVE (before any I/O), True once ACTIVE is
         # fully open: reads and writes are refused while it is False, whatever the state.
@@ -154,11 +161,12 @@ class FSNamesystem:
         self._namespace = Namespace(retry_cache=self._retry_cache)
         self._edit_log: FSEditLog | None = None
         self._writer_qjm: QuorumJournalManager | None = None
+        self._read_index: SharedRounds | None = None
         self._reader_qjm: QuorumJournalManager | None = None
         self._tailer: EditLogTailer | None = None
         self._checkpointer: StandbyCheckpointer | None = None
         self._tailing_enabled = False
-        self._abort_threads: list[threading.Thread] = []
+        self._abort_tasks: set[asyncio.Task[None]] = set()
         self.last_failure: str | None = None
         """Why the last active period ended on its own (edit log failure), if it did."""
         self._log = log.bind(nn=nn_id)
@@ -166,13 +174,28 @@ class FSNamesystem:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Load the newest image from the name dir, become STANDBY and start tailing."""
-        with self._transition():
+        """Load the newest image from the name dir, become STANDBY and start tailing (from a
+        thread: starts the loop when this namesystem owns it)."""
+        if self._owns_loop:
+            self.nn_loop.start()
+        self.nn_loop.run(self.start_async())
+
+    def stop(self) -> None:
+        """Leave ACTIVE (finalizing the segment when possible), stop every thread and task."""
+        if self.nn_loop.running:
+            self.nn_loop.run(self.stop_async())
+        self.peers.close()
+        if self._owns_loop:
+            self.nn_loop.stop()
+        self._log.info("namesystem stopped")
+
+    async def start_async(self) -> None:
+        async with self._transition():
             if self._state is not HAState.INITIALIZING:
                 return
             started = time.perf_counter()
-            self._load_newest_image()
-            reader = self._qjm_factory(self.ns_info)
+            await self._load_newest_image()
+            reader = await self.nn_loop.blocking(self._qjm_factory, self.ns_info)
             self._reader_qjm = reader
             ha_settings = self.settings.ha
             self._tailer = EditLogTailer(
@@ -198,9 +221,8 @@ class FSNamesystem:
                 metrics=self.metrics,
                 nn_id=self.nn_id,
             )
-            with self._locked():
-                self._state = HAState.STANDBY
-            self._start_standby_services()
+            self._state = HAState.STANDBY
+            await self._start_standby_services()
             self._log.info(
                 "namesystem started as standby",
                 last_applied_txid=self._namespace.last_applied_txid,
@@ -208,23 +230,19 @@ class FSNamesystem:
                 seconds=round(time.perf_counter() - started, 3),
             )
 
-    def stop(self) -> None:
-        """Leave ACTIVE (finalizing the segment when possible), stop every thread."""
-        with self._transition():
+    async def stop_async(self) -> None:
+        async with self._transition():
             if self._state is HAState.STOPPING:
                 return
             if self._state is HAState.ACTIVE:
-                self._leave_active("shutting down")
-            with self._locked():
-                self._state = HAState.STOPPING
-            self._stop_standby_services()
+                await self._leave_active("shutting down")
+            self._state = HAState.STOPPING
+            await self._stop_standby_services()
             if self._reader_qjm is not None:
-                self._reader_qjm.close()
+                await self.nn_loop.blocking(self._reader_qjm.close)
                 self._reader_qjm = None
-        for thread in self._abort_threads:
-            thread.join(timeout=self.transition_timeout)
-        self.peers.close()
-        self._log.info("namesystem stopped")
+        if self._abort_tasks:
+            await asyncio.wait(self._abort_tasks, timeout=self.transition_timeout)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -314,34 +332,25 @@ class FSNamesystem:
             for lg in writer.loggers.loggers
         )
 
-    # -- locks ---------------------------------------------------------------------------------
+    # -- transitions are serialized ------------------------------------------------------------
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        if not self._lock.acquire(timeout=self.lock_timeout):
-            raise NamenodeUnavailableError(
-                f"the namesystem lock was not free within {self.lock_timeout:.0f}s "
-                "(a roll or transition is stuck)"
-            )
+    @asynccontextmanager
+    async def _transition(self) -> AsyncIterator[None]:
         try:
-            yield
-        finally:
-            self._lock.release()
-
-    @contextmanager
-    def _transition(self) -> Iterator[None]:
-        if not self._transition_lock.acquire(timeout=self.transition_timeout):
+            async with asyncio.timeout(self.transition_timeout):
+                await self._transition_lock.acquire()
+        except TimeoutError:
             raise ServiceFailedError(
                 f"another state transition did not finish within {self.transition_timeout:.0f}s"
-            )
+            ) from None
         try:
             yield
         finally:
             self._transition_lock.release()
 
-    # -- client mutations ----------------------------------------------------------------------
+    # -- client mutations (coroutines on the loop) ----------------------------------------------
 
-    def mkdirs(
+    async def mkdirs_async(
         self,
         path: str,
         *,
@@ -353,7 +362,7 @@ class FSNamesystem:
         """mkdir (``create_parent``: mkdir -p). ``result`` is False when ``create_parent`` is
         set and the directory existed (nothing logged)."""
         perm = permission or DIR_PERMISSION
-        result, txid = self._mutate(
+        result, txid = await self._mutate(
             client_id,
             call_id,
             lambda ns: ns.prepare_mkdir(
@@ -364,7 +373,7 @@ class FSNamesystem:
         )
         return Mutation(bool(result), txid)
 
-    def create(
+    async def create_async(
         self,
         path: str,
         *,
@@ -377,7 +386,7 @@ class FSNamesystem:
     ) -> Mutation[StatInfo]:
         perm = permission or FILE_PERMISSION
         repl = replication or DEFAULT_REPLICATION
-        result, txid = self._mutate(
+        result, txid = await self._mutate(
             client_id,
             call_id,
             lambda ns: ns.prepare_create(
@@ -387,10 +396,10 @@ class FSNamesystem:
         )
         return Mutation(cast(StatInfo, result), txid)
 
-    def delete(
+    async def delete_async(
         self, path: str, *, recursive: bool = False, client_id: bytes = b"", call_id: int = 0
     ) -> Mutation[bool]:
-        result, txid = self._mutate(
+        result, txid = await self._mutate(
             client_id,
             call_id,
             lambda ns: ns.prepare_delete(
@@ -399,20 +408,31 @@ class FSNamesystem:
         )
         return Mutation(bool(result), txid)
 
-    def rename(
+    async def rename_async(
         self, src: str, dst: str, *, client_id: bytes = b"", call_id: int = 0
     ) -> Mutation[str]:
         """Move ``src`` to ``dst`` (into it when it is a directory); ``result`` is the final
         path."""
-        result, txid = self._mutate(
+        result, txid = await self._mutate(
             client_id,
             call_id,
             lambda ns: ns.prepare_rename(src, dst, client_id=client_id, call_id=call_id),
         )
         return Mutation(str(result), txid)
 
-    def _check_writable(self) -> None:
-        self._serving_edit_log("WRITE")
+    # The same calls from a thread that is not the loop's (tests, tools): one bridge each.
+
+    def mkdirs(self, path: str, **kwargs: Any) -> Mutation[bool]:
+        return self.nn_loop.run(self.mkdirs_async(path, **kwargs))
+
+    def create(self, path: str, **kwargs: Any) -> Mutation[StatInfo]:
+        return self.nn_loop.run(self.create_async(path, **kwargs))
+
+    def delete(self, path: str, **kwargs: Any) -> Mutation[bool]:
+        return self.nn_loop.run(self.delete_async(path, **kwargs))
+
+    def rename(self, src: str, dst: str, **kwargs: Any) -> Mutation[str]:
+        return self.nn_loop.run(self.rename_async(src, dst, **kwargs))
 
     def _serving_edit_log(self, category: str) -> FSEditLog:
         """The edit log of an active that may answer; StandbyError when this NameNode is not
@@ -430,20 +450,23 @@ class FSNamesystem:
             )
         return edit_log
 
-    def _confirm_answer(
+    async def _confirm_answer(
         self, edit_log: FSEditLog, observed_txid: int, category: str = "READ"
     ) -> None:
         """Before answering from the namespace without logging (a read, a no-op or refused
         mutation): wait until every edit the answer observed is durable, and confirm with a
         JournalNode quorum that this writer still holds its epoch (a read-index round that
-        began after the call arrived). Raises StandbyError or EditLogError otherwise."""
+        began after the call arrived, shared by every call waiting for one). Raises
+        StandbyError or EditLogError otherwise."""
         if not active(Mutant.ANSWER_WITHOUT_DURABILITY):
-            edit_log.log_sync(observed_txid)
+            await edit_log.log_sync(observed_txid)
         if active(Mutant.READ_WITHOUT_QUORUM_CONFIRMATION):
             return
-        qjm = edit_log.qjm
+        rounds = self._read_index
         try:
-            qjm.confirm_epoch()
+            if rounds is None or edit_log.qjm is not self._writer_qjm:
+                raise QJMError("this writer is closed")
+            await rounds.confirm()
         except Exception as exc:
             raise StandbyError(
                 f"Operation category {category} is not supported: this NameNode could not confirm "
@@ -451,65 +474,61 @@ class FSNamesystem:
                 f"{describe_exception(exc)}"
             ) from exc
 
-    def _mutate(
+    async def _writes_open(self) -> FSEditLog:
+        """The serving edit log, once no roll keeps writes out (a roll ends one segment and
+        starts the next: nothing may be logged between the two)."""
+        edit_log = self._serving_edit_log("WRITE")
+        while not self._writable.is_set():
+            await self._writable.wait()
+            edit_log = self._serving_edit_log("WRITE")
+        return edit_log
+
+    async def _mutate(
         self,
         client_id: bytes,
         call_id: int,
         prepare: Callable[[Namespace], edits_pb2.EditOp | None],
         none_result: object = None,
     ) -> tuple[object, int]:
-        self._check_writable()
-        cached = self._retry_cache.lookup(client_id, call_id)
+        edit_log = await self._writes_open()
+        # From here to log_and_apply there is no await: nothing else runs on the namesystem
+        # (the loop is the lock), so a retry racing its original finds it in the cache.
+        cache = self._retry_cache
+        cached = cache.lookup(client_id, call_id)
         if cached is not None:
-            return self._answer_retry(cached)
-        refused: NamenodeError | None = None
-        op: edits_pb2.EditOp | None = None
-        observed = 0
-        with self._locked():
-            edit_log = self._serving_edit_log("WRITE")
-            cache = self._retry_cache
-            # Looked up again under the lock: a retry racing its original waits for it here.
-            cached = cache.lookup(client_id, call_id)
-            if cached is None:
-                namespace = self._namespace
-                try:
-                    op = prepare(namespace)
-                except NamenodeError as exc:
-                    cache.record_failure(client_id, call_id, exc)
-                    op, refused = None, exc
-                if op is not None:
-                    txid, result = edit_log.log_and_apply(op, namespace.apply)
-                elif refused is None:
-                    cache.record_success(client_id, call_id, none_result, txid=0)
-                # What this answer observed (for a refusal or a no-op: the state it decided on).
-                observed = edit_log.last_written_txid
-        if cached is not None:
-            return self._answer_retry(cached)
-        if op is not None:
-            edit_log.log_sync(txid)
-            return result, txid
-        # Nothing logged: the answer is a read of the namespace (issue 11), confirmed as one.
-        self._confirm_answer(edit_log, observed, "WRITE")
-        if refused is not None:
-            raise refused
-        return none_result, 0
+            return await self._answer_retry(cached)
+        namespace = self._namespace
+        try:
+            op = prepare(namespace)
+        except NamenodeError as exc:
+            cache.record_failure(client_id, call_id, exc)
+            # What this refusal observed: the state it decided on.
+            await self._confirm_answer(edit_log, edit_log.last_written_txid, "WRITE")
+            raise
+        if op is None:
+            cache.record_success(client_id, call_id, none_result, txid=0)
+            await self._confirm_answer(edit_log, edit_log.last_written_txid, "WRITE")
+            return none_result, 0
+        txid, result = edit_log.log_and_apply(op, namespace.apply)
+        await edit_log.log_sync(txid)
+        return result, txid
 
-    def _answer_retry(self, entry: CacheEntry) -> tuple[object, int]:
+    async def _answer_retry(self, entry: CacheEntry) -> tuple[object, int]:
         """The first answer to a retried call, once the transaction that made it is durable
         (an answer that logged nothing, once what it observed is, confirmed as a read)."""
         edit_log = self._serving_edit_log("WRITE")
         if entry.txid:
-            edit_log.log_sync(min(entry.txid, edit_log.last_written_txid))
+            await edit_log.log_sync(min(entry.txid, edit_log.last_written_txid))
         else:
-            self._confirm_answer(edit_log, edit_log.last_written_txid, "WRITE")
+            await self._confirm_answer(edit_log, edit_log.last_written_txid, "WRITE")
         self._log.debug(
             "answered a retry from the retry cache", call_id=entry.call_id, txid=entry.txid
         )
         return entry.answer(), entry.txid
 
-    # -- client reads --------------------------------------------------------------------------
+    # -- client reads (coroutines on the loop) ---------------------------------------------------
 
-    def _read(self, allow_stale_read: bool, read: Callable[[Namespace], T]) -> T:
+    async def _read(self, allow_stale_read: bool, read: Callable[[Namespace], T]) -> T:
         """Answer ``read`` of the namespace. A stale read (asked for by the client) is served
         at once by an active or a standby. Any other read only by a serving active, once the
         edits it observed are durable and a JournalNode quorum confirmed the epoch after
@@ -523,55 +542,71 @@ class FSNamesystem:
             error: NamenodeError | None = None
         except NamenodeError as exc:
             answer, error = None, exc
-        self._confirm_answer(edit_log, edit_log.last_written_txid)
+        await self._confirm_answer(edit_log, edit_log.last_written_txid)
         if error is not None:
             raise error
         return cast(T, answer)
 
+    async def get_file_info_async(self, path: str, *, allow_stale_read: bool = False) -> StatInfo:
+        return await self._read(allow_stale_read, lambda ns: ns.stat(path))
+
+    async def get_listing_async(
+        self, path: str, *, allow_stale_read: bool = False
+    ) -> list[StatInfo]:
+        return await self._read(allow_stale_read, lambda ns: ns.list(path))
+
     def get_file_info(self, path: str, *, allow_stale_read: bool = False) -> StatInfo:
-        return self._read(allow_stale_read, lambda ns: ns.stat(path))
+        return self.nn_loop.run(self.get_file_info_async(path, allow_stale_read=allow_stale_read))
 
     def get_listing(self, path: str, *, allow_stale_read: bool = False) -> list[StatInfo]:
-        return self._read(allow_stale_read, lambda ns: ns.list(path))
+        return self.nn_loop.run(self.get_listing_async(path, allow_stale_read=allow_stale_read))
 
-    # -- tailing -------------------------------------------------------------------------------
+    # -- tailing (the tailer's thread, until it is a task) ---------------------------------------
 
     def apply_tailed(self, op: edits_pb2.EditOp) -> bool:
-        """Apply one op read by the tailer; False once tailing is disabled (a transition)."""
-        with self._locked():
-            if not self._tailing_enabled:
-                return False
-            self._namespace.apply(op)
-            return True
+        """Apply one op read by the tailer; False once tailing is disabled (a transition).
+        The op is applied on the loop, which owns the namespace."""
+        return self.nn_loop.call(self._apply_tailed_on_loop, op)
+
+    def _apply_tailed_on_loop(self, op: edits_pb2.EditOp) -> bool:
+        if not self._tailing_enabled:
+            return False
+        self._namespace.apply(op)
+        return True
 
     def _apply_for_catch_up(self, op: edits_pb2.EditOp) -> bool:
-        with self._locked():
+        # Runs in the transition's bridge thread: the state is neither serving nor tailing,
+        # so nothing else changes the namespace meanwhile (stale reads only read it).
+        with self._namespace.lock:
             self._namespace.apply(op)
-            return True
+        return True
 
     # -- the active's NamenodeProtocol ----------------------------------------------------------
 
-    def roll_edit_log(self) -> int:
+    async def roll_edit_log_async(self) -> int:
         """Finalize the current segment and start the next (the standby's request); the new
-        segment's first txid. A segment holding only its start marker is not rolled."""
-        with self._locked():
-            if self._state is not HAState.ACTIVE:
-                raise StandbyError.for_category("JOURNAL", self._state.value)
-            edit_log = self._edit_log
-            assert edit_log is not None
-            segment = edit_log.segment_txid
-            if segment is not None and edit_log.last_written_txid == segment:
-                return segment
-            return edit_log.roll(self._namespace.apply)
+        segment's first txid. A segment holding only its start marker is not rolled. Writes
+        wait at the write gate meanwhile."""
+        edit_log = await self._writes_open()
+        segment = edit_log.segment_txid
+        if segment is not None and edit_log.last_written_txid == segment:
+            return segment
+        self._writable.clear()
+        try:
+            return await edit_log.roll(self._namespace.apply)
+        finally:
+            self._writable.set()
 
-    def purge_logs(self, min_txid_to_keep: int) -> int:
+    def roll_edit_log(self) -> int:
+        return self.nn_loop.run(self.roll_edit_log_async())
+
+    async def purge_logs_async(self, min_txid_to_keep: int) -> int:
         """Purge finalized segments wholly below ``min_txid_to_keep`` on the JournalNodes,
         never beyond what this NameNode's own newest image covers; return the bound used."""
-        with self._locked():
-            if self._state is not HAState.ACTIVE:
-                raise StandbyError.for_category("JOURNAL", self._state.value)
-            qjm = self._writer_qjm
-            assert qjm is not None
+        if self._state is not HAState.ACTIVE:
+            raise StandbyError.for_category("JOURNAL", self._state.value)
+        qjm = self._writer_qjm
+        assert qjm is not None
         own = self.name_dir.newest_image_txid()
         bound = min(min_txid_to_keep, (own or 0) + 1)
         if bound < min_txid_to_keep:
@@ -582,10 +617,13 @@ class FSNamesystem:
             )
         if bound <= 1:
             return bound
-        qjm.purge_logs_older_than(bound)
+        await self.nn_loop.blocking(qjm.purge_logs_older_than, bound)
         self.metrics.purges.inc()
         self._log.info("purged edit logs", min_txid_to_keep=bound)
         return bound
+
+    def purge_logs(self, min_txid_to_keep: int) -> int:
+        return self.nn_loop.run(self.purge_logs_async(min_txid_to_keep))
 
     def most_recent_checkpoint(self) -> ha.CheckpointInfo | None:
         return checkpoint_info(self.name_dir)
@@ -600,7 +638,7 @@ class FSNamesystem:
 
     def install_uploaded_image(self, txid: int, md5: str, chunks: Iterable[bytes]) -> Path:
         """Store an image uploaded by a standby's checkpointer (PutImage), then keep the
-        newest ``checkpoints_retained``."""
+        newest ``checkpoints_retained`` (blocking file I/O: a bridge thread calls it)."""
         if self._state is not HAState.ACTIVE:
             raise StandbyError.for_category("CHECKPOINT", self._state.value)
         path = fsimage.install_image(self.name_dir.path, txid, chunks, md5)
@@ -608,12 +646,19 @@ class FSNamesystem:
         self._log.info("installed checkpoint uploaded by a standby", txid=txid)
         return path
 
-    # -- transitions ---------------------------------------------------------------------------
+    # -- transitions (coroutines on the loop; the *_async names) ---------------------------------
 
     def transition_to_active(self) -> None:
+        """From a thread (the elector, tests): ``transition_to_active_async`` on the loop."""
+        self.nn_loop.run(self.transition_to_active_async())
+
+    def transition_to_standby(self) -> None:
+        self.nn_loop.run(self.transition_to_standby_async())
+
+    async def transition_to_active_async(self) -> None:
         """STANDBY -> ACTIVE (a no-op when already active). ServiceFailedError naming the
         failed step otherwise; the NameNode is then standby again."""
-        with self._transition():
+        async with self._transition():
             if self._state is HAState.ACTIVE:
                 return
             if self._state is not HAState.STANDBY:
@@ -622,53 +667,64 @@ class FSNamesystem:
                 )
             started = time.perf_counter()
             self._log.info("transitioning to active")
-            self._stop_standby_services()
+            await self._stop_standby_services()
+            blocking = self.nn_loop.blocking
             qjm: QuorumJournalManager | None = None
             edit_log: FSEditLog | None = None
             step = "connecting to the JournalNodes"
             try:
-                qjm = self._qjm_factory(self.ns_info)
+                qjm = await blocking(self._qjm_factory, self.ns_info)
                 step = "fencing earlier writers and recovering the unfinalized segment"
-                end = qjm.recover_unfinalized_segments()
+                end = await blocking(qjm.recover_unfinalized_segments)
                 # These two events time the transition's parts (bench/failover.py reads them).
                 self._log.info("recovered the edit log", epoch=qjm.epoch, end_txid=end)
                 step = f"reading the log up to txid {end}"
                 assert self._tailer is not None
-                applied = self._tailer.catch_up(qjm, end, self._apply_for_catch_up)
+                applied = await blocking(
+                    self._tailer.catch_up, qjm, end, self._apply_for_catch_up
+                )
                 self._log.info(
                     "caught up with the edit log",
                     applied=applied,
                     last_applied_txid=self._namespace.last_applied_txid,
                 )
                 step = "opening the edit log for write"
-                with self._locked():
-                    first = ha.next_segment_txid(self._namespace.last_applied_txid, end)
-                    writer = qjm
-                    edit_log = FSEditLog(
-                        writer,
-                        on_failure=lambda reason: self._on_edit_log_failure(writer, reason),
-                        metrics=self.metrics,
-                        log_context={"nn": self.nn_id},
-                    )
-                    edit_log.open_for_write(first, self._namespace.apply)
-                    self._edit_log = edit_log
-                    self._writer_qjm = qjm
-                    self._state = HAState.ACTIVE
-                    self._serving = True
-                qjm.start_heartbeats()
+                first = ha.next_segment_txid(self._namespace.last_applied_txid, end)
+                writer = qjm
+                edit_log = FSEditLog(
+                    writer,
+                    blocking=blocking,
+                    on_failure=lambda reason: self._on_edit_log_failure(writer, reason),
+                    metrics=self.metrics,
+                    max_batch_bytes=self.settings.ha.edits_sync_max_batch_bytes,
+                    log_context={"nn": self.nn_id},
+                )
+                await edit_log.open_for_write(first, self._namespace.apply)
+                self._edit_log = edit_log
+                self._writer_qjm = qjm
+                self._read_index = SharedRounds(
+                    lambda: blocking(writer.confirm_epoch)
+                )
+                self._writable.set()
+                self._state = HAState.ACTIVE
+                self._serving = True
+                await blocking(qjm.start_heartbeats)
             except Exception as exc:
                 self._log.error("transition to active failed", step=step, error=str(exc))
+                self._serving = False
+                self._edit_log = None
+                self._writer_qjm = None
+                self._read_index = None
+                if edit_log is not None:
+                    await edit_log.close(self._namespace.apply)
                 if qjm is not None:
-                    qjm.close()
-                with self._locked():
-                    self._edit_log = None
-                    self._writer_qjm = None
-                    if edit_log is not None and self._namespace.last_applied_txid > (
-                        edit_log.synced_txid
-                    ):
-                        self._reload_namespace("the new segment's first edit was not durable")
-                    self._state = HAState.STANDBY
-                self._start_standby_services()
+                    await blocking(qjm.close)
+                if edit_log is not None and self._namespace.last_applied_txid > (
+                    edit_log.synced_txid
+                ):
+                    await self._reload_namespace("the new segment's first edit was not durable")
+                self._state = HAState.STANDBY
+                await self._start_standby_services()
                 raise ServiceFailedError(
                     f"cannot become active: {step} failed: {describe_exception(exc)}"
                 ) from exc
@@ -683,98 +739,95 @@ class FSNamesystem:
                 seconds=round(elapsed, 3),
             )
 
-    def transition_to_standby(self) -> None:
+    async def transition_to_standby_async(self) -> None:
         """ACTIVE -> STANDBY (a no-op when already standby)."""
-        with self._transition():
+        async with self._transition():
             if self._state is HAState.STANDBY:
                 return
             if self._state is not HAState.ACTIVE:
                 raise ServiceFailedError(
                     f"cannot become standby: the NameNode is {self._state.value}"
                 )
-            self._become_standby("requested")
+            await self._become_standby("requested")
 
-    def _become_standby(self, reason: str) -> None:
+    async def _become_standby(self, reason: str) -> None:
         started = time.perf_counter()
-        self._leave_active(reason)
-        self._start_standby_services()
+        await self._leave_active(reason)
+        await self._start_standby_services()
         elapsed = time.perf_counter() - started
         self.metrics.transitions.labels("standby").inc()
         self.metrics.transition_seconds.labels("standby").observe(elapsed)
         self._log.info("now standby", reason=reason, seconds=round(elapsed, 3))
 
-    def _leave_active(self, reason: str) -> None:
+    async def _leave_active(self, reason: str) -> None:
         """Stop answering as the active, then end and finalize the segment when possible,
         close the writer, and reload the namespace when it holds edits that are not durable.
-        Writers wait on the lock meanwhile and then find STANDBY; reads are refused from the
-        first line on (issue 11: the END-op sync and the finalize are network I/O that may
-        last the write timeout, and reads take no lock)."""
+        Calls that arrive meanwhile find a NameNode that is leaving ACTIVE from the first
+        line on (issue 11: the END-op sync and the finalize are network I/O that may last the
+        write timeout); calls already waiting for their sync get their answer once it is
+        durable."""
         self._log.info("leaving active state", reason=reason)
         if not active(Mutant.STEP_DOWN_SERVES_DURING_IO):
             # Before any I/O (the END-op sync and the finalize may take the write timeout,
             # or hang): from here on, nothing is answered as the active.
             self._serving = False
-        with self._locked():
-            edit_log, qjm = self._edit_log, self._writer_qjm
-            if edit_log is not None:
-                try:
-                    edit_log.close(self._namespace.apply)
-                except EditLogError as exc:
-                    self._log.warning(
-                        "could not finalize the segment; the next active's recovery will",
-                        error=str(exc),
-                    )
-                if self._namespace.last_applied_txid > edit_log.synced_txid:
-                    self._reload_namespace(
-                        f"edits after txid {edit_log.synced_txid} were applied but never durable"
-                    )
-            self._serving = False
-            self._state = HAState.STANDBY
-            self._edit_log = None
-            self._writer_qjm = None
+        edit_log, qjm = self._edit_log, self._writer_qjm
+        if edit_log is not None:
+            try:
+                await edit_log.close(self._namespace.apply)
+            except EditLogError as exc:
+                self._log.warning(
+                    "could not finalize the segment; the next active's recovery will",
+                    error=str(exc),
+                )
+            if self._namespace.last_applied_txid > edit_log.synced_txid:
+                await self._reload_namespace(
+                    f"edits after txid {edit_log.synced_txid} were applied but never durable"
+                )
+        self._serving = False
+        self._state = HAState.STANDBY
+        self._edit_log = None
+        self._writer_qjm = None
+        self._read_index = None
+        self._writable.set()  # gate waiters wake and find STANDBY
         if qjm is not None:
-            qjm.close()
+            await self.nn_loop.blocking(qjm.close)
 
     def _on_edit_log_failure(self, writer: QuorumJournalManager, reason: str) -> None:
-        """Called by the failing edit log (any thread): leave ACTIVE from a thread of its
-        own, since the failing thread may hold the namesystem or transition lock."""
+        """Called by the failing edit log, on the loop: leave ACTIVE from a task of its own,
+        since the failing coroutine may be part of a transition."""
         self.last_failure = reason
-        thread = threading.Thread(
-            target=self._abort_active,
-            args=(writer, reason),
-            name=f"ha-abort-{self.nn_id}",
-            daemon=True,
+        task = self.nn_loop.loop.create_task(
+            self._abort_active(writer, reason), name=f"ha-abort-{self.nn_id}"
         )
-        self._abort_threads = [t for t in self._abort_threads if t.is_alive()] + [thread]
-        thread.start()
+        self._abort_tasks = {t for t in self._abort_tasks if not t.done()} | {task}
 
-    def _abort_active(self, writer: QuorumJournalManager, reason: str) -> None:
+    async def _abort_active(self, writer: QuorumJournalManager, reason: str) -> None:
         try:
-            with self._transition():
+            async with self._transition():
                 if self._writer_qjm is not writer or self._state is not HAState.ACTIVE:
                     return  # that active period already ended
                 self._log.error("leaving active state: the edit log failed", reason=reason)
-                self._become_standby(f"edit log failed: {reason}")
+                await self._become_standby(f"edit log failed: {reason}")
         except Exception:
             self._log.exception("could not leave active state after an edit log failure")
 
-    # -- standby services ----------------------------------------------------------------------
+    # -- standby services (threads until they are tasks; joined through the bridge) -------------
 
-    def _start_standby_services(self) -> None:
-        with self._locked():
-            self._tailing_enabled = True
+    async def _start_standby_services(self) -> None:
+        self._tailing_enabled = True
         if self._tailer is not None:
             self._tailer.start()
         if self._checkpointer is not None:
             self._checkpointer.start()
 
-    def _stop_standby_services(self) -> None:
-        with self._locked():
-            self._tailing_enabled = False
-        if self._tailer is not None:
-            self._tailer.stop()
-        if self._checkpointer is not None:
-            self._checkpointer.stop()
+    async def _stop_standby_services(self) -> None:
+        self._tailing_enabled = False
+        tailer, checkpointer = self._tailer, self._checkpointer
+        if tailer is not None:
+            await self.nn_loop.blocking(tailer.stop)
+        if checkpointer is not None:
+            await self.nn_loop.blocking(checkpointer.stop)
 
     # -- images --------------------------------------------------------------------------------
 
@@ -783,17 +836,16 @@ class FSNamesystem:
             return RetryCache()
         return RetryCache(capacity=self._retry_cache_capacity)
 
-    def _load_newest_image(self) -> None:
+    async def _load_newest_image(self) -> None:
         cache = self._new_retry_cache()
-        namespace, txid, _ = self.name_dir.load_newest_image(cache)
-        with self._locked():
-            self._namespace = namespace
-            self._retry_cache = cache
+        namespace, txid, _ = await self.nn_loop.blocking(self.name_dir.load_newest_image, cache)
+        self._namespace = namespace
+        self._retry_cache = cache
         self._log.info("loaded fsimage", txid=txid, inodes=namespace.inode_count)
 
-    def _reload_namespace(self, why: str) -> None:
+    async def _reload_namespace(self, why: str) -> None:
         dropped = self._namespace.last_applied_txid
-        self._load_newest_image()
+        await self._load_newest_image()
         self._log.warning(
             "reloaded the namespace from the newest image; the tailer replays the durable log",
             why=why,

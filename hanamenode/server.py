@@ -1,6 +1,12 @@
-"""The NameNode daemon: ClientProtocol, HAServiceProtocol and NamenodeProtocol over gRPC on
-the NameNode's RPC address, Prometheus ``/metrics`` on its HTTP address (docs/architecture.md
-§1, §5, §6 and docs/operations.md §5).
+"""The NameNode daemon: ClientProtocol, HAServiceProtocol and NamenodeProtocol over grpc.aio
+on the NameNode's RPC address, on the event loop that owns the namesystem
+(``hanamenode.loop``), and Prometheus ``/metrics`` on its HTTP address (docs/architecture.md
+§1, §4.6, §5, §6 and docs/operations.md §5).
+
+Every servicer method is a coroutine: a mutation that waits for its sync is a suspended
+coroutine, so no thread count bounds how many calls share a sync (HDFS-7964). Calls that
+must block (the elector's graceful failover, reading or writing an image file) go to the
+loop's bridge executor.
 
 The servicers only convert messages; the decisions are ``FSNamesystem``'s. Every refusal is a
 ``NamenodeError`` that reaches the caller through ``errors.to_status`` in one place
@@ -13,10 +19,13 @@ The servicers only convert messages; the decisions are ``FSNamesystem``'s. Every
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import functools
+import os
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -25,12 +34,12 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from conf import Settings
-from conf.guard import ANY_ROLE, MethodRule, RequestGuard, Role
+from conf.guard import ANY_ROLE, AioRequestGuard, MethodRule, Role
 from conf.keys import MIB
-from conf.rpc import bind, make_server
+from conf.rpc import bind, make_aio_server
 from conf.web import WebServer
 from hanamenode import fsimage, status
-from hanamenode.checkpointer import image_chunks
+from hanamenode.checkpointer import IMAGE_CHUNK_BYTES
 from hanamenode.errors import (
     AccessControlError,
     FSImageError,
@@ -40,6 +49,7 @@ from hanamenode.errors import (
     to_status,
 )
 from hanamenode.ha import HAState
+from hanamenode.loop import NameNodeLoop
 from hanamenode.metrics import NameNodeMetrics
 from hanamenode.namespace import StatInfo
 from hanamenode.namesystem import FSNamesystem, QJMFactory
@@ -154,30 +164,34 @@ class ElectorFactory(Protocol):
     ) -> EmbeddedElector: ...
 
 
-def _abort(context: grpc.ServicerContext, exc: NamenodeError) -> None:
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+async def _abort(context: Context, exc: NamenodeError) -> None:
     code, details, trailers = to_status(exc)
     context.set_trailing_metadata(trailers)
-    context.abort(code, details)
+    await context.abort(code, details)
 
 
-def _unexpected(context: grpc.ServicerContext, rpc: str, exc: Exception) -> None:
+async def _unexpected(context: Context, rpc: str, exc: Exception) -> None:
     log.exception("NameNode RPC failed unexpectedly", rpc=rpc, error=str(exc))
-    context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+    await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
 def _rpc(method: F) -> F:
-    """Run a unary servicer method: time it, and turn every error into its status."""
+    """Run a unary servicer coroutine: time it, and turn every error into its status. A call
+    cancelled by its client (CancelledError) is not an error: it propagates."""
     name = method.__name__
 
     @functools.wraps(method)
-    def wrapper(self: _Servicer, request: Any, context: grpc.ServicerContext) -> Any:
+    async def wrapper(self: _Servicer, request: Any, context: Context) -> Any:
         started = time.perf_counter()
         try:
-            return method(self, request, context)
+            return await method(self, request, context)
         except NamenodeError as exc:
-            _abort(context, exc)
+            await _abort(context, exc)
         except Exception as exc:
-            _unexpected(context, name, exc)
+            await _unexpected(context, name, exc)
         finally:
             self.metrics.rpc_seconds.labels(name).observe(time.perf_counter() - started)
         raise AssertionError("unreachable: context.abort raises")
@@ -210,9 +224,9 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
     reads (refused by a standby unless the header allows stale reads)."""
 
     @_rpc
-    def Mkdirs(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def Mkdirs(self, request: Any, context: Context) -> Any:
         h = request.header
-        done = self.fsn.mkdirs(
+        done = await self.fsn.mkdirs_async(
             request.path,
             create_parent=request.create_parent,
             permission=request.permission,
@@ -222,9 +236,9 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
         return namenode_pb2.MkdirsResponse(created=done.result, txid=done.txid)
 
     @_rpc
-    def Create(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def Create(self, request: Any, context: Context) -> Any:
         h = request.header
-        done = self.fsn.create(
+        done = await self.fsn.create_async(
             request.path,
             overwrite=request.overwrite,
             permission=request.permission,
@@ -236,31 +250,31 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
         return namenode_pb2.CreateResponse(status=file_status(done.result), txid=done.txid)
 
     @_rpc
-    def Delete(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def Delete(self, request: Any, context: Context) -> Any:
         h = request.header
-        done = self.fsn.delete(
+        done = await self.fsn.delete_async(
             request.path, recursive=request.recursive, client_id=h.client_id, call_id=h.call_id
         )
         return namenode_pb2.DeleteResponse(deleted=done.result, txid=done.txid)
 
     @_rpc
-    def Rename(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def Rename(self, request: Any, context: Context) -> Any:
         h = request.header
-        done = self.fsn.rename(
+        done = await self.fsn.rename_async(
             request.src, request.dst, client_id=h.client_id, call_id=h.call_id
         )
         return namenode_pb2.RenameResponse(final_path=done.result, txid=done.txid)
 
     @_rpc
-    def GetListing(self, request: Any, context: grpc.ServicerContext) -> Any:
-        entries = self.fsn.get_listing(
+    async def GetListing(self, request: Any, context: Context) -> Any:
+        entries = await self.fsn.get_listing_async(
             request.path, allow_stale_read=request.header.allow_stale_read
         )
         return namenode_pb2.GetListingResponse(entries=[file_status(e) for e in entries])
 
     @_rpc
-    def GetFileInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
-        info = self.fsn.get_file_info(
+    async def GetFileInfo(self, request: Any, context: Context) -> Any:
+        info = await self.fsn.get_file_info_async(
             request.path, allow_stale_read=request.header.allow_stale_read
         )
         return namenode_pb2.GetFileInfoResponse(status=file_status(info))
@@ -299,7 +313,7 @@ class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolSe
             )
 
     @_rpc
-    def GetServiceStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def GetServiceStatus(self, request: Any, context: Context) -> Any:
         s = self.fsn.service_status()
         elector = self._elector()
         return namenode_pb2.ServiceStatus(
@@ -313,30 +327,33 @@ class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolSe
         )
 
     @_rpc
-    def TransitionToActive(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def TransitionToActive(self, request: Any, context: Context) -> Any:
         self._check_manual_control(request)
-        self.fsn.transition_to_active()
+        await self.fsn.transition_to_active_async()
         return EMPTY
 
     @_rpc
-    def TransitionToStandby(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def TransitionToStandby(self, request: Any, context: Context) -> Any:
         self._check_manual_control(request)
-        self.fsn.transition_to_standby()
+        await self.fsn.transition_to_standby_async()
         return EMPTY
 
     @_rpc
-    def MonitorHealth(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def MonitorHealth(self, request: Any, context: Context) -> Any:
         self.fsn.check_health()
         return EMPTY
 
     @_rpc
-    def CedeActive(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self._running_elector().cede_active(request.millis_to_cede / 1000.0)
+    async def CedeActive(self, request: Any, context: Context) -> Any:
+        # The elector's calls block on ZooKeeper: they run on the bridge, never on the loop.
+        elector = self._running_elector()
+        await self.fsn.nn_loop.blocking(elector.cede_active, request.millis_to_cede / 1000.0)
         return EMPTY
 
     @_rpc
-    def GracefulFailover(self, request: Any, context: grpc.ServicerContext) -> Any:
-        previous = self._running_elector().graceful_failover()
+    async def GracefulFailover(self, request: Any, context: Context) -> Any:
+        elector = self._running_elector()
+        previous = await self.fsn.nn_loop.blocking(elector.graceful_failover)
         return namenode_pb2.GracefulFailoverResponse(previous_active=previous)
 
 
@@ -348,68 +365,81 @@ class NamenodeProtocolServicer(_Servicer, namenode_pb2_grpc.NamenodeProtocolServ
         self.journal_uri = journal_uri
 
     @_rpc
-    def RollEditLog(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return namenode_pb2.RollEditLogResponse(segment_txid=self.fsn.roll_edit_log())
+    async def RollEditLog(self, request: Any, context: Context) -> Any:
+        return namenode_pb2.RollEditLogResponse(segment_txid=await self.fsn.roll_edit_log_async())
 
     @_rpc
-    def GetMostRecentCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def GetMostRecentCheckpoint(self, request: Any, context: Context) -> Any:
         info = self.fsn.most_recent_checkpoint()
         if info is None:
             raise FSImageError(f"NameNode {self.fsn.nn_id} has no fsimage")
         return namenode_pb2.CheckpointInfo(txid=info.txid, md5=info.md5, size=info.size)
 
-    def GetImage(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        """Stream an image (``txid`` 0: the newest) in 1 MiB chunks."""
+    def _image_to_send(self, txid: int) -> Path:
+        if txid == 0:
+            newest = self.fsn.name_dir.newest_image()
+            if newest is None:
+                raise FSImageError(f"NameNode {self.fsn.nn_id} has no fsimage")
+            fsimage.verify_md5(newest[1])
+            return newest[1]
+        return self.fsn.image_path(txid)
+
+    async def GetImage(self, request: Any, context: Context) -> AsyncIterator[Any]:
+        """Stream an image (``txid`` 0: the newest) in 1 MiB chunks, read off the loop."""
+        blocking = self.fsn.nn_loop.blocking
         try:
-            path: Path
-            if request.txid == 0:
-                newest = self.fsn.name_dir.newest_image()
-                if newest is None:
-                    raise FSImageError(f"NameNode {self.fsn.nn_id} has no fsimage")
-                fsimage.verify_md5(newest[1])
-                path = newest[1]
-            else:
-                path = self.fsn.image_path(request.txid)
-            for chunk in image_chunks(path):
-                yield namenode_pb2.ImageChunk(data=chunk)
+            path = await blocking(self._image_to_send, request.txid)
+            with open(path, "rb") as f:  # each read goes to the bridge
+                while chunk := await blocking(f.read, IMAGE_CHUNK_BYTES):
+                    yield namenode_pb2.ImageChunk(data=chunk)
         except NamenodeError as exc:
-            _abort(context, exc)
+            await _abort(context, exc)
         except FileNotFoundError as exc:
             # Purged by a newer checkpoint while being sent: the caller asks again.
-            _abort(context, FSImageError(f"image disappeared while being sent: {exc}"))
+            await _abort(context, FSImageError(f"image disappeared while being sent: {exc}"))
         except Exception as exc:
-            _unexpected(context, "GetImage", exc)
+            await _unexpected(context, "GetImage", exc)
 
-    def PutImage(self, request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Any:
+    async def PutImage(self, request_iterator: AsyncIterator[Any], context: Context) -> Any:
+        nn_loop = self.fsn.nn_loop
         try:
-            first = next(request_iterator, None)
+            first = await anext(aiter(request_iterator), None)
             if first is None or not first.HasField("info"):
                 raise InvalidArgumentError("PutImage: the first message must name the image")
             info = first.info
 
             def chunks() -> Iterator[bytes]:
+                # Runs in a bridge thread; each message is read on the loop.
                 if first.data:
                     yield first.data
-                for message in request_iterator:
+                messages = aiter(request_iterator)
+                while True:
+                    message = asyncio.run_coroutine_threadsafe(
+                        anext(messages, None), nn_loop.loop
+                    ).result()
+                    if message is None:
+                        return
                     yield message.data
 
-            path = self.fsn.install_uploaded_image(info.txid, info.md5, chunks())
-            return namenode_pb2.CheckpointInfo(
-                txid=info.txid, md5=info.md5, size=path.stat().st_size
-            )
+            def install() -> int:
+                path = self.fsn.install_uploaded_image(info.txid, info.md5, chunks())
+                return path.stat().st_size
+
+            size = await nn_loop.blocking(install)
+            return namenode_pb2.CheckpointInfo(txid=info.txid, md5=info.md5, size=size)
         except NamenodeError as exc:
-            _abort(context, exc)
+            await _abort(context, exc)
         except Exception as exc:
-            _unexpected(context, "PutImage", exc)
+            await _unexpected(context, "PutImage", exc)
         raise AssertionError("unreachable: context.abort raises")
 
     @_rpc
-    def PurgeLogs(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self.fsn.purge_logs(request.min_txid_to_keep)
+    async def PurgeLogs(self, request: Any, context: Context) -> Any:
+        await self.fsn.purge_logs_async(request.min_txid_to_keep)
         return EMPTY
 
     @_rpc
-    def GetNamespaceInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def GetNamespaceInfo(self, request: Any, context: Context) -> Any:
         return namenode_pb2.NamespaceInfoResponse(
             namespace_info=self.fsn.ns_info.to_pb(), journal_uri=self.journal_uri
         )
@@ -436,6 +466,7 @@ class NameNodeServer:
         qjm_factory: QJMFactory | None = None,
         peers: NameNodePeers | None = None,
         elector_factory: ElectorFactory | None = None,
+        use_uvloop: bool | None = None,
     ) -> None:
         if settings.ha.automatic_failover_enabled and elector_factory is None:
             raise ValueError(
@@ -456,7 +487,11 @@ class NameNodeServer:
         self.metrics = NameNodeMetrics()
         self._fsn: FSNamesystem | None = None
         self._elector: EmbeddedElector | None = None
-        self._server: grpc.Server | None = None
+        if use_uvloop is None:
+            use_uvloop = os.environ.get("HANAMENODE_UVLOOP", "") == "1"
+        self.nn_loop = NameNodeLoop(nn_id, use_uvloop=use_uvloop)
+        self._server: grpc.aio.Server | None = None
+        self._terminated = threading.Event()
         self._metrics_server: WebServer | None = None
         self.port = 0
         self.metrics_port = 0
@@ -485,6 +520,7 @@ class NameNodeServer:
     def start(self) -> NameNodeServer:
         try:
             self.name_dir.lock()
+            self.nn_loop.start()
             fsn = FSNamesystem(
                 self.settings,
                 self.nn_id,
@@ -492,36 +528,13 @@ class NameNodeServer:
                 metrics=self.metrics,
                 peers=self._peers,
                 qjm_factory=self._qjm_factory,
+                nn_loop=self.nn_loop,
             )
             self._fsn = fsn
             self.metrics.watch(fsn.metrics_snapshot)
-            guard = RequestGuard(
-                RULES,
-                check_roles=self.settings.tls.enabled,
-                invalid=InvalidArgumentError,
-                denied=AccessControlError,
-                to_status=to_status,
-            )
-            server = make_server(
-                self.settings, max_receive_bytes=MAX_REQUEST_BYTES, interceptors=[guard]
-            )
-            self._server = server
-            namenode_pb2_grpc.add_ClientProtocolServicer_to_server(
-                ClientProtocolServicer(fsn), server
-            )
-            namenode_pb2_grpc.add_HAServiceProtocolServicer_to_server(
-                HAServiceProtocolServicer(
-                    fsn, self.settings.ha.automatic_failover_enabled, lambda: self._elector
-                ),
-                server,
-            )
-            namenode_pb2_grpc.add_NamenodeProtocolServicer_to_server(
-                NamenodeProtocolServicer(fsn, str(self.settings.journal_uri or "")), server
-            )
-            self.port = bind(server, self.rpc_address, self.settings.tls)
+            self.port = self.nn_loop.run(self._start_rpc(fsn))
             if self.metrics_address:
                 self._start_metrics_server(self.metrics_address)
-            server.start()
             fsn.start()
             if self._elector_factory is not None and self.settings.ha.automatic_failover_enabled:
                 self._elector = self._elector_factory(
@@ -537,8 +550,38 @@ class NameNodeServer:
             metrics_port=self.metrics_port,
             name_dir=str(self.name_dir.path),
             state=fsn.state.value,
+            uvloop=self.nn_loop.use_uvloop,
         )
         return self
+
+    async def _start_rpc(self, fsn: FSNamesystem) -> int:
+        """The grpc.aio server, made on the loop (it binds to the running loop)."""
+        guard = AioRequestGuard(
+            RULES,
+            check_roles=self.settings.tls.enabled,
+            invalid=InvalidArgumentError,
+            denied=AccessControlError,
+            to_status=to_status,
+        )
+        server = make_aio_server(
+            self.settings, max_receive_bytes=MAX_REQUEST_BYTES, interceptors=[guard]
+        )
+        self._server = server
+        namenode_pb2_grpc.add_ClientProtocolServicer_to_server(
+            ClientProtocolServicer(fsn), server
+        )
+        namenode_pb2_grpc.add_HAServiceProtocolServicer_to_server(
+            HAServiceProtocolServicer(
+                fsn, self.settings.ha.automatic_failover_enabled, lambda: self._elector
+            ),
+            server,
+        )
+        namenode_pb2_grpc.add_NamenodeProtocolServicer_to_server(
+            NamenodeProtocolServicer(fsn, str(self.settings.journal_uri or "")), server
+        )
+        port = bind(server, self.rpc_address, self.settings.tls)
+        await server.start()
+        return port
 
     def _start_metrics_server(self, address: str) -> None:
         """/metrics, and the status page with /status.json (docs/operations.md §13)."""
@@ -565,22 +608,25 @@ class NameNodeServer:
                 self._fsn.stop()
             except Exception:
                 self._log.exception("namesystem did not stop cleanly")
-        if self._server is not None:
-            self._server.stop(grace).wait(timeout=(grace or 0) + 5)
-            self._server = None
+        server, self._server = self._server, None
+        if server is not None and self.nn_loop.running:
+            try:
+                self.nn_loop.run(server.stop(grace), timeout=(grace or 0) + 5)
+            except Exception:
+                self._log.exception("RPC server did not stop cleanly")
         if elector is not None:
             elector.close()
             self._elector = None
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None
+        self.nn_loop.stop()
+        self._terminated.set()
         self.name_dir.unlock()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the gRPC server terminates (or ``timeout``); True if it did."""
-        if self._server is None:
-            return True
-        return bool(self._server.wait_for_termination(timeout))
+        """Block until the server is stopped (or ``timeout``); True if it was."""
+        return self._terminated.wait(timeout)
 
     def __enter__(self) -> NameNodeServer:
         return self.start()

@@ -1,11 +1,13 @@
-"""FSEditLog's group commit and failure rules, over the real QuorumOutputStream and a fake
-QJM whose sends the test holds and releases (no JournalNodes: the interleavings are chosen,
-not hoped for)."""
+"""FSEditLog's syncer and failure rules, over the real QuorumOutputStream and a fake QJM whose
+sends the test holds and releases (no JournalNodes: the interleavings are chosen, not hoped
+for). Each test is one event loop (``asyncio.run``), as the NameNode's; the fake's sends run
+on the loop's executor, as the real QJM's do through the bridge."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -18,7 +20,6 @@ from proto import edits_pb2, records
 from qjm.bridge import drive_inline
 from qjm.errors import QuorumException
 from qjm.journal_manager import QuorumOutputStream
-from tests.namenode.cluster import wait_for
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -74,169 +75,252 @@ def mkdir_op(path: str) -> edits_pb2.EditOp:
     return edits_pb2.EditOp(mkdir=edits_pb2.MkdirOp(path=path, permission=0o755))
 
 
-def open_log(qjm: FakeQJM, **kwargs: Any) -> tuple[FSEditLog, list[int]]:
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(test(), 20))
+
+
+async def open_log(qjm: FakeQJM, **kwargs: Any) -> tuple[FSEditLog, list[int]]:
     applied: list[int] = []
     edit_log = FSEditLog(qjm, **kwargs)  # type: ignore[arg-type]
-    edit_log.open_for_write(1, lambda op: applied.append(op.txid))
+    await edit_log.open_for_write(1, lambda op: applied.append(op.txid))
     return edit_log, applied
 
 
-def test_concurrent_syncs_go_out_as_one_batch() -> None:
-    qjm = FakeQJM()
-    metrics = NameNodeMetrics()
-    edit_log, _ = open_log(qjm, metrics=metrics)
-    assert qjm.sent == [(1, 1, 1)]  # the StartLogSegmentOp, synced on open
+async def until(predicate: Callable[[], bool]) -> None:
+    while not predicate():
+        await asyncio.sleep(0.005)
 
-    qjm.hold, qjm.entered = threading.Event(), threading.Event()
-    first = edit_log.log_edit(mkdir_op("/a"))
-    syncer = threading.Thread(target=edit_log.log_sync, args=(first,), name="sync-a")
-    syncer.start()
-    assert qjm.entered.wait(5)  # sync of txid 2 in flight, held
-    # Meanwhile three more edits fill the other buffer; their handlers wait.
-    later = [edit_log.log_edit(mkdir_op(f"/b{i}")) for i in range(3)]
-    waiters = [
-        threading.Thread(target=edit_log.log_sync, args=(txid,), name=f"sync-{txid}")
-        for txid in later
-    ]
-    for thread in waiters:
-        thread.start()
-    wait_for(lambda: edit_log.synced_txid == 1 and all(t.is_alive() for t in waiters))
-    qjm.hold.set()
-    for thread in [syncer, *waiters]:
-        thread.join(10)
-        assert not thread.is_alive()
-    # One batch for txid 2, then one batch for all three waiting handlers.
-    assert qjm.sent == [(1, 1, 1), (1, 2, 1), (1, 3, 3)]
-    assert qjm.txids == [1, 2, 3, 4, 5]
-    assert edit_log.synced_txid == 5
-    assert metrics.value("hanamenode_edit_log_syncs_total") == 3
-    assert metrics.value("hanamenode_edit_log_txns_synced_total") == 5
-    # Already durable: no new sync.
-    edit_log.log_sync(3)
-    assert len(qjm.sent) == 3
+
+async def held(event: threading.Event) -> None:
+    """Wait on the loop for an event a sender thread sets."""
+    await asyncio.get_running_loop().run_in_executor(None, event.wait, 5)
+
+
+def test_edits_logged_during_a_sync_go_out_as_one_batch() -> None:
+    async def test() -> None:
+        qjm = FakeQJM()
+        metrics = NameNodeMetrics()
+        edit_log, _ = await open_log(qjm, metrics=metrics)
+        assert qjm.sent == [(1, 1, 1)]  # the StartLogSegmentOp, synced on open
+
+        qjm.hold, qjm.entered = threading.Event(), threading.Event()
+        first = edit_log.log_edit(mkdir_op("/a"))
+        syncer = asyncio.create_task(edit_log.log_sync(first))
+        await held(qjm.entered)  # sync of txid 2 in flight, held
+        # Meanwhile three more edits accumulate; their callers wait.
+        later = [edit_log.log_edit(mkdir_op(f"/b{i}")) for i in range(3)]
+        waiters = [asyncio.create_task(edit_log.log_sync(txid)) for txid in later]
+        await asyncio.sleep(0.05)
+        assert edit_log.synced_txid == 1 and not any(w.done() for w in waiters)
+        qjm.hold.set()
+        await asyncio.gather(syncer, *waiters)
+        # One batch for txid 2, then one batch for all three waiting callers.
+        assert qjm.sent == [(1, 1, 1), (1, 2, 1), (1, 3, 3)]
+        assert qjm.txids == [1, 2, 3, 4, 5]
+        assert edit_log.synced_txid == 5
+        assert metrics.value("hanamenode_edit_log_syncs_total") == 3
+        assert metrics.value("hanamenode_edit_log_txns_synced_total") == 5
+        # Already durable: no new sync.
+        await edit_log.log_sync(3)
+        assert len(qjm.sent) == 3
+
+    run(test)
+
+
+def test_a_batch_is_bounded_by_bytes_not_by_callers() -> None:
+    # 100 callers wait during one held sync (far more than the 16 handler threads that
+    # bounded a batch before issue 12); the next syncs carry them all, cut only by bytes.
+    async def test() -> None:
+        qjm = FakeQJM()
+        ops = [mkdir_op(f"/d{i:03}") for i in range(100)]
+        one = len(records.frame(mkdir_op("/d000").SerializeToString())) + 2  # txid varint
+        edit_log, _ = await open_log(qjm, max_batch_bytes=40 * one)
+        qjm.hold, qjm.entered = threading.Event(), threading.Event()
+        first = edit_log.log_edit(mkdir_op("/first"))
+        waiters = [asyncio.create_task(edit_log.log_sync(first))]
+        await held(qjm.entered)
+        for op in ops:
+            waiters.append(asyncio.create_task(edit_log.log_sync(edit_log.log_edit(op))))
+        await asyncio.sleep(0.05)
+        qjm.hold.set()
+        await asyncio.gather(*waiters)
+        counts = [count for _, _, count in qjm.sent[2:]]
+        assert sum(counts) == 100 and len(counts) >= 3, counts
+        assert max(counts) > 16, counts
+        for _, first_txid, count in qjm.sent[2:]:
+            size = sum(
+                len(records.frame(op.SerializeToString()))
+                for op in ops
+                if first_txid <= op.txid < first_txid + count
+            )
+            assert size <= 40 * one
+
+    run(test)
+
+
+def test_take_batch_keeps_order_and_takes_one_oversized_edit() -> None:
+    from collections import deque
+
+    from hanamenode.editlog import take_batch
+
+    pending = deque([(1, b"a" * 10), (2, b"b" * 10), (3, b"c" * 30), (4, b"d")])
+    assert take_batch(pending, 25) == [(1, b"a" * 10), (2, b"b" * 10)]
+    assert take_batch(pending, 25) == [(3, b"c" * 30)]  # alone above the bound: still sent
+    assert take_batch(pending, 25) == [(4, b"d")]
+    assert take_batch(pending, 25) == []
+
+
+def test_a_cancelled_waiter_loses_nothing() -> None:
+    # The client went away while its call awaited the sync: the edit is shipped all the same,
+    # once, and later waiters are answered.
+    async def test() -> None:
+        qjm = FakeQJM()
+        edit_log, _ = await open_log(qjm)
+        qjm.hold, qjm.entered = threading.Event(), threading.Event()
+        txid = edit_log.log_edit(mkdir_op("/a"))
+        gone = asyncio.create_task(edit_log.log_sync(txid))
+        await held(qjm.entered)
+        gone.cancel()
+        later = edit_log.log_edit(mkdir_op("/b"))
+        qjm.hold.set()
+        await edit_log.log_sync(later)
+        assert gone.cancelled()
+        assert qjm.txids == [1, 2, 3]
+
+    run(test)
 
 
 def test_roll_ends_finalizes_and_starts_with_markers() -> None:
-    qjm = FakeQJM()
-    edit_log, applied = open_log(qjm)
-    edit_log.log_edit(mkdir_op("/a"))
-    assert edit_log.roll(lambda op: applied.append(op.txid)) == 4
-    assert qjm.finalized == [(1, 3)]
-    assert edit_log.segment_txid == 4
-    assert applied == [1, 3, 4]  # start, end, start: the markers go through apply too
-    edit_log.close(lambda op: applied.append(op.txid))
-    assert qjm.finalized == [(1, 3), (4, 5)]
-    with pytest.raises(EditLogError, match="not open"):
-        edit_log.log_edit(mkdir_op("/b"))
+    async def test() -> None:
+        qjm = FakeQJM()
+        edit_log, applied = await open_log(qjm)
+        edit_log.log_edit(mkdir_op("/a"))
+        assert await edit_log.roll(lambda op: applied.append(op.txid)) == 4
+        assert qjm.finalized == [(1, 3)]
+        assert edit_log.segment_txid == 4
+        assert applied == [1, 3, 4]  # start, end, start: the markers go through apply too
+        await edit_log.close(lambda op: applied.append(op.txid))
+        assert qjm.finalized == [(1, 3), (4, 5)]
+        with pytest.raises(EditLogError, match="not open"):
+            edit_log.log_edit(mkdir_op("/b"))
+
+    run(test)
 
 
 def test_a_failed_sync_is_fatal_and_never_acknowledged() -> None:
-    qjm = FakeQJM()
-    failures: list[str] = []
-    edit_log, _ = open_log(qjm, on_failure=failures.append)
-    qjm.fail_with = QuorumException("Got too many exceptions to achieve quorum size 2/3")
-    txid = edit_log.log_edit(mkdir_op("/a"))
-    with pytest.raises(EditLogError, match="quorum size 2/3"):
-        edit_log.log_sync(txid)
-    assert len(failures) == 1 and "quorum size 2/3" in failures[0]
-    assert edit_log.synced_txid == 1
-    # Nothing more is written, and a waiter for the failed txid is never acknowledged.
-    with pytest.raises(EditLogError, match="not accepting edits"):
-        edit_log.log_edit(mkdir_op("/b"))
-    with pytest.raises(EditLogError, match="never will be"):
-        edit_log.log_sync(txid)
-    # What was durable before stays acknowledged.
-    edit_log.log_sync(1)
-    assert len(failures) == 1
+    async def test() -> None:
+        qjm = FakeQJM()
+        failures: list[str] = []
+        edit_log, _ = await open_log(qjm, on_failure=failures.append)
+        qjm.fail_with = QuorumException("Got too many exceptions to achieve quorum size 2/3")
+        txid = edit_log.log_edit(mkdir_op("/a"))
+        with pytest.raises(EditLogError, match="quorum size 2/3"):
+            await edit_log.log_sync(txid)
+        assert len(failures) == 1 and "quorum size 2/3" in failures[0]
+        assert edit_log.synced_txid == 1
+        # Nothing more is written, and a waiter for the failed txid is never acknowledged.
+        with pytest.raises(EditLogError, match="not accepting edits"):
+            edit_log.log_edit(mkdir_op("/b"))
+        with pytest.raises(EditLogError, match="never will be"):
+            await edit_log.log_sync(txid)
+        # What was durable before stays acknowledged.
+        await edit_log.log_sync(1)
+        assert len(failures) == 1
+
+    run(test)
 
 
 def test_waiters_of_a_failing_sync_get_the_error() -> None:
-    qjm = FakeQJM()
-    edit_log, _ = open_log(qjm, on_failure=lambda reason: None)
-    qjm.hold, qjm.entered = threading.Event(), threading.Event()
-    first = edit_log.log_edit(mkdir_op("/a"))
-    second = edit_log.log_edit(mkdir_op("/b"))
-    errors: list[BaseException] = []
+    async def test() -> None:
+        qjm = FakeQJM()
+        edit_log, _ = await open_log(qjm, on_failure=lambda reason: None)
+        qjm.hold, qjm.entered = threading.Event(), threading.Event()
+        first = edit_log.log_edit(mkdir_op("/a"))
+        second = edit_log.log_edit(mkdir_op("/b"))
+        syncer = asyncio.create_task(edit_log.log_sync(first))
+        await held(qjm.entered)
+        third = edit_log.log_edit(mkdir_op("/c"))
+        waiter = asyncio.create_task(edit_log.log_sync(third))
+        qjm.fail_with = QuorumException("writer fenced: epoch 1 < 2")
+        qjm.hold.set()
+        results = await asyncio.gather(syncer, waiter, return_exceptions=True)
+        assert all(isinstance(r, EditLogError) and "fenced" in str(r) for r in results)
+        assert edit_log.synced_txid == 1 < second
 
-    def sync(txid: int) -> None:
-        try:
-            edit_log.log_sync(txid)
-        except EditLogError as exc:
-            errors.append(exc)
-
-    syncer = threading.Thread(target=sync, args=(first,), name="syncer")
-    syncer.start()
-    assert qjm.entered.wait(5)
-    third = edit_log.log_edit(mkdir_op("/c"))
-    waiter = threading.Thread(target=sync, args=(third,), name="waiter")
-    waiter.start()
-    qjm.fail_with = QuorumException("writer fenced: epoch 1 < 2")
-    qjm.hold.set()
-    syncer.join(10)
-    waiter.join(10)
-    assert len(errors) == 2 and all("fenced" in str(e) for e in errors)
-    assert edit_log.synced_txid == 1 < second
+    run(test)
 
 
 def test_a_failed_finalize_is_fatal() -> None:
-    qjm = FakeQJM()
-    failures: list[str] = []
-    edit_log, applied = open_log(qjm, on_failure=failures.append)
-    qjm.fail_with = None
-    edit_log.log_edit(mkdir_op("/a"))
-    edit_log.log_sync()
+    async def test() -> None:
+        qjm = FakeQJM()
+        failures: list[str] = []
+        edit_log, applied = await open_log(qjm, on_failure=failures.append)
+        edit_log.log_edit(mkdir_op("/a"))
+        await edit_log.log_sync()
 
-    def fail_finalize(start: int, end: int) -> None:
-        raise QuorumException(f"finalizeLogSegment({start}-{end}) lost its quorum")
+        def fail_finalize(start: int, end: int) -> None:
+            raise QuorumException(f"finalizeLogSegment({start}-{end}) lost its quorum")
 
-    qjm.finalize_log_segment = fail_finalize  # type: ignore[method-assign]
-    with pytest.raises(EditLogError, match="could not finalize log segment 1-3"):
-        edit_log.roll(lambda op: applied.append(op.txid))
-    assert failures and edit_log.failure is not None
+        qjm.finalize_log_segment = fail_finalize  # type: ignore[method-assign]
+        with pytest.raises(EditLogError, match="could not finalize log segment 1-3"):
+            await edit_log.roll(lambda op: applied.append(op.txid))
+        assert failures and edit_log.failure is not None
+
+    run(test)
 
 
 def test_a_fence_learned_from_any_call_fails_the_edit_log_at_once() -> None:
     # Issue 11: the QJM tells the edit log when a JournalNode refused a heartbeat (or a write,
     # or a finalize) for a newer epoch; nothing more is acknowledged, the NameNode is told.
-    qjm = FakeQJM()
-    failures: list[str] = []
-    edit_log, _ = open_log(qjm, on_failure=failures.append)
-    txid = edit_log.log_edit(mkdir_op("/a"))
-    assert len(qjm.fence_listeners) == 1
-    qjm.fence_listeners[0]("127.0.0.1:1 refused heartbeat in epoch 1: EpochError: 1 < 2")
-    assert failures and "refused heartbeat" in failures[0]
-    with pytest.raises(EditLogError, match="never will be"):
-        edit_log.log_sync(txid)
-    with pytest.raises(EditLogError, match="not accepting edits"):
-        edit_log.log_edit(mkdir_op("/b"))
+    # The QJM calls from its own thread; the edit log takes it onto its loop.
+    async def test() -> None:
+        qjm = FakeQJM()
+        failures: list[str] = []
+        edit_log, _ = await open_log(qjm, on_failure=failures.append)
+        qjm.hold, qjm.entered = threading.Event(), threading.Event()
+        edit_log.log_edit(mkdir_op("/a"))
+        await held(qjm.entered)  # txid 2 in flight; txid 3 waits for the next sync
+        txid = edit_log.log_edit(mkdir_op("/b"))
+        assert len(qjm.fence_listeners) == 1
+        fence = threading.Thread(
+            target=qjm.fence_listeners[0],
+            args=("127.0.0.1:1 refused heartbeat in epoch 1: EpochError: 1 < 2",),
+        )
+        fence.start()
+        fence.join()
+        await until(lambda: bool(failures))
+        assert "refused heartbeat" in failures[0]
+        qjm.hold.set()
+        with pytest.raises(EditLogError, match="never will be"):
+            await edit_log.log_sync(txid)
+        with pytest.raises(EditLogError, match="not accepting edits"):
+            edit_log.log_edit(mkdir_op("/c"))
+        assert txid not in qjm.txids
+
+    run(test)
 
 
 def test_an_op_that_fails_to_apply_is_never_shipped() -> None:
-    # A syncer running while the op applies must not take it: the op reaches the buffer
-    # only once it applied, so a failure to apply ships nothing (issue 11).
-    qjm = FakeQJM()
-    failures: list[str] = []
-    edit_log, _ = open_log(qjm, on_failure=failures.append)
-    first = edit_log.log_edit(mkdir_op("/a"))
-    sync_errors: list[EditLogError] = []
-    syncer = threading.Thread(target=_sync, args=(edit_log, sync_errors), name="syncer")
+    # The op reaches the syncer only once it applied, so a failure to apply ships nothing
+    # (issue 11), and a caller waiting for everything logged learns that the log failed.
+    async def test() -> None:
+        qjm = FakeQJM()
+        failures: list[str] = []
+        edit_log, _ = await open_log(qjm, on_failure=failures.append)
+        qjm.hold, qjm.entered = threading.Event(), threading.Event()
+        first = edit_log.log_edit(mkdir_op("/a"))
+        syncer = asyncio.create_task(edit_log.log_sync(first))
+        await held(qjm.entered)
 
-    def apply(op: edits_pb2.EditOp) -> object:
-        syncer.start()  # another handler's log_sync, racing this apply
-        syncer.join(0.5)
-        raise RuntimeError("prepare and apply disagree")
+        def apply(op: edits_pb2.EditOp) -> object:
+            raise RuntimeError("prepare and apply disagree")
 
-    with pytest.raises(EditLogError, match="did not apply"):
-        edit_log.log_and_apply(mkdir_op("/b"), apply)
-    syncer.join(10)
-    assert first + 1 not in qjm.txids
-    # The racing syncer waited for the apply, then found the edit log failed.
-    assert len(sync_errors) == 1 and "did not apply" in str(sync_errors[0])
-    assert edit_log.failure is not None and failures
+        with pytest.raises(EditLogError, match="did not apply"):
+            edit_log.log_and_apply(mkdir_op("/b"), apply)
+        qjm.hold.set()
+        with pytest.raises(EditLogError, match="did not apply"):
+            await syncer
+        assert first + 1 not in qjm.txids
+        assert edit_log.failure is not None and failures
 
-
-def _sync(edit_log: FSEditLog, errors: list[EditLogError]) -> None:
-    try:
-        edit_log.log_sync()
-    except EditLogError as exc:
-        errors.append(exc)
+    run(test)
