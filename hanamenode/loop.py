@@ -1,5 +1,5 @@
 """The NameNode's event loop: one asyncio loop owns the namesystem (docs/architecture.md
-§4.6, issue 12; HDFS-7964's asynchronous edit logging).
+§4.7, issue 12; HDFS-7964's asynchronous edit logging).
 
 Everything that reads or changes the namespace, the edit log or the HA state runs on this
 loop, in its thread ``namenode-loop-<nn>``: the gRPC servers (grpc.aio), the edit log's

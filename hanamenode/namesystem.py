@@ -1,5 +1,5 @@
 """FSNamesystem: the namespace, the edit log, the retry cache and the HA state of one
-NameNode, owned by the NameNode's event loop (docs/architecture.md §5.3, §4.6; HDFS
+NameNode, owned by the NameNode's event loop (docs/architecture.md §5.3, §4.7; HDFS
 ``FSNamesystem``).
 
 Every method that reads or changes the namesystem is a coroutine on the loop

@@ -1,7 +1,7 @@
 """The NameNode daemon: ClientProtocol, HAServiceProtocol and NamenodeProtocol over grpc.aio
 on the NameNode's RPC address, on the event loop that owns the namesystem
 (``hanamenode.loop``), and Prometheus ``/metrics`` on its HTTP address (docs/architecture.md
-§1, §4.6, §5, §6 and docs/operations.md §5).
+§1, §4.7, §5, §6 and docs/operations.md §5).
 
 Every servicer method is a coroutine: a mutation that waits for its sync is a suspended
 coroutine, so no thread count bounds how many calls share a sync (HDFS-7964). Calls that
