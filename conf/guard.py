@@ -299,17 +299,31 @@ class AioRequestGuard(RequestGuard, grpc.aio.ServerInterceptor):
     def _wrap_aio_streaming(
         self, method: str, handler: grpc.RpcMethodHandler
     ) -> grpc.RpcMethodHandler:
-        if handler.response_streaming:
-            raise NotImplementedError(f"{method}: bidirectional streams are not guarded here")
-        behavior: Any = handler.stream_unary
-        assert behavior is not None
-
         async def checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
             async for request in requests:
                 refused = self.refusal(method, request, None)
                 if refused is not None:
                     raise refused
                 yield request
+
+        if handler.response_streaming:  # the JournalNode's JournalStream
+            bidi: Any = handler.stream_stream
+            assert bidi is not None
+
+            async def guarded_bidi(requests: AsyncIterator[Any], context: Any) -> Any:
+                refused = self.refusal(method, None, self._presented(context))
+                if refused is not None:
+                    await self._abort_aio(context, refused)
+                async for response in bidi(checked(requests), context):
+                    yield response
+
+            return grpc.stream_stream_rpc_method_handler(
+                guarded_bidi,
+                request_deserializer=_tolerant(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        behavior: Any = handler.stream_unary
+        assert behavior is not None
 
         async def guarded(requests: AsyncIterator[Any], context: Any) -> Any:
             refused = self.refusal(method, None, self._presented(context))

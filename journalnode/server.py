@@ -1,10 +1,16 @@
 """The JournalNode daemon: QJournalService over gRPC for any number of journal ids, plus metrics.
 
-docs/architecture.md §1 and docs/protocol.md §2. ``JournalNodeServer`` owns one storage root;
-each journal id gets a ``Journal`` over a ``FileJournalStorage`` in ``<root>/<journal_id>``,
-created on first use (a journal that was never formatted answers every call but format with
-"not formatted"). The servicer only converts messages and errors; the rules live in
-``journalnode.journal``.
+docs/architecture.md §1, §4.1 and docs/protocol.md §2. ``JournalNodeServer`` owns one storage
+root; each journal id gets a ``Journal`` over a ``FileJournalStorage`` in
+``<root>/<journal_id>``, created on first use (a journal that was never formatted answers every
+call but format with "not formatted"). The servicer only converts messages and errors; the
+rules live in ``journalnode.journal``.
+
+The gRPC server is grpc.aio, on an event loop in the thread ``journalnode-loop`` (issue 12).
+Each call's ``Journal`` work (the record checks, the append, the ``fdatasync``) runs in the
+``journal-io`` thread pool, never on the loop, so while one batch syncs, other streams and
+other journals are read, answered and written meanwhile; a ``Journal``'s own lock still
+serializes the calls of one journal id. ``start``/``stop``/``wait`` stay blocking.
 
     with JournalNodeServer(root, "127.0.0.1:0", metrics_address="127.0.0.1:0") as jn:
         print(jn.address, jn.metrics_port)
@@ -12,23 +18,26 @@ created on first use (a journal that was never formatted answers every call but 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import grpc
+import grpc.aio
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from conf import TLSSettings
-from conf.guard import MethodRule, RequestGuard, Role
-from conf.rpc import bind, make_channel, make_server
+from conf.guard import AioRequestGuard, MethodRule, Role
+from conf.rpc import bind, make_aio_server, make_channel
 from conf.web import WebServer
 from journalnode import fsutil, status
 from journalnode.errors import (
@@ -261,14 +270,16 @@ class CallLog:
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-]{0,200}")
 
 
-def _unary(method: Callable[..., T]) -> Callable[..., T]:
-    """Run a servicer method, turning exceptions into their status, each one logged."""
+def _unary(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """A servicer coroutine that runs the blocking ``method`` (the Journal's work) in the
+    ``journal-io`` pool, turning exceptions into their status, each one logged."""
 
-    def wrapper(self: QJournalServicer, request: Any, context: grpc.ServicerContext) -> T:
+    async def wrapper(self: QJournalServicer, request: Any, context: grpc.aio.ServicerContext) -> T:
         try:
-            return method(self, request, context)
+            return await self._offload(method, self, request, context)
         except Exception as exc:
-            self._abort(context, request, exc, method.__name__)
+            await self._abort(context, request, exc, method.__name__)
+            raise AssertionError("unreachable: context.abort raises") from exc
 
     wrapper.__name__ = method.__name__
     return wrapper
@@ -284,16 +295,22 @@ def _req(pb: journal_pb2.RequestInfo) -> RequestInfo:
 class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
     """QJournalService: messages to Journal calls, nothing more."""
 
-    def __init__(self, server: JournalNodeServer) -> None:
+    def __init__(self, server: JournalNodeServer, io: ThreadPoolExecutor) -> None:
         self._server = server
+        self._io = io
 
-    def _abort(
-        self, context: grpc.ServicerContext, request: Any, exc: Exception, rpc: str
+    async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the ``journal-io`` pool: disk and the Journal's lock stay off the
+        event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
+
+    async def _abort(
+        self, context: grpc.aio.ServicerContext, request: Any, exc: Exception, rpc: str
     ) -> NoReturn:
         self._server.call_log.failed(rpc, request, exc)
         code, details, trailers = _status(exc)
         context.set_trailing_metadata(trailers)
-        context.abort(code, details)
+        await context.abort(code, details)
         raise AssertionError("unreachable: context.abort raises")
 
     def _journal(self, journal_id: str) -> Journal:
@@ -360,18 +377,19 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         self._write_batch(request)
         return EMPTY
 
-    def JournalStream(
-        self, request_iterator: Iterator[Any], context: grpc.ServicerContext
-    ) -> Iterator[Any]:
+    async def JournalStream(
+        self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
         """Each batch of the stream exactly as a Journal call, answered in order; a failed
         batch is answered with the status the unary call would have failed with, and the
         stream goes on (the writer decides what a failure means, as for unary calls). A
         message out of bounds (``conf.guard`` raises while the stream is read) ends the
-        stream with its status."""
+        stream with its status. The batch's write and fdatasync run in the ``journal-io``
+        pool, so other streams go on meanwhile."""
         try:
-            for request in request_iterator:
+            async for request in request_iterator:
                 try:
-                    self._write_batch(request)
+                    await self._offload(self._write_batch, request)
                 except Exception as exc:
                     self._server.call_log.failed("JournalStream", request, exc)
                     code, details, trailers = _status(exc)
@@ -383,7 +401,7 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
                     continue
                 yield JOURNAL_STREAM_OK
         except InvalidRequestError as exc:
-            self._abort(context, None, exc, "JournalStream")
+            await self._abort(context, None, exc, "JournalStream")
 
     @_unary
     def Heartbeat(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -433,15 +451,22 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         )
         return EMPTY
 
-    def GetSegment(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    def _open_segment(self, request: Any) -> Iterator[bytes]:
+        journal = self._journal(request.journal_id)
+        end = request.end_txid if request.in_progress_ok or request.end_txid else None
+        journal.segment_for_reading(request.cluster_id, request.start_txid, end)
+        return iter(journal.storage.read_segment(request.start_txid, end))
+
+    async def GetSegment(
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        """The segment's bytes, each chunk read in the ``journal-io`` pool."""
         try:
-            journal = self._journal(request.journal_id)
-            end = request.end_txid if request.in_progress_ok or request.end_txid else None
-            journal.segment_for_reading(request.cluster_id, request.start_txid, end)
-            for chunk in journal.storage.read_segment(request.start_txid, end):
+            chunks = await self._offload(self._open_segment, request)
+            while (chunk := await self._offload(next, chunks, None)) is not None:
                 yield journal_pb2.SegmentChunk(data=chunk)
         except Exception as exc:
-            self._abort(context, request, exc, "GetSegment")
+            await self._abort(context, request, exc, "GetSegment")
 
     @_unary
     def GetJournaledEdits(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -486,7 +511,10 @@ class JournalNodeServer:
         self._journals_lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._root_lock_fd: int | None = None
-        self._server: grpc.Server | None = None
+        self._server: grpc.aio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._io: ThreadPoolExecutor | None = None
         self._metrics_server: Any = None
         self.registry = CollectorRegistry()
         self.sync_latency = Histogram(
@@ -517,27 +545,17 @@ class JournalNodeServer:
             for child in sorted(self.root.iterdir()):
                 if child.is_dir() and (child / "current").is_dir():
                     self._load_journal(child.name)
-            tls = self._tls or TLSSettings()
-            guard = RequestGuard(
-                RULES,
-                check_roles=tls.enabled,
-                invalid=InvalidRequestError,
-                denied=AccessDeniedError,
-                to_status=to_status,
+            self._io = ThreadPoolExecutor(
+                max_workers=self._handler_count, thread_name_prefix="journal-io"
             )
-            self._server = make_server(
-                tls=tls,
-                max_workers=self._handler_count,
-                max_message_bytes=self._max_message_bytes,
-                interceptors=[guard],
+            self._loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(
+                target=self._loop.run_forever, name="journalnode-loop", daemon=True
             )
-            journal_pb2_grpc.add_QJournalServiceServicer_to_server(
-                QJournalServicer(self), self._server
-            )
-            self.port = bind(self._server, self._rpc_address, self._tls)
+            self._loop_thread.start()
+            self._on_loop(self._astart())
             if self._metrics_address is not None:
                 self._start_metrics_server(self._metrics_address)
-            self._server.start()
         except BaseException:
             self.stop()
             raise
@@ -548,6 +566,41 @@ class JournalNodeServer:
             root=str(self.root),
         )
         return self
+
+    def _on_loop(self, coro: Any, timeout: float | None = 30.0) -> Any:
+        """Run a coroutine on the server's event loop and wait for it."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _astart(self) -> None:
+        """Make, bind and start the grpc.aio server (on its loop, which it belongs to)."""
+        tls = self._tls or TLSSettings()
+        guard = AioRequestGuard(
+            RULES,
+            check_roles=tls.enabled,
+            invalid=InvalidRequestError,
+            denied=AccessDeniedError,
+            to_status=to_status,
+        )
+        self._server = make_aio_server(
+            tls=tls, max_message_bytes=self._max_message_bytes, interceptors=[guard]
+        )
+        assert self._io is not None
+        journal_pb2_grpc.add_QJournalServiceServicer_to_server(
+            QJournalServicer(self, self._io), self._server
+        )
+        self.port = bind(self._server, self._rpc_address, self._tls)
+        await self._server.start()
+
+    @staticmethod
+    async def _astop(server: grpc.aio.Server, grace: float | None) -> None:
+        """Stop the server, then end every call still running on the loop (a stream whose
+        writer never closed it), so that no call is left half-run when the loop stops."""
+        await server.stop(grace)
+        calls = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
 
     def _start_metrics_server(self, address: str) -> None:
         """Serve /metrics and the status page (docs/operations.md §13) on ``address``; a busy
@@ -567,8 +620,21 @@ class JournalNodeServer:
 
     def stop(self, grace: float | None = 1.0) -> None:
         if self._server is not None:
-            self._server.stop(grace).wait()
+            self._on_loop(self._astop(self._server, grace), timeout=None)
             self._server = None
+        if self._loop is not None:
+            loop = self._loop
+            loop.call_soon_threadsafe(loop.stop)
+            if self._loop_thread is not None:
+                self._loop_thread.join(10)
+            if not loop.is_running():
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+            self._loop = self._loop_thread = None
+        if self._io is not None:
+            # A batch already in the pool finishes its write and sync before storage closes.
+            self._io.shutdown(wait=True, cancel_futures=True)
+            self._io = None
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None
@@ -586,8 +652,9 @@ class JournalNodeServer:
             self._root_lock_fd = None
 
     def wait(self) -> None:
-        if self._server is not None:
-            self._server.wait_for_termination()
+        server = self._server
+        if server is not None:
+            self._on_loop(server.wait_for_termination(), timeout=None)
 
     def __enter__(self) -> JournalNodeServer:
         return self.start()

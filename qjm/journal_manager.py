@@ -157,6 +157,12 @@ class QuorumJournalManager:
         """The blocking API: ``coro`` through the bridge (``qjm.bridge``)."""
         return run_blocking(coro, self._blocking_loop())
 
+    def run_on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` (which awaits this manager's async methods) on the manager's event loop
+        and block until it ends: for benchmarks and tests that drive the awaitable API from
+        a thread. The same bridge as every blocking method."""
+        return self._block(coro)
+
     async def aclose(self) -> None:
         self._stop_heartbeat_task()
         await self.loggers.aclose()
