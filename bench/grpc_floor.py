@@ -7,12 +7,18 @@ iterator fed from a queue, a reader thread). Then 32 client threads call it as t
 benchmark's clients do. What it shows: how much of ``bench.journal_append``'s latency and of
 ``bench.namenode_ops``'s throughput gRPC's Python layer takes before any of our code runs.
 
+The same process also serves the echo on a grpc.aio server (an event loop in a thread, as the
+JournalNode of issue 12 serves), and the stream and unary series are repeated from a grpc.aio
+client awaiting each answer on its event loop (as the asyncio QJM's ``AioJournalStream``
+does), against both servers.
+
     python -m bench.grpc_floor [--calls 2000] [--threads 32] [--seconds 4]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import contextlib
 import os
@@ -22,14 +28,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
 import grpc
+import grpc.aio
 
 from bench.common import percentile, print_json, print_table
-from conf.rpc import bind, make_channel, make_server
+from conf.rpc import bind, make_aio_channel, make_aio_server, make_channel, make_server
 
 SERVICE = "bench.Echo"
 UNARY = f"/{SERVICE}/Ping"
@@ -95,9 +102,45 @@ def serve() -> None:
             threading.Thread(target=tcp_echo, args=(conn,), daemon=True).start()
 
     threading.Thread(target=accept, daemon=True).start()
-    print(port, listener.getsockname()[1], flush=True)
+    aio_port = _serve_aio()
+    print(port, listener.getsockname()[1], aio_port, flush=True)
     sys.stdin.read()
     server.stop(None)
+
+
+def _serve_aio() -> int:
+    """The same echo on a grpc.aio server, on an event loop in its own thread; its port."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="echo-aio-loop", daemon=True).start()
+
+    async def ping(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return request
+
+    async def stream(
+        requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        async for request in requests:
+            yield request
+
+    async def start() -> int:
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE,
+            {
+                "Ping": grpc.unary_unary_rpc_method_handler(ping, _same, _same),
+                "Stream": grpc.stream_stream_rpc_method_handler(stream, _same, _same),
+            },
+        )
+        server = make_aio_server()
+        server.add_generic_rpc_handlers((handler,))
+        port = bind(server, "127.0.0.1:0", None)
+        await server.start()
+        _AIO_SERVERS.append(server)  # kept alive for the process's life
+        return port
+
+    return asyncio.run_coroutine_threadsafe(start(), loop).result(30)
+
+
+_AIO_SERVERS: list[grpc.aio.Server] = []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,6 +205,43 @@ def stream_latencies(port: int, calls: int) -> list[float]:
             reader.join(timeout=10)
 
 
+def aio_latencies(port: int, calls: int, *, streaming: bool, warmup: int = 200) -> list[float]:
+    """From a grpc.aio client on an event loop, each answer awaited before the next call: on
+    one stream fed from a queue (the asyncio QJM's ``AioJournalStream``), or unary calls."""
+
+    async def run() -> list[float]:
+        async with make_aio_channel(f"127.0.0.1:{port}") as channel:
+            if streaming:
+                requests: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+                async def outgoing() -> AsyncIterator[bytes]:
+                    while (request := await requests.get()) is not None:
+                        yield request
+
+                call = channel.stream_stream(STREAM, _same, _same)(outgoing())
+
+                async def once() -> None:
+                    requests.put_nowait(PAYLOAD)
+                    await call.read()
+            else:
+                ping = channel.unary_unary(UNARY, _same, _same)
+
+                async def once() -> None:
+                    await ping(PAYLOAD, timeout=10)
+
+            out = []
+            for i in range(warmup + calls):
+                began = time.perf_counter()
+                await once()
+                if i >= warmup:
+                    out.append(time.perf_counter() - began)
+            if streaming:
+                requests.put_nowait(None)
+            return sorted(out)
+
+    return asyncio.run(run())
+
+
 def unary_throughput(port: int, threads: int, seconds: float) -> float:
     """Calls per second with ``threads`` threads, each on its own channel."""
     counts = [0] * threads
@@ -194,6 +274,14 @@ def unary_throughput(port: int, threads: int, seconds: float) -> float:
 @contextlib.contextmanager
 def echo_server() -> Iterator[tuple[int, int, int]]:
     """The echo server in its own process: (gRPC port, raw TCP port, pid); stopped on exit."""
+    with echo_servers() as (grpc_port, tcp_port, pid, _):
+        yield grpc_port, tcp_port, pid
+
+
+@contextlib.contextmanager
+def echo_servers() -> Iterator[tuple[int, int, int, int]]:
+    """``echo_server`` with the grpc.aio echo's port last: (gRPC port, raw TCP port, pid,
+    grpc.aio port)."""
     server = subprocess.Popen(
         [sys.executable, "-m", "bench.grpc_floor", "--serve"],
         stdin=subprocess.PIPE,
@@ -202,8 +290,8 @@ def echo_server() -> Iterator[tuple[int, int, int]]:
     )
     try:
         assert server.stdout is not None
-        grpc_port, tcp_port = (int(x) for x in server.stdout.readline().split())
-        yield grpc_port, tcp_port, server.pid
+        grpc_port, tcp_port, aio_port = (int(x) for x in server.stdout.readline().split())
+        yield grpc_port, tcp_port, server.pid, aio_port
     finally:
         if server.stdin is not None:
             server.stdin.close()
@@ -227,10 +315,13 @@ def main(argv: list[str] | None = None) -> int:
         serve()
         return 0
 
-    with echo_server() as (grpc_port, tcp_port, _):
+    with echo_servers() as (grpc_port, tcp_port, _, aio_port):
         tcp = tcp_latencies(tcp_port, args.calls)
         unary = unary_latencies(grpc_port, args.calls)
         stream = stream_latencies(grpc_port, args.calls)
+        aio_stream_sync = aio_latencies(grpc_port, args.calls, streaming=True)
+        aio_stream = aio_latencies(aio_port, args.calls, streaming=True)
+        aio_unary = aio_latencies(aio_port, args.calls, streaming=False)
         per_s = unary_throughput(grpc_port, args.threads, args.seconds)
 
     def us(values: list[float], q: float) -> float:
@@ -245,6 +336,14 @@ def main(argv: list[str] | None = None) -> int:
             us(stream, 0.99),
             f"{us(stream, 0.5) / us(tcp, 0.5):.2f}",
         ],
+        *(
+            [name, us(values, 0.5), us(values, 0.99), f"{us(values, 0.5) / us(tcp, 0.5):.2f}"]
+            for name, values in (
+                ("grpc.aio stream client -> sync server", aio_stream_sync),
+                ("grpc.aio stream client -> grpc.aio server", aio_stream),
+                ("grpc.aio unary client -> grpc.aio server", aio_unary),
+            )
+        ),
     ]
     print_table(
         f"echo of {len(PAYLOAD)} bytes to another process, {args.calls} calls, "
@@ -263,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
             "grpc_unary_p50_us": us(unary, 0.5),
             "grpc_unary_p99_us": us(unary, 0.99),
             "grpc_stream_p50_us": us(stream, 0.5),
+            "aio_stream_to_sync_server_p50_us": us(aio_stream_sync, 0.5),
+            "aio_stream_to_aio_server_p50_us": us(aio_stream, 0.5),
+            "aio_unary_to_aio_server_p50_us": us(aio_unary, 0.5),
             "unary_vs_tcp_p50_ratio": round(us(unary, 0.5) / us(tcp, 0.5), 2),
             "stream_vs_tcp_p50_ratio": round(us(stream, 0.5) / us(tcp, 0.5), 2),
             f"grpc_unary_calls_per_s_{args.threads}": round(per_s, 1),

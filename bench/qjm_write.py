@@ -7,7 +7,9 @@ realistic mkdir edits (~100 bytes framed) through ``QuorumJournalManager`` /
 ``QuorumOutputStream``, measuring
 
 (a) 1-edit sync latency, 3 JournalNodes: ``write(op)`` + ``flush()`` (a quorum acknowledged
-    it), p50 and p99 over ``--calls``;
+    it), p50 and p99 over ``--calls``; (a') the same awaited on the QJM's event loop
+    (``await out.aflush()``, as a NameNode on asyncio calls it: no hop through the blocking
+    bridge);
 (b) the same with one of the 3 JournalNodes paused by SIGSTOP (SIGCONT at the end): the
     quorum is the two others, so latency should not move;
 (c) the same with 5 JournalNodes: latency is the median JournalNode's, so no worse;
@@ -18,7 +20,7 @@ realistic mkdir edits (~100 bytes framed) through ``QuorumJournalManager`` /
 (f) the floor: ``os.write`` + ``os.fdatasync`` of one record to a file on the JournalNodes'
     filesystem, p50.
 
-(a), (c) and (f) run interleaved in blocks so that drift of the shared machine's load hits all
+(a), (a'), (c) and (f) run interleaved in blocks so that drift of the shared machine's load hits all
 alike. It prints a table with each target beside its measurement (1-edit p50 <= 0.6 ms; p99
 with one JournalNode stopped <= 1.2x; 5 vs 3 JournalNodes p50 <= 1.2x; >= 80,000 edits/s at
 100 per batch; >= 36,000 edits/s with 8 writers at 10 per batch), then one JSON line.
@@ -113,6 +115,22 @@ class Writer:
             stream.flush()
             out.append(time.perf_counter() - began)
         return out
+
+    def one_edit_latencies_awaited(self, calls: int) -> list[float]:
+        """As ``one_edit_latencies``, awaited on the manager's event loop (a caller on the
+        loop, as the asyncio NameNode of issue 12): no thread hop through the bridge."""
+        stream = self._open()
+
+        async def measure() -> list[float]:
+            out = []
+            for _ in range(calls):
+                began = time.perf_counter()
+                self.write(1)
+                await stream.aflush()
+                out.append(time.perf_counter() - began)
+            return out
+
+        return self.qjm.run_on_loop(measure())
 
     def throughput(self, batch: int, seconds: float) -> float:
         """Edits/s writing ``batch`` edits per flush for ``seconds`` (framing included)."""
@@ -211,9 +229,10 @@ def run(workdir: Path, calls: int, seconds: float) -> dict[str, float]:
             w5.one_edit_latencies(200)
             raw_fdatasync_latencies(raw_path, record_len, 100)
 
-            lat3, lat5, raw = interleaved(
+            lat3, lat3_awaited, lat5, raw = interleaved(
                 calls,
                 w3.one_edit_latencies,
+                w3.one_edit_latencies_awaited,
                 w5.one_edit_latencies,
                 lambda n: raw_fdatasync_latencies(raw_path, record_len, n),
             )
@@ -238,6 +257,8 @@ def run(workdir: Path, calls: int, seconds: float) -> dict[str, float]:
     result: dict[str, float] = {
         "p50_us": percentile(lat3, 0.5) * 1e6,
         "p99_us": percentile(lat3, 0.99) * 1e6,
+        "p50_us_awaited": percentile(lat3_awaited, 0.5) * 1e6,
+        "p99_us_awaited": percentile(lat3_awaited, 0.99) * 1e6,
         "p50_us_one_jn_stopped": percentile(lat_stopped, 0.5) * 1e6,
         "p99_us_one_jn_stopped": percentile(lat_stopped, 0.99) * 1e6,
         "p50_us_5jn": percentile(lat5, 0.5) * 1e6,
@@ -272,6 +293,8 @@ def report(result: dict[str, float]) -> None:
     rows = [
         ["(a) 1-edit sync p50, 3 JNs", us("p50_us"), target("p50_us")],
         ["(a) 1-edit sync p99, 3 JNs", us("p99_us"), ""],
+        ["(a') 1-edit sync p50, awaited on the QJM's loop", us("p50_us_awaited"), ""],
+        ["(a') 1-edit sync p99, awaited on the QJM's loop", us("p99_us_awaited"), ""],
         ["(b) 1-edit sync p50, 1 of 3 JNs SIGSTOPped", us("p50_us_one_jn_stopped"), ""],
         ["(b) 1-edit sync p99, 1 of 3 JNs SIGSTOPped", us("p99_us_one_jn_stopped"), ""],
         [
