@@ -50,6 +50,7 @@ from hadev.journalnodes import JournalNodeProcess, JournalNodeProcessCluster
 from hanamenode.editlog import FSEditLog
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo
+from qjm.bridge import run_blocking, shared_loop
 from qjm.journal_manager import QuorumJournalManager, QuorumOutputStream
 
 JID = "bench"
@@ -164,8 +165,9 @@ def group_commit_throughput(
     """Edits/s of WRITERS coroutines on one event loop (the NameNode's shape since issue 12),
     each logging PER_WRITER_BATCH edits and then awaiting their sync through FSEditLog's
     syncer (one sync in flight), in a segment of its own starting at ``first_txid``. Also
-    returns the txid after that segment."""
-    return asyncio.run(_group_commit(qjm, first_txid, seconds))
+    returns the txid after that segment. The writers run on the loop the benchmark's QJM is
+    bound to (the shared ``qjm-loop``: its earlier calls were blocking ones)."""
+    return run_blocking(_group_commit(qjm, first_txid, seconds), shared_loop())
 
 
 async def _group_commit(

@@ -14,7 +14,9 @@ The syncer is one task:
 - when the sync returns, the next one ships *everything accumulated* in one batch, bounded
   by bytes (``max_batch_bytes``, ``dfs.namenode.edits.sync.max-batch.bytes``): a longer
   backlog goes out as several consecutive batches;
-- the blocking QJM call runs on the loop's bridge executor (``blocking``), never on the loop.
+- the sync awaits the QJM's awaitable API (``QuorumOutputStream.aflush_ready``, issue 12's
+  QJM on asyncio, docs/architecture.md §4.6): the writer's QJM is bound to this loop, and
+  its loggers' JournalStreams are grpc.aio streams on it too.
 
 A waiter that goes away (its client cancelled the call) loses nothing: its edit is already
 in ``_pending`` and is shipped and applied like every other; a retry of the call finds it in
@@ -32,7 +34,7 @@ StartLogSegmentOp; ``roll`` ends it with an EndLogSegmentOp, finalizes it and st
 next; ``close`` ends and finalizes the last one. The markers go through the caller's
 ``apply`` too, so the namespace's ``last_applied_txid`` always equals the last txid logged.
 
-    edit_log = FSEditLog(qjm, blocking=nn_loop.blocking, on_failure=leave_active)  # on the loop
+    edit_log = FSEditLog(qjm, on_failure=leave_active)  # on the loop the QJM is bound to
     await edit_log.open_for_write(recovered_end + 1, namespace.apply)
     txid, result = edit_log.log_and_apply(op, namespace.apply)
     await edit_log.log_sync(txid)
@@ -45,8 +47,7 @@ import heapq
 import itertools
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
 
 import structlog
 
@@ -60,15 +61,8 @@ from qjm.journal_manager import QuorumJournalManager, QuorumOutputStream
 log = structlog.get_logger(__name__)
 
 Apply = Callable[[edits_pb2.EditOp], object]
-T = TypeVar("T")
-Blocking = Callable[..., Awaitable[Any]]
 
 DEFAULT_MAX_BATCH_BYTES = 1 * MIB
-
-
-async def run_in_default_executor(fn: Callable[..., T], *args: Any) -> T:
-    """The bridge for an edit log without a ``NameNodeLoop`` (tests, benchmarks)."""
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 def take_batch(pending: deque[tuple[int, bytes]], max_bytes: int) -> list[tuple[int, bytes]]:
@@ -98,7 +92,6 @@ class FSEditLog:
         self,
         qjm: QuorumJournalManager,
         *,
-        blocking: Blocking = run_in_default_executor,
         on_failure: Callable[[str], None] | None = None,
         metrics: NameNodeMetrics | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
@@ -107,7 +100,6 @@ class FSEditLog:
     ) -> None:
         self.qjm = qjm
         self._loop = asyncio.get_running_loop()
-        self._blocking = blocking
         self._on_failure = on_failure
         self._metrics = metrics
         self.max_batch_bytes = max_batch_bytes
@@ -212,7 +204,7 @@ class FSEditLog:
 
     async def _start_segment(self, txid: int, apply: Apply) -> None:
         try:
-            stream = await self._blocking(self.qjm.start_log_segment, txid)
+            stream = await self.qjm.astart_log_segment(txid)
         except Exception as exc:
             reason = f"could not start log segment {txid}: {describe_exception(exc)}"
             self._fail(reason)
@@ -235,7 +227,7 @@ class FSEditLog:
         stream, self._stream = self._stream, None
         assert stream is not None, "log_and_apply succeeded, so a segment was open"
         try:
-            await self._blocking(self.qjm.finalize_log_segment, stream.segment_txid, end_txid)
+            await self.qjm.afinalize_log_segment(stream.segment_txid, end_txid)
         except Exception as exc:
             reason = (
                 f"could not finalize log segment {stream.segment_txid}-{end_txid}: "
@@ -330,7 +322,7 @@ class FSEditLog:
         self._sync_running = True
         started = time.perf_counter()
         try:
-            await self._blocking(stream.flush_ready)
+            await stream.aflush_ready()
         except Exception as exc:
             self._fail(f"sync of txids up to {sync_end} failed: {describe_exception(exc)}")
             return

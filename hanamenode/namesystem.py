@@ -617,7 +617,7 @@ class FSNamesystem:
             )
         if bound <= 1:
             return bound
-        await self.nn_loop.blocking(qjm.purge_logs_older_than, bound)
+        await qjm.apurge_logs_older_than(bound)
         self.metrics.purges.inc()
         self._log.info("purged edit logs", min_txid_to_keep=bound)
         return bound
@@ -673,9 +673,11 @@ class FSNamesystem:
             edit_log: FSEditLog | None = None
             step = "connecting to the JournalNodes"
             try:
-                qjm = await blocking(self._qjm_factory, self.ns_info)
+                # Made on the loop: its first awaited call binds it (and its grpc.aio
+                # channels) to this loop (docs/architecture.md §4.6).
+                qjm = self._qjm_factory(self.ns_info)
                 step = "fencing earlier writers and recovering the unfinalized segment"
-                end = await blocking(qjm.recover_unfinalized_segments)
+                end = await qjm.arecover_unfinalized_segments()
                 # These two events time the transition's parts (bench/failover.py reads them).
                 self._log.info("recovered the edit log", epoch=qjm.epoch, end_txid=end)
                 step = f"reading the log up to txid {end}"
@@ -693,7 +695,6 @@ class FSNamesystem:
                 writer = qjm
                 edit_log = FSEditLog(
                     writer,
-                    blocking=blocking,
                     on_failure=lambda reason: self._on_edit_log_failure(writer, reason),
                     metrics=self.metrics,
                     max_batch_bytes=self.settings.ha.edits_sync_max_batch_bytes,
@@ -708,7 +709,7 @@ class FSNamesystem:
                 self._writable.set()
                 self._state = HAState.ACTIVE
                 self._serving = True
-                await blocking(qjm.start_heartbeats)
+                qjm.start_heartbeats()  # a task on this loop, the QJM's
             except Exception as exc:
                 self._log.error("transition to active failed", step=step, error=str(exc))
                 self._serving = False
@@ -718,7 +719,7 @@ class FSNamesystem:
                 if edit_log is not None:
                     await edit_log.close(self._namespace.apply)
                 if qjm is not None:
-                    await blocking(qjm.close)
+                    await qjm.aclose()
                 if edit_log is not None and self._namespace.last_applied_txid > (
                     edit_log.synced_txid
                 ):
@@ -791,7 +792,7 @@ class FSNamesystem:
         self._read_index = None
         self._writable.set()  # gate waiters wake and find STANDBY
         if qjm is not None:
-            await self.nn_loop.blocking(qjm.close)
+            await qjm.aclose()
 
     def _on_edit_log_failure(self, writer: QuorumJournalManager, reason: str) -> None:
         """Called by the failing edit log, on the loop: leave ACTIVE from a task of its own,

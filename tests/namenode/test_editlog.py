@@ -1,15 +1,15 @@
 """FSEditLog's syncer and failure rules, over the real QuorumOutputStream and a fake QJM whose
 sends the test holds and releases (no JournalNodes: the interleavings are chosen, not hoped
 for). Each test is one event loop (``asyncio.run``), as the NameNode's; the fake's sends run
-on the loop's executor, as the real QJM's do through the bridge."""
+on the loop, awaited, as the real QJM's are (a held send waits off the loop)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -17,13 +17,10 @@ from hanamenode.editlog import FSEditLog
 from hanamenode.errors import EditLogError
 from hanamenode.metrics import NameNodeMetrics
 from proto import edits_pb2, records
-from qjm.bridge import drive_inline
 from qjm.errors import QuorumException
 from qjm.journal_manager import QuorumOutputStream
 
 pytestmark = pytest.mark.timeout(30)
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -49,22 +46,19 @@ class FakeQJM:
     def add_fence_listener(self, listener: Any) -> None:
         self.fence_listeners.append(listener)
 
-    def start_log_segment(self, txid: int) -> QuorumOutputStream:
+    async def astart_log_segment(self, txid: int) -> QuorumOutputStream:
         return QuorumOutputStream(self, txid)  # type: ignore[arg-type]
 
-    def finalize_log_segment(self, start: int, end: int) -> None:
+    async def afinalize_log_segment(self, start: int, end: int) -> None:
         if self.fail_with is not None:
             raise self.fail_with
         self.finalized.append((start, end))
 
-    def _block(self, coro: Coroutine[Any, Any, T]) -> T:
-        """The real manager's bridge into its coroutines; this one never suspends."""
-        return drive_inline(coro)
-
     async def asend_edits(self, segment_txid: int, first: int, count: int, framed: bytes) -> None:
         self.entered.set()
         if self.hold is not None:
-            assert self.hold.wait(10)
+            # Held off the loop, as a real send waits for the JournalNodes.
+            assert await asyncio.to_thread(self.hold.wait, 10)
         if self.fail_with is not None:
             raise self.fail_with
         self.sent.append((segment_txid, first, count))
@@ -258,10 +252,10 @@ def test_a_failed_finalize_is_fatal() -> None:
         edit_log.log_edit(mkdir_op("/a"))
         await edit_log.log_sync()
 
-        def fail_finalize(start: int, end: int) -> None:
+        async def fail_finalize(start: int, end: int) -> None:
             raise QuorumException(f"finalizeLogSegment({start}-{end}) lost its quorum")
 
-        qjm.finalize_log_segment = fail_finalize  # type: ignore[method-assign]
+        qjm.afinalize_log_segment = fail_finalize  # type: ignore[method-assign]
         with pytest.raises(EditLogError, match="could not finalize log segment 1-3"):
             await edit_log.roll(lambda op: applied.append(op.txid))
         assert failures and edit_log.failure is not None
