@@ -96,6 +96,14 @@ class _Call:
     future: Future[Any] = field(default_factory=Future)
 
 
+@dataclass
+class _Bypass:
+    """A call that runs at once, beside the queue (the read-index round): it carries no IPC
+    serial, so it need not wait for the calls queued before it."""
+
+    call: _Call
+
+
 _STOP = object()
 
 class AsyncLogger:
@@ -208,17 +216,21 @@ class AsyncLogger:
             self.committed_txid,
         )
 
-    def _submit(self, call: _Call, name: str | None = None) -> Future[Any]:
+    def _submit(self, call: _Call, name: str | None = None, *, bypass: bool = False) -> Future[Any]:
         """Queue ``call`` (stamped, when it needs a RequestInfo, as it reaches the queue, so
-        the IPC serials reach the JournalNode strictly increasing whichever threads call)."""
-        self.last_call_time = time.monotonic()
+        the IPC serials reach the JournalNode strictly increasing whichever threads call);
+        with ``bypass``, run it at once beside the queue (a call without a RequestInfo, which
+        also does not count as contact for the idle heartbeats: it tells the JournalNode
+        neither our epoch nor the committed txid)."""
+        if not bypass:
+            self.last_call_time = time.monotonic()
         if self._closed:
             call.future.set_exception(JournalUnavailableError(f"logger {self.address} closed"))
         elif self.direct:
             with self._lock:
                 self._run_direct(call)
         else:
-            self._put_from_any_thread(call)
+            self._put_from_any_thread(_Bypass(call) if bypass else call)
         if name is not None:
             self._watch_epoch(name, call.future)
         return call.future
@@ -259,6 +271,11 @@ class AsyncLogger:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"logger-{self.address}"
             )
+        if isinstance(item, _Bypass):
+            asyncio.get_running_loop().create_task(
+                self._run_bypass(item.call), name=f"logger-{self.address}-confirm"
+            )
+            return
         if isinstance(item, _Batch):
             with self._lock:
                 item.args = (self._req_locked(), *item.args)
@@ -309,6 +326,23 @@ class AsyncLogger:
             raise
         except BaseException as error:
             exc = error
+        self._finish(call, result, exc)
+
+    async def _run_bypass(self, call: _Call) -> None:
+        """A call beside the queue: over a blocking channel in the loop's default pool, not
+        the logger's own thread (which may be busy with the calls queued before it)."""
+        result: Any = None
+        exc: BaseException | None = None
+        try:
+            fn = getattr(self.channel, call.method)
+            if self._aio:
+                result = await fn(*call.args)
+            else:
+                result = await asyncio.get_running_loop().run_in_executor(
+                    None, lambda: fn(*call.args)
+                )
+        except BaseException as error:
+            exc = CancelledError() if isinstance(error, asyncio.CancelledError) else error
         self._finish(call, result, exc)
 
     async def _invoke(self, method: str, args: tuple[Any, ...]) -> Any:
@@ -638,6 +672,30 @@ class AsyncLogger:
         )
         return self._submit(call, "heartbeat")
 
+    def confirm_epoch(self) -> Future[None]:
+        """The read-index question (``qjm.read_index``): has this JournalNode promised an
+        epoch above the writer's? Succeeds when its promise is at most ours (no newer writer
+        can have a quorum without it); an EpochError (and ``on_epoch_error``, as
+        "confirmEpoch") when above. A ``GetJournalState``, which carries no IPC serial, so it
+        runs at once beside this logger's queue instead of behind the edits queued there."""
+        epoch = self.epoch
+
+        def check(answer: tuple[int, str]) -> None:
+            promised = answer[0]
+            if promised > epoch:
+                raise EpochError(
+                    f"{self.address} promised epoch {promised}, above this writer's epoch {epoch}"
+                )
+            self._contacted()
+
+        args = (
+            self.journal_id,
+            self.namespace_info.cluster_id,
+            self._timeout("write_txns_timeout", 20),
+        )
+        call = _Call("get_journal_state", args, False, on_success=check)
+        return self._submit(call, "confirmEpoch", bypass=True)
+
     def finalize_log_segment(self, start: int, end: int, md5: bytes = b"") -> Future[None]:
         args = (start, end, self._timeout("finalize_segment_timeout", 120), md5)
         return self._submit(_Call("finalize_log_segment", args, True), "finalizeLogSegment")
@@ -792,6 +850,9 @@ class AsyncLoggerSet:
 
     def heartbeat(self) -> QuorumCall[AsyncLogger, None]:
         return self._each(lambda lg: lg.heartbeat())
+
+    def confirm_epoch(self) -> QuorumCall[AsyncLogger, None]:
+        return self._each(lambda lg: lg.confirm_epoch())
 
     def finalize_log_segment(
         self, start: int, end: int, md5: bytes = b""

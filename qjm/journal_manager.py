@@ -44,7 +44,7 @@ from qjm.bridge import on_loop_thread, run_blocking, shared_loop
 from qjm.channel import AioJournalChannel
 from qjm.epochs import next_epoch
 from qjm.errors import QJMError, QuorumException, RecoveryError, describe_exception
-from qjm.metrics import QUORUM_SYNC_SECONDS
+from qjm.metrics import QUORUM_SYNC_SECONDS, READ_INDEX_ROUND_SECONDS, READ_INDEX_ROUNDS
 from qjm.read_index import ReadIndex
 from qjm.reader import (
     EditLogReadError,
@@ -444,27 +444,46 @@ class QuorumJournalManager:
                 self._log.exception("a fence listener failed", reason=reason)
 
     def confirm_epoch(self, timeout: float | None = None) -> None:
-        """Return once a majority of JournalNodes accepted a call stamped with our epoch that
-        was sent after this call began (a read-index round, shared by every caller waiting
-        at that moment: ``qjm.read_index``). Raises QuorumException otherwise; an EpochError
-        among the answers also fences this writer."""
+        """Return once a majority of JournalNodes answered, after this call began, that they
+        have promised no epoch above ours (a read-index round, shared by every caller waiting
+        at that moment: ``qjm.read_index``). Raises QuorumException otherwise; a JournalNode
+        that promised a higher epoch also fences this writer."""
+        self._check_may_confirm()
+        limit = self.timeouts.write_txns_timeout if timeout is None else timeout
+        self._read_index.confirm(limit + 5.0)
+
+    def _check_may_confirm(self) -> None:
         if self.epoch == 0:
             raise QJMError("confirm_epoch before this writer took an epoch")
         if self._fenced is not None:
             raise QJMError(f"this writer is fenced: {self._fenced}")
-        limit = self.timeouts.write_txns_timeout if timeout is None else timeout
-        self._read_index.confirm(limit + 5.0)
+
+    async def aconfirm_epoch(self) -> None:
+        """One read-index round, awaited: its own quorum call (``GetJournalState`` to every
+        JournalNode, which carries no IPC serial), sent at once beside each logger's queue, so
+        it never waits behind the edits queued for a slow JournalNode. Returns when a majority
+        answered with a promise at most our epoch; QuorumException otherwise (an answer above
+        our epoch also fences this writer). Callers on a loop share rounds themselves;
+        ``confirm_epoch`` shares them among threads."""
+        self._bind_running()
+        self._check_may_confirm()
+        started = time.perf_counter()
+        outcome = "failed"
+        try:
+            await self._wait(
+                self.loggers.confirm_epoch(), self.timeouts.write_txns_timeout, "confirmEpoch()"
+            )
+            if self._fenced is not None:
+                raise QJMError(f"this writer is fenced: {self._fenced}")
+            outcome = "confirmed"
+        finally:
+            READ_INDEX_ROUNDS.labels(self.journal_id, outcome).inc()
+            READ_INDEX_ROUND_SECONDS.labels(self.journal_id).observe(
+                time.perf_counter() - started
+            )
 
     def _confirm_round(self) -> None:
-        self._block(self._aconfirm_round())
-
-    async def _aconfirm_round(self) -> None:
-        self._bind_running()
-        await self._wait(
-            self.loggers.heartbeat(), self.timeouts.write_txns_timeout, "confirmEpoch()"
-        )
-        if self._fenced is not None:
-            raise QJMError(f"this writer is fenced: {self._fenced}")
+        self._block(self.aconfirm_epoch())
 
     @property
     def read_index_rounds(self) -> int:

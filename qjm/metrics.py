@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (
     0.0001,
@@ -93,6 +93,21 @@ LOGGER_METRICS = LoggerMetrics()
 QUORUM_SYNC_SECONDS = Histogram(
     "qjm_quorum_sync_seconds",
     "Time for a batch to be acked by a quorum",
+    ["journal"],
+    buckets=_LATENCY_BUCKETS,
+    registry=QJM_REGISTRY,
+)
+
+READ_INDEX_ROUNDS = Counter(
+    "qjm_read_index_rounds",
+    "Read-index rounds (a quorum confirming the writer's epoch), by outcome",
+    ["journal", "outcome"],
+    registry=QJM_REGISTRY,
+)
+
+READ_INDEX_ROUND_SECONDS = Histogram(
+    "qjm_read_index_round_seconds",
+    "Time for a read-index round to be answered by a quorum (or to fail)",
     ["journal"],
     buckets=_LATENCY_BUCKETS,
     registry=QJM_REGISTRY,

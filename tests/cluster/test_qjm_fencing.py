@@ -1,6 +1,6 @@
 """A QJM writer on real JournalNodes is fenced by whichever call first meets a newer epoch: a
-heartbeat, a batch of edits, or a finalize (issue 11). Its fence listeners hear it once, with
-the JournalNode's refusal as the reason."""
+heartbeat, a batch of edits, a finalize (issue 11), or a read-index round (issue 12). Its
+fence listeners hear it once, with the JournalNode's refusal as the reason."""
 
 from __future__ import annotations
 
@@ -48,7 +48,14 @@ def finalize(qjm: QuorumJournalManager, out: QuorumOutputStream) -> None:
         qjm.finalize_log_segment(1, 1)
 
 
-@pytest.mark.parametrize("learn", [heartbeat, write, finalize], ids=lambda f: f.__name__)
+def confirm(qjm: QuorumJournalManager, out: QuorumOutputStream) -> None:
+    with pytest.raises(QuorumException, match="EpochError"):
+        qjm.confirm_epoch()  # a read-index round
+
+
+@pytest.mark.parametrize(
+    "learn", [heartbeat, write, finalize, confirm], ids=lambda f: f.__name__
+)
 def test_a_newer_epoch_fences_the_writer_through_any_call(
     journal: MiniJournalCluster, learn: Callable[[QuorumJournalManager, QuorumOutputStream], None]
 ) -> None:
@@ -65,7 +72,12 @@ def test_a_newer_epoch_fences_the_writer_through_any_call(
         new.create_new_unique_epoch()
         learn(old, out)
         wait_for(lambda: bool(heard), timeout=10, what="the fence listener")
-        call = {"heartbeat": "heartbeat", "write": "sendEdits", "finalize": "finalizeLogSegment"}
+        call = {
+            "heartbeat": "heartbeat",
+            "write": "sendEdits",
+            "finalize": "finalizeLogSegment",
+            "confirm": "confirmEpoch",
+        }
         assert len(heard) == 1 and f"refused {call[learn.__name__]} in epoch 1: EpochError" in (
             heard[0]
         ), heard
