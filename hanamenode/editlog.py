@@ -63,6 +63,8 @@ log = structlog.get_logger(__name__)
 Apply = Callable[[edits_pb2.EditOp], object]
 
 DEFAULT_MAX_BATCH_BYTES = 1 * MIB
+GATHER_YIELDS = 16
+QUIET_YIELDS = 2
 
 
 def take_batch(pending: deque[tuple[int, bytes]], max_bytes: int) -> list[tuple[int, bytes]]:
@@ -311,7 +313,23 @@ class FSEditLog:
             await self._wake.wait()
             self._wake.clear()
             while self._pending and self._failure is None and self._stream is not None:
+                await self._gather()
+                if self._stream is None or self._failure is not None:
+                    break
                 await self._sync_once(self._stream)
+
+    async def _gather(self) -> None:
+        """Let the calls the loop has already received log their edits before the batch is
+        cut: yield while edits keep arriving, at most ``GATHER_YIELDS`` times. A request takes
+        a few loop iterations from its bytes to its edit; without this, a busy loop cuts a
+        batch as soon as one edit is pending and pays a sync for every few edits."""
+        quiet = 0
+        for _ in range(GATHER_YIELDS):
+            before = self._last_written_txid
+            await asyncio.sleep(0)
+            quiet = quiet + 1 if self._last_written_txid == before else 0
+            if quiet >= QUIET_YIELDS:
+                return
 
     async def _sync_once(self, stream: QuorumOutputStream) -> None:
         batch = take_batch(self._pending, self.max_batch_bytes)
