@@ -14,7 +14,9 @@ keepalives both sides agree on, fast reconnects, and mutual TLS when configured:
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import os
 import socket
 import weakref
 from collections.abc import Sequence
@@ -225,6 +227,22 @@ def make_channel(
     if tls is not None and tls.enabled:
         return grpc.secure_channel(target, _channel_credentials(tls), options=all_options)
     return grpc.insecure_channel(target, options=all_options)
+
+
+UVLOOP_ENV = "HANAMENODE_UVLOOP"
+"""``HANAMENODE_UVLOOP=1`` in a process's environment: its event loops run on uvloop."""
+
+
+def new_event_loop(use_uvloop: bool | None = None) -> asyncio.AbstractEventLoop:
+    """A new event loop for grpc.aio code: uvloop's when ``use_uvloop`` (None: when the
+    environment says ``HANAMENODE_UVLOOP=1``, read at each call), else asyncio's own."""
+    if use_uvloop is None:
+        use_uvloop = os.environ.get(UVLOOP_ENV, "") == "1"
+    if use_uvloop:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
 
 
 def make_aio_channel(

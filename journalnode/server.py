@@ -37,7 +37,7 @@ from prometheus_client.registry import Collector
 
 from conf import TLSSettings
 from conf.guard import AioRequestGuard, MethodRule, Role
-from conf.rpc import bind, make_aio_server, make_channel
+from conf.rpc import bind, make_aio_server, make_channel, new_event_loop
 from conf.web import WebServer
 from journalnode import fsutil, status
 from journalnode.errors import (
@@ -548,7 +548,7 @@ class JournalNodeServer:
             self._io = ThreadPoolExecutor(
                 max_workers=self._handler_count, thread_name_prefix="journal-io"
             )
-            self._loop = asyncio.new_event_loop()
+            self._loop = new_event_loop()  # uvloop with HANAMENODE_UVLOOP=1
             self._loop_thread = threading.Thread(
                 target=self._loop.run_forever, name="journalnode-loop", daemon=True
             )

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from conf.rpc import new_event_loop
 from qjm.errors import QJMError
 
 T = TypeVar("T")
@@ -39,11 +40,12 @@ _shared: asyncio.AbstractEventLoop | None = None
 
 def shared_loop() -> asyncio.AbstractEventLoop:
     """The process-wide event loop of blocking callers, running in the daemon thread
-    ``qjm-loop`` (started on first use; it lives as long as the process)."""
+    ``qjm-loop`` (started on first use; it lives as long as the process; uvloop's when the
+    environment says ``HANAMENODE_UVLOOP=1``)."""
     global _shared
     with _shared_lock:
         if _shared is None or _shared.is_closed():
-            loop = asyncio.new_event_loop()
+            loop = new_event_loop()  # uvloop with HANAMENODE_UVLOOP=1
             started = threading.Event()
 
             def run() -> None:
