@@ -287,6 +287,35 @@ def _unary(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 
 JOURNAL_STREAM_OK = journal_pb2.JournalStreamResponse()
 
+IO_STOP_SECONDS = 5.0
+"""How long ``stop`` waits for Journal work already running in the pool (a batch's write and
+sync) before it closes the storage anyway; a call stuck longer (a recovery's download from a
+stopped peer) is logged, not waited for."""
+
+
+class _InFlight:
+    """Counts the Journal calls running in the ``journal-io`` pool, so ``stop`` can let them
+    end before it closes the storage."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.count = 0
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._cond:
+            self.count += 1
+        try:
+            return fn(*args)
+        finally:
+            with self._cond:
+                self.count -= 1
+                if not self.count:
+                    self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self.count, timeout)
+
 
 def _req(pb: journal_pb2.RequestInfo) -> RequestInfo:
     return RequestInfo.from_pb(pb)
@@ -295,14 +324,18 @@ def _req(pb: journal_pb2.RequestInfo) -> RequestInfo:
 class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
     """QJournalService: messages to Journal calls, nothing more."""
 
-    def __init__(self, server: JournalNodeServer, io: ThreadPoolExecutor) -> None:
+    def __init__(
+        self, server: JournalNodeServer, io: ThreadPoolExecutor, in_flight: _InFlight
+    ) -> None:
         self._server = server
         self._io = io
+        self._in_flight = in_flight
 
     async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in the ``journal-io`` pool: disk and the Journal's lock stay off the
         event loop."""
-        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._io, self._in_flight.run, fn, *args)
 
     async def _abort(
         self, context: grpc.aio.ServicerContext, request: Any, exc: Exception, rpc: str
@@ -515,6 +548,7 @@ class JournalNodeServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._io: ThreadPoolExecutor | None = None
+        self._in_flight = _InFlight()
         self._metrics_server: Any = None
         self.registry = CollectorRegistry()
         self.sync_latency = Histogram(
@@ -587,7 +621,7 @@ class JournalNodeServer:
         )
         assert self._io is not None
         journal_pb2_grpc.add_QJournalServiceServicer_to_server(
-            QJournalServicer(self, self._io), self._server
+            QJournalServicer(self, self._io, self._in_flight), self._server
         )
         self.port = bind(self._server, self._rpc_address, self._tls)
         await self._server.start()
@@ -633,7 +667,13 @@ class JournalNodeServer:
             self._loop = self._loop_thread = None
         if self._io is not None:
             # A batch already in the pool finishes its write and sync before storage closes.
-            self._io.shutdown(wait=True, cancel_futures=True)
+            self._io.shutdown(wait=False, cancel_futures=True)
+            if not self._in_flight.wait_idle(IO_STOP_SECONDS):
+                log.warning(
+                    "journal calls still running at stop; closing storage anyway",
+                    running=self._in_flight.count,
+                    waited_seconds=IO_STOP_SECONDS,
+                )
             self._io = None
         if self._metrics_server is not None:
             self._metrics_server.stop()

@@ -8,15 +8,19 @@ no thread for the unary calls."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
+from journalnode import server as server_module
 from journalnode.server import JournalNodeServer
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RequestInfo
 from qjm.channel import GrpcJournalChannel
+from tests.namenode.cluster import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,3 +72,31 @@ def test_a_stuck_journal_does_not_hold_other_journals_or_streams(jn: JournalNode
     finally:
         channel_a.close()
         channel_b.close()
+
+
+def test_stop_lets_running_calls_end_but_does_not_wait_for_a_stuck_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call stuck in the pool (a recovery's download from a stopped peer, here a held
+    Journal lock) cannot keep the JournalNode from stopping: ``stop`` waits
+    ``IO_STOP_SECONDS`` for it, says so, and goes on."""
+    monkeypatch.setattr(server_module, "IO_STOP_SECONDS", 0.2)
+    jn = JournalNodeServer(tmp_path / "jn", "127.0.0.1:0", handler_count=2).start()
+    channel = GrpcJournalChannel(jn.address)
+    stuck_lock = jn.journal("a")._lock
+    try:
+        open_segment(channel, "a")
+        with stuck_lock, structlog.testing.capture_logs() as logs:
+            stuck = channel.send_journal(
+                RequestInfo("a", NS.cluster_id, 1, 1), 1, 1, 1, batch(1, 1), TIMEOUT
+            )
+            wait_for(lambda: jn._in_flight.count == 1, timeout=TIMEOUT, what="the stuck call")
+            stopper = threading.Thread(target=jn.stop, kwargs={"grace": None})
+            stopper.start()
+            stopper.join(TIMEOUT)
+            assert not stopper.is_alive()
+        assert [e["running"] for e in logs if e["event"].startswith("journal calls still")] == [1]
+        assert stuck.exception(TIMEOUT) is not None  # never acknowledged
+    finally:
+        channel.close()
+        jn.stop()
