@@ -15,6 +15,8 @@ nothing is purged while some NameNode cannot say what its newest image is.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +28,7 @@ import structlog
 
 from hanamenode import fsimage, ha
 from hanamenode.errors import NamenodeError, from_rpc_error
+from hanamenode.loop import NameNodeLoop
 from hanamenode.metrics import NameNodeMetrics
 from hanamenode.namespace import Namespace
 from hanamenode.peers import NameNodePeers
@@ -38,7 +41,7 @@ from qjm.errors import describe_exception
 log = structlog.get_logger(__name__)
 
 IMAGE_CHUNK_BYTES = IMAGE_CHUNK_MAX_BYTES
-# How often the thread looks whether a checkpoint is due, at most.
+# How often the task looks whether a checkpoint is due, at most.
 _CHECK_INTERVAL = 1.0
 
 
@@ -70,7 +73,9 @@ def checkpoint_info(name_dir: NameDirectory) -> ha.CheckpointInfo | None:
 
 
 class StandbyCheckpointer:
-    """The checkpointing thread of a standby (``standby-checkpointer-<nn>``).
+    """The checkpointing task of a standby (``standby-checkpointer-<nn>``, on the NameNode's
+    loop); each checkpoint (saving the image, the upload, the purge) runs on the loop's bridge
+    executor, since it is file and network I/O.
 
     ``namespace`` returns the current namespace (the namesystem may replace it on a reload).
     """
@@ -87,8 +92,10 @@ class StandbyCheckpointer:
         peers: NameNodePeers | None = None,
         metrics: NameNodeMetrics | None = None,
         nn_id: str = "",
+        nn_loop: NameNodeLoop,
     ) -> None:
         self._namespace = namespace
+        self.nn_loop = nn_loop
         self.name_dir = name_dir
         self.ns_info = ns_info
         self.checkpoint_txns = checkpoint_txns
@@ -98,8 +105,9 @@ class StandbyCheckpointer:
         self.metrics = metrics
         self.nn_id = nn_id
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        # One checkpoint at a time, whether from the thread or a test calling do_checkpoint.
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        # One checkpoint at a time, whether from the task or a test calling do_checkpoint.
         self._checkpoint_lock = threading.Lock()
         self.last_checkpoint_time = time.monotonic()
         self.last_result: CheckpointResult | None = None
@@ -108,36 +116,45 @@ class StandbyCheckpointer:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, or less when ``stop`` is called meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
     def start(self) -> None:
-        if self._thread is not None:
+        """Start the task (on the loop)."""
+        if self._task is not None:
             return
         stop = threading.Event()  # per run, as in EditLogTailer.start
         self._stop = stop
+        self._stopping = asyncio.Event()
         self.last_checkpoint_time = time.monotonic()
-        self._thread = threading.Thread(
-            target=self._run, args=(stop,), name=f"standby-checkpointer-{self.nn_id}",
-            daemon=True,
+        self._task = self.nn_loop.loop.create_task(
+            self._run(stop), name=f"standby-checkpointer-{self.nn_id}"
         )
-        self._thread.start()
 
-    def stop(self, timeout: float = 60.0) -> bool:
+    async def stop(self, timeout: float = 60.0) -> bool:
+        """Stop the task; False if a checkpoint in flight did not end within ``timeout``."""
         self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is None:
+        self._stopping.set()  # wakes the task's sleep at once
+        task, self._task = self._task, None
+        if task is None:
             return True
-        thread.join(timeout)
-        if thread.is_alive():
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if not done:
+            task.cancel()
             self._log.warning("checkpointer did not stop in time", timeout=timeout)
             return False
         return True
 
-    def _run(self, stop: threading.Event) -> None:
+    async def _run(self, stop: threading.Event) -> None:
         interval = min(_CHECK_INTERVAL, self.checkpoint_period / 4)
-        while not stop.wait(interval):
-            if not self.checkpoint_due():
+        while not stop.is_set():
+            await self._sleep(interval)
+            if stop.is_set() or not self.checkpoint_due():
                 continue
             try:
-                self.do_checkpoint()
+                await self.nn_loop.blocking(self.do_checkpoint)
             except Exception as exc:
                 self.last_error = describe_exception(exc)
                 if self.metrics is not None:

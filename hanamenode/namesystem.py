@@ -209,6 +209,7 @@ class FSNamesystem:
                 nn_id=self.nn_id,
                 in_progress=ha_settings.tail_edits_in_progress,
                 max_txns=ha_settings.tail_edits_max_txns,
+                nn_loop=self.nn_loop,
             )
             self._checkpointer = StandbyCheckpointer(
                 lambda: self._namespace,
@@ -220,6 +221,7 @@ class FSNamesystem:
                 peers=self.peers,
                 metrics=self.metrics,
                 nn_id=self.nn_id,
+                nn_loop=self.nn_loop,
             )
             self._state = HAState.STANDBY
             await self._start_standby_services()
@@ -561,11 +563,11 @@ class FSNamesystem:
     def get_listing(self, path: str, *, allow_stale_read: bool = False) -> list[StatInfo]:
         return self.nn_loop.run(self.get_listing_async(path, allow_stale_read=allow_stale_read))
 
-    # -- tailing (the tailer's thread, until it is a task) ---------------------------------------
+    # -- tailing (the tailer task's reads run on a bridge thread) --------------------------------
 
     def apply_tailed(self, op: edits_pb2.EditOp) -> bool:
-        """Apply one op read by the tailer; False once tailing is disabled (a transition).
-        The op is applied on the loop, which owns the namespace."""
+        """Apply one op read by the tailer (in its bridge thread); False once tailing is
+        disabled (a transition). The op is applied on the loop, which owns the namespace."""
         return self.nn_loop.call(self._apply_tailed_on_loop, op)
 
     def _apply_tailed_on_loop(self, op: edits_pb2.EditOp) -> bool:
@@ -813,7 +815,7 @@ class FSNamesystem:
         except Exception:
             self._log.exception("could not leave active state after an edit log failure")
 
-    # -- standby services (threads until they are tasks; joined through the bridge) -------------
+    # -- standby services (tasks on the loop) -------------------------------------------------
 
     async def _start_standby_services(self) -> None:
         self._tailing_enabled = True
@@ -826,9 +828,9 @@ class FSNamesystem:
         self._tailing_enabled = False
         tailer, checkpointer = self._tailer, self._checkpointer
         if tailer is not None:
-            await self.nn_loop.blocking(tailer.stop)
+            await tailer.stop()
         if checkpointer is not None:
-            await self.nn_loop.blocking(checkpointer.stop)
+            await checkpointer.stop()
 
     # -- images --------------------------------------------------------------------------------
 

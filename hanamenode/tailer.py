@@ -8,17 +8,25 @@ every op. The active only finalizes a segment when it rolls, so every ``log_roll
 tailer asks the active (whichever of the other NameNodes answers as active) to roll its log.
 
 ``load_edits`` is the one reading loop; the transition to active uses it through
-``catch_up`` to read the log up to the end that recovery found, after stopping the thread.
+``catch_up`` to read the log up to the end that recovery found, after stopping the tailer.
+
+The tailer is a task on the NameNode's event loop (``edit-log-tailer-<nn>``, issue 12): it
+sleeps, and runs each round's blocking reads (the reader QJM, the segment streams) and the
+roll request on the loop's bridge executor (``NameNodeLoop.blocking``); the ops it reads are
+applied on the loop (``apply`` is ``FSNamesystem.apply_tailed``).
 
     tailer = EditLogTailer(namesystem.apply_tailed, lambda: namesystem.last_applied_txid,
-                           reader_qjm, tail_period=1.0, roll_period=120.0, peers=peers)
-    tailer.start()
+                           reader_qjm, tail_period=1.0, roll_period=120.0, peers=peers,
+                           nn_loop=nn_loop)
+    tailer.start()          # on the loop
     ...
-    tailer.stop()
+    await tailer.stop()
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from hanamenode.loop import NameNodeLoop
 from hanamenode.metrics import NameNodeMetrics
 from hanamenode.peers import NameNodePeers, Peer
 from proto import edits_pb2, namenode_pb2
@@ -91,7 +100,7 @@ def load_edits(
 
 
 class EditLogTailer:
-    """The standby's tailing thread (``edit-log-tailer-<nn>``), with its roll requests.
+    """The standby's tailing task (``edit-log-tailer-<nn>``), with its roll requests.
 
     ``apply`` applies one op (the namesystem checks, under its lock, that it is still a
     standby); ``last_applied`` reads the namesystem's last applied txid.
@@ -110,8 +119,10 @@ class EditLogTailer:
         nn_id: str = "",
         in_progress: bool = False,
         max_txns: int = 5000,
+        nn_loop: NameNodeLoop,
     ) -> None:
         self._apply = apply
+        self.nn_loop = nn_loop
         self._last_applied = last_applied
         self.qjm = qjm
         self.tail_period = max(tail_period, _MIN_PERIOD)
@@ -123,7 +134,8 @@ class EditLogTailer:
         """Also tail the in-progress segment (dfs.ha.tail-edits.in-progress)."""
         self.max_txns = max_txns
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
         self._log = log.bind(nn=nn_id)
         self.lag_txns = 0
         self.last_load_time = time.monotonic()
@@ -133,60 +145,73 @@ class EditLogTailer:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, or less when ``stop`` is called meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
     def start(self) -> None:
-        if self._thread is not None:
+        """Start the task (on the loop)."""
+        if self._task is not None:
             return
-        # A fresh event per run: a thread that outlived its stop() (stuck in a read) keeps
-        # seeing its own event set and cannot come back to life with the next start().
+        # A fresh event per run: a read that outlived its stop() (stuck in a bridge thread)
+        # keeps seeing its own event set and cannot come back to life with the next start().
         stop = threading.Event()
         self._stop = stop
+        self._stopping = asyncio.Event()
         self.last_roll_request = time.monotonic()
-        self._thread = threading.Thread(
-            target=self._run, args=(stop,), name=f"edit-log-tailer-{self.nn_id}", daemon=True
+        self._task = self.nn_loop.loop.create_task(
+            self._run(stop), name=f"edit-log-tailer-{self.nn_id}"
         )
-        self._thread.start()
 
-    def stop(self, timeout: float = 30.0) -> bool:
-        """Stop the thread; False if it did not end within ``timeout`` (it then stops at its
-        next op: the namesystem refuses its applies once tailing is disabled)."""
+    async def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the task; False if its read in flight did not end within ``timeout`` (it then
+        stops at its next op: the namesystem refuses its applies once tailing is disabled)."""
         self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is None:
+        self._stopping.set()  # wakes the task's sleep at once
+        task, self._task = self._task, None
+        if task is None:
             return True
-        thread.join(timeout)
-        if thread.is_alive():
-            self._log.warning("tailer thread did not stop in time", timeout=timeout)
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if not done:
+            task.cancel()
+            self._log.warning("tailer did not stop in time", timeout=timeout)
             return False
         return True
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        return self._task is not None
 
     def seconds_since_last_load(self) -> float:
         return time.monotonic() - self.last_load_time
 
-    def _run(self, stop: threading.Event) -> None:
+    async def _run(self, stop: threading.Event) -> None:
         self._log.info(
             "edit log tailer started", tail_period=self.tail_period, roll_period=self.roll_period
         )
-        while not stop.wait(self.tail_period):
+        blocking = self.nn_loop.blocking
+        while not stop.is_set():
+            await self._sleep(self.tail_period)
+            if stop.is_set():
+                break
             try:
-                self.do_tail_edits(stop)
+                await blocking(self.do_tail_edits, stop)
             except Exception as exc:
                 self.last_exception = exc
                 if self.metrics is not None:
                     self.metrics.tail_errors.inc()
                 self._log.warning("tailing edits failed", error=describe_exception(exc))
-            if time.monotonic() - self.last_roll_request >= self.roll_period:
-                self.trigger_active_log_roll()
+            if not stop.is_set() and time.monotonic() - self.last_roll_request >= self.roll_period:
+                await blocking(self.trigger_active_log_roll)
         self._log.info("edit log tailer stopped")
 
     # -- tailing -------------------------------------------------------------------------------
 
     def do_tail_edits(self, stop: threading.Event | None = None) -> int:
-        """One round: apply whatever finalized edits are new, then (with in-progress tailing)
-        the edits of the open segment that a majority of JournalNodes hold; return how many."""
+        """One round (blocking: a bridge thread runs it): apply whatever finalized edits are
+        new, then (with in-progress tailing) the edits of the open segment that a majority of
+        JournalNodes hold; return how many."""
         since = self._last_applied() + 1
         should_stop = stop.is_set if stop is not None else (lambda: False)
         result = load_edits(self.qjm, since, self._apply, should_stop=should_stop)
