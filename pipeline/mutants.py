@@ -178,6 +178,7 @@ def run_mutation_soak(
         progress,
         poll_seconds,
         seeds_per_task=config.seeds_per_task,
+        verdict_column=RUN_COLUMNS.index("verdict"),
     )
     elapsed = time.monotonic() - started
     report = report_from_rows(rows, config)

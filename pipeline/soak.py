@@ -21,6 +21,7 @@ reports how many seeds are done (``SoakProgress``)::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import threading
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from pyspark import RDD
+from pyspark import RDD, Accumulator
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
     DoubleType,
@@ -214,6 +215,10 @@ class SoakProgress:
     total: int
     elapsed_seconds: float
     failed_tasks: int = 0
+    failing_seeds: int = 0
+    """Finished runs whose verdict is not "ok" so far, from a Spark accumulator, so it moves
+    as tasks finish: an operator sees a bad soak long before its summary. (A task Spark runs
+    again may count twice there; the summary counts the rows.)"""
 
     @property
     def seeds_per_minute(self) -> float:
@@ -230,6 +235,8 @@ class SoakProgress:
             rate = self.seeds_per_minute
             left = (self.total - self.done) / rate * 60 if rate else 0.0
             text += f", {rate:.0f} seeds/min, about {format_duration(left)} left"
+        if self.failing_seeds:
+            text += f", {self.failing_seeds} with a violation"
         if self.failed_tasks:
             text += f", {self.failed_tasks} task attempts failed"
         return text
@@ -299,6 +306,7 @@ def run_soak(
         config.seeds,
         progress,
         poll_seconds,
+        verdict_column=SOAK_COLUMNS.index("verdict"),
     )
     elapsed = time.monotonic() - started
     # Rows come back in partition order, that is by seed; one file for a person to open.
@@ -320,13 +328,18 @@ def collect_with_progress(
     poll_seconds: float,
     *,
     seeds_per_task: int = 1,
+    verdict_column: int | None = None,
 ) -> list[tuple[Any, ...]]:
     """``rdd.collect()`` in a named thread under its own job group, while this thread
-    reports the seeds done (finished tasks times ``seeds_per_task``, at most ``total``);
-    Ctrl-C cancels the job group."""
+    reports the seeds done (finished tasks times ``seeds_per_task``, at most ``total``) and,
+    given the rows' ``verdict_column``, how many finished runs are not "ok"; Ctrl-C cancels
+    the job group."""
     sc = spark.sparkContext
     group = f"hapipe-soak-{uuid.uuid4().hex[:12]}"
     outcome: dict[str, Any] = {}
+    failing = sc.accumulator(0)
+    if verdict_column is not None:
+        rdd = rdd.map(functools.partial(_count_failing, failing, verdict_column))
 
     def collect() -> None:
         # Job groups are per thread (PySpark's pinned threads): set it in the thread that runs.
@@ -344,7 +357,8 @@ def collect_with_progress(
             thread.join(poll_seconds)
             if progress is not None:
                 elapsed = time.monotonic() - started
-                progress(_progress(spark, group, total, seeds_per_task, elapsed))
+                now = _progress(spark, group, total, seeds_per_task, elapsed)
+                progress(dataclasses.replace(now, failing_seeds=failing.value))
     except BaseException:
         sc.cancelJobGroup(group)
         thread.join(30.0)
@@ -353,8 +367,18 @@ def collect_with_progress(
         raise outcome["error"]
     rows: list[tuple[Any, ...]] = outcome["rows"]
     if progress is not None:
-        progress(SoakProgress(total, total, time.monotonic() - started))
+        final = sum(1 for row in rows if verdict_column is not None and row[verdict_column] != "ok")
+        progress(SoakProgress(total, total, time.monotonic() - started, failing_seeds=final))
     return rows
+
+
+def _count_failing(
+    failing: Accumulator[int], verdict_column: int, row: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    """Runs in the executor: count ``row`` in ``failing`` when its verdict is not "ok"."""
+    if row[verdict_column] != "ok":
+        failing.add(1)
+    return row
 
 
 def _progress(

@@ -72,15 +72,24 @@ def test_the_soak_finds_the_planted_bug_and_its_replay_reproduces_it(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     summary: SoakSummary | None = None
+    seen: list[SoakProgress] = []
     for first in range(0, MAX_SEEDS, CHUNK):
         config = SoakConfig(
             first_seed=first, seeds=CHUNK, steps=200, mutants=(PLANTED,)
         )
-        summary = run_soak(spark, config, tmp_path / f"from-{first}")
+        seen = []
+        summary = run_soak(
+            spark, config, tmp_path / f"from-{first}", progress=seen.append, poll_seconds=0.1
+        )
         if summary.failing:
             break
     assert summary is not None and summary.failing, f"no failing seed below {MAX_SEEDS}"
     assert not summary.passed
+    # The progress line counted the failing seeds while the tasks ran, not only at the end.
+    assert seen[-1].failing_seeds == len(summary.failing)
+    live = [p for p in seen[:-1] if p.failing_seeds]
+    assert live and "with a violation" in live[-1].line(), [p.line() for p in seen]
+    assert all(p.failing_seeds <= p.total for p in seen)
     failing = summary.failing[0]
     assert failing.verdict == "violation"
     assert failing.violated_invariant in INVARIANTS
