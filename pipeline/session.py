@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -123,14 +124,19 @@ def build_session(settings: SessionSettings | None = None) -> SparkSession:
     sc = spark.sparkContext
     sc.setLogLevel("WARN")
     if not is_local(sc.master):
-        _ship_project_code(spark)
+        ship_project_code(spark)
     log.debug("spark session started", master=sc.master, app=sc.appName, ui=settings.ui)
     return spark
 
 
 def stop_session(spark: SparkSession) -> None:
-    """Stop the session and its JVM-side context; safe to call twice."""
+    """Stop the session and its JVM-side context, then delete the code zip shipped for it
+    (executors fetch it from the driver until the end); safe to call twice."""
     spark.stop()
+    shipped = _SHIPPED.pop(id(spark), None)
+    if shipped is not None:
+        shutil.rmtree(shipped, ignore_errors=False)
+        log.debug("deleted the shipped project code", directory=str(shipped))
 
 
 @contextmanager
@@ -151,9 +157,15 @@ def spark_session(settings: SessionSettings | None = None) -> Iterator[SparkSess
         stop_session(spark)
 
 
-def _ship_project_code(spark: SparkSession) -> None:
-    """Zip the project's packages and add them to every executor's sys.path."""
+# The temporary directory of each session's shipped zip, by id(session), until stop_session.
+_SHIPPED: dict[int, Path] = {}
+
+
+def ship_project_code(spark: SparkSession) -> Path:
+    """Zip the project's packages and add them to every executor's sys.path; the zip's
+    temporary directory, which ``stop_session`` deletes."""
     tmp = Path(tempfile.mkdtemp(prefix="hapipe-code-"))
+    _SHIPPED[id(spark)] = tmp
     archive = tmp / "hanamenode-code.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         for package in PROJECT_PACKAGES:
@@ -162,3 +174,4 @@ def _ship_project_code(spark: SparkSession) -> None:
                     zf.write(path, path.relative_to(CODE_ROOT).as_posix())
     spark.sparkContext.addPyFile(str(archive))
     log.info("shipped project code to the executors", archive=str(archive))
+    return tmp
