@@ -280,8 +280,10 @@ class Namespace:
         path = paths.validate_path(path)
         _check_attributes(mtime_ms, permission, owner, group)
         with self.lock:
-            if not self._plan_mkdir(path, parents).missing:
+            missing = self._plan_mkdir(path, parents).missing
+            if not missing:
                 return None
+        paths.check_new_names(path, missing)
         mkdir = edits_pb2.MkdirOp(
             path=path,
             mtime_ms=mtime_ms,
@@ -313,6 +315,7 @@ class Namespace:
         _check_file_attributes(length, replication)
         with self.lock:
             self._plan_create(path, overwrite)
+        paths.check_new_names(path, [paths.basename(path)])
         create = edits_pb2.CreateOp(
             path=path,
             mtime_ms=mtime_ms,
@@ -360,6 +363,7 @@ class Namespace:
         _check_mtime(mtime_ms)
         with self.lock:
             plan = self._plan_rename(src, dst, into_directory=True)
+        paths.check_new_names(plan.dst, [paths.basename(plan.dst)])
         rename = edits_pb2.RenameOp(src=src, dst=plan.dst, mtime_ms=mtime_ms)
         return edits_pb2.EditOp(client_id=client_id, call_id=call_id, rename=rename)
 

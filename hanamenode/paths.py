@@ -8,9 +8,15 @@ are printed on terminals, where they are commands), and within HDFS's default li
 characters (``HdfsServerConstants.MAX_PATH_LENGTH``), 1000 components (``MAX_PATH_DEPTH``)
 and 255 bytes per component (``dfs.namenode.fs-limits.max-component-length``). Anything else is an
 ``InvalidPathError`` whose message names the path and the rule it broke.
+
+The control-character rule is a rule for new names (``check_new_names``): edit logs and
+images written before it may hold such names, and a NameNode must still load them, and a
+client must still stat, list, rename away and delete them (``validate_path``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from hanamenode.errors import InvalidPathError
 
@@ -36,8 +42,23 @@ def _invalid(path: object, rule: str) -> InvalidPathError:
     return InvalidPathError(f"invalid path {describe(path)}: {rule}")
 
 
+def check_new_names(path: str, names: Iterable[str]) -> None:
+    """Refuse ``names``, the components a request would create in ``path``, when one holds a
+    control character; the existing components of ``path`` may (the module's docstring)."""
+    for name in names:
+        control = _first_control(name)
+        if control is not None:
+            raise _invalid(
+                path,
+                f"contains the control character U+{ord(control):04X} "
+                "(names may not contain C0, DEL or C1 control characters)",
+            )
+
+
 def validate_path(path: object) -> str:
-    """Return ``path`` unchanged if it is a valid namespace path, else raise InvalidPathError."""
+    """Return ``path`` unchanged if it is a valid namespace path, else raise InvalidPathError.
+    Control characters other than NUL pass: an existing name may hold them (the module's
+    docstring)."""
     if not isinstance(path, str):
         raise _invalid(path, f"a path must be a string, not {type(path).__name__}")
     if not path:
@@ -48,13 +69,6 @@ def validate_path(path: object) -> str:
         raise _invalid(path, f"longer than {MAX_PATH_LENGTH} characters")
     if "\x00" in path:
         raise _invalid(path, "contains a NUL character")
-    control = _first_control(path)
-    if control is not None:
-        raise _invalid(
-            path,
-            f"contains the control character U+{ord(control):04X} "
-            "(names may not contain C0, DEL or C1 control characters)",
-        )
     if path == ROOT:
         return path
     if path.endswith(SEPARATOR):

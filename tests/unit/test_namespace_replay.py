@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 
 import pytest
 
-from hanamenode.errors import EditLogReplayError
+from hanamenode.errors import EditLogReplayError, InvalidPathError
+from hanamenode.fsimage import load_image, save_image
 from hanamenode.namespace import Namespace
 from hanamenode.retry_cache import RetryCache
 from proto import edits_pb2, records
+from proto.values import NamespaceInfo
 from tests.unit.namespace_workload import Workload, run_workload
 
 SEEDS = [int(os.environ["HN_SEED"])] if "HN_SEED" in os.environ else list(range(12))
@@ -84,3 +87,46 @@ def test_replaying_an_op_twice_is_refused() -> None:
     with pytest.raises(EditLogReplayError, match="not after the last applied txid"):
         standby.apply(work.ops[-1])
     assert standby.snapshot() == snapshot
+
+
+def test_a_log_written_before_the_control_character_rule_still_replays(tmp_path: Path) -> None:
+    # Names with control characters were stored and replicated before requests were checked
+    # for them (issue 10 row 8); a NameNode must still load such a log and its image, and a
+    # client must still read, rename away and delete those names, but create no new one.
+    def op(txid: int, **kind: object) -> edits_pb2.EditOp:
+        return edits_pb2.EditOp(txid=txid, **kind)  # type: ignore[arg-type]
+
+    attrs = {"mtime_ms": 1, "permission": 0o755, "owner": "o", "group": "g"}
+    old_log = [
+        op(1, mkdir=edits_pb2.MkdirOp(path="/esc\x1b[2J", **attrs)),
+        op(2, mkdir=edits_pb2.MkdirOp(path="/esc\x1b[2J/line\nbreak", **attrs)),
+        op(3, create=edits_pb2.CreateOp(path="/bell\x07", replication=1, **attrs)),
+    ]
+    standby = Namespace(root_mtime_ms=0)
+    for logged in records.decode_ops(records.frame_ops(old_log)):
+        standby.apply(logged)
+    assert standby.last_applied_txid == 3
+    assert [st.path for st in standby.list("/")] == ["/bell\x07", "/esc\x1b[2J"]
+    assert standby.stat("/esc\x1b[2J/line\nbreak").is_dir
+
+    image = save_image(standby, tmp_path, 3, NamespaceInfo("CID-old", 7))
+    loaded, txid, _ = load_image(image)
+    assert txid == 3 and loaded.snapshot() == standby.snapshot()
+
+    with pytest.raises(InvalidPathError, match="control character U\\+0001"):
+        loaded.prepare_mkdir("/esc\x1b[2J/new\x01", mtime_ms=2)
+    with pytest.raises(InvalidPathError, match="control character U\\+0002"):
+        loaded.prepare_mkdir("/new\x02/a", parents=True, mtime_ms=2)
+    made = loaded.prepare_mkdir("/esc\x1b[2J/clean", mtime_ms=2)
+    assert made is not None
+    with pytest.raises(InvalidPathError, match="control character U\\+001B"):
+        loaded.prepare_rename("/bell\x07", "/again\x1b", mtime_ms=2)
+    made.txid = 4
+    loaded.apply(made)
+    renamed = loaded.prepare_rename("/bell\x07", "/bell", mtime_ms=2)
+    renamed.txid = 5
+    loaded.apply(renamed)
+    deleted = loaded.prepare_delete("/esc\x1b[2J", recursive=True, mtime_ms=3)
+    deleted.txid = 6
+    loaded.apply(deleted)
+    assert [st.path for st in loaded.list("/")] == ["/bell"]

@@ -106,15 +106,19 @@ def test_helpers() -> None:
     [("/a\x01", "U+0001"), ("/a\x1b[2J", "U+001B"), ("/a\nb", "U+000A"), ("/a\tb", "U+0009"),
      ("/x/\x7f", "U+007F"), ("/\x80", "U+0080"), ("/\x9f/y", "U+009F")],
 )
-def test_control_characters_are_refused(path: str, code: str) -> None:
+def test_control_characters_are_refused_in_new_names_only(path: str, code: str) -> None:
     with pytest.raises(InvalidPathError) as info:
-        paths.validate_path(path)
+        paths.check_new_names(path, paths.components(path))
     assert f"contains the control character {code}" in str(info.value)
+    # A name written before the rule still loads, and can be read and deleted.
+    assert paths.validate_path(path) == path
+    paths.check_new_names(path + "/clean", ["clean"])  # and may hold new, clean names
 
 
 def test_printable_characters_next_to_the_control_ranges_are_accepted() -> None:
     for path in ("/ ~", "/\xa0nbsp", "/\xa1", "/zero\u200bwidth"):
         assert paths.validate_path(path) == path
+        paths.check_new_names(path, paths.components(path))
 
 
 @pytest.mark.parametrize(
