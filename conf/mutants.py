@@ -138,6 +138,10 @@ class Mutant(enum.Enum):
         "read-without-quorum-confirmation",
         "the active answers reads without confirming its epoch with a JournalNode quorum",
     )
+    RETRY_ANSWER_BEFORE_DURABLE = (
+        "retry-answer-before-durable",
+        "a retried call is answered from the retry cache before its edit is durable",
+    )
 
 
 _BY_SWITCH = {m.switch: m for m in Mutant}

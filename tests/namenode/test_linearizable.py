@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 import pytest
 
+from conf.mutants import Mutant, planted
 from hanamenode.errors import EditLogError, StandbyError, from_rpc_error
 from hanamenode.ha import HAState
 from proto import namenode_pb2
@@ -74,9 +75,17 @@ def outcome(call: Callable[[], object]) -> object:
         return from_rpc_error(err)
 
 
+@pytest.mark.parametrize("plant", [None, Mutant.RETRY_ANSWER_BEFORE_DURABLE])
 def test_answers_that_observed_a_lost_edit_are_never_given(
-    gated: tuple[NameNodeCluster, SendGate],
+    gated: tuple[NameNodeCluster, SendGate], plant: Mutant | None
 ) -> None:
+    # Planted, the retry rule's bug must show here, and only in the retry's answer: this
+    # test is what holds that rule (issue 10's fifth survivor).
+    with planted(*([plant] if plant else [])):
+        lost_edit_answers(gated, plant)
+
+
+def lost_edit_answers(gated: tuple[NameNodeCluster, SendGate], plant: Mutant | None) -> None:
     c, gate = gated
     nn1 = c.client("nn1")
     c.mkdir("nn1", "/base")
@@ -121,6 +130,10 @@ def test_answers_that_observed_a_lost_edit_are_never_given(
     # Each of them observed /base/x; none may answer before it is durable.
     for t in threads:
         t.join(0.5)
+    if plant is Mutant.RETRY_ANSWER_BEFORE_DURABLE:
+        assert answers == {"retry": True}, answers
+        gate.open.set()
+        return
     assert answers == {}, f"answered before /base/x was durable: {answers}"
     gate.open.set()
     for t in threads:
