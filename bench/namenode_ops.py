@@ -36,6 +36,9 @@ It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run
     ``/proc/PID/stat`` per successful call; edits per sync from the active's group-commit
     counters. Without h2load the bench says how to install it and runs (a) and (b) alone.
 
+``--loop uvloop|asyncio`` runs every daemon's event loop on that loop (``HANAMENODE_UVLOOP``);
+by default each daemon chooses (the NameNode uvloop when installed, the JournalNodes asyncio).
+
 It prints a table with the targets beside the measurements (>= 5,000 mkdirs/s at 32 clients
 with p99 <= 20 ms), then one JSON line. Targets are reported, never asserted (docs/architecture.md
 §8.6 ``bench/``). Everything shares this machine's cores: the load generator's threads,
@@ -61,7 +64,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench import h2load
 from bench.common import percentile, print_json, print_table
 from bench.grpc_floor import echo_count, echo_server
-from conf.rpc import make_channel
+from conf.rpc import UVLOOP_ENV, make_channel
 from hadev.namenodes import NameNodeProcessCluster
 from hanamenode.client import HaFsClient, RetryPolicy
 from proto import namenode_pb2, namenode_pb2_grpc
@@ -605,13 +608,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lag-samples", type=int, default=60, help="standby lag samples")
     parser.add_argument("--roll-period", type=float, default=0.5, help="log roll period (s)")
     parser.add_argument("--tail-period", type=float, default=0.1, help="tail period (s)")
-    parser.add_argument("--handlers", type=int, default=64, help="NameNode RPC handlers")
+    parser.add_argument(
+        "--handlers",
+        type=int,
+        default=64,
+        help="hanamenode.rpc.handler.count (the JournalNodes'; the NameNode has no handlers)",
+    )
+    parser.add_argument(
+        "--loop",
+        choices=("default", "uvloop", "asyncio"),
+        default="default",
+        help="the daemons' event loops: HANAMENODE_UVLOOP=1 (uvloop) or 0 (asyncio) for all of "
+        "them, or each daemon's default (the NameNode's: uvloop when installed)",
+    )
     parser.add_argument(
         "--in-progress",
         action="store_true",
         help="the standby tails the open segment too (dfs.ha.tail-edits.in-progress)",
     )
     args = parser.parse_args(argv)
+    if args.loop != "default":
+        # The daemons inherit it (hadev.daemon.child_environment).
+        os.environ[UVLOOP_ENV] = "1" if args.loop == "uvloop" else "0"
     clients = tuple(int(x) for x in args.clients.split(","))
     in_flight = tuple(int(x) for x in args.in_flight.split(","))
     if args.long:
@@ -639,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
     report(result, clients)
     print(f"load average (1 min): {result['load_average_1m_before']} before, "
           f"{result['load_average_1m']} after", flush=True)
+    result["loop"] = args.loop
     print_json(result)
     return 0
 

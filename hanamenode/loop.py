@@ -16,7 +16,8 @@ Two bridges cross the loop's boundary, and nothing else does:
   itself): ``await loop.blocking(fn, ...)`` runs ``fn`` on the ``qjm-bridge`` executor and
   suspends the coroutine meanwhile, so the loop keeps serving.
 
-uvloop is optional (``use_uvloop``): measured on and off by ``bench.namenode_ops``.
+The loop runs on uvloop when the optional package is installed (``default_uvloop``;
+``HANAMENODE_UVLOOP=0`` turns it off), as ``bench.namenode_ops``'s figures chose.
 
     nn_loop = NameNodeLoop("nn1").start()
     nn_loop.run(fsn.transition_to_active_async())   # from any other thread
@@ -27,11 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import importlib.util
+import os
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import structlog
+
+from conf.rpc import UVLOOP_ENV, new_event_loop
 
 log = structlog.get_logger(__name__)
 
@@ -46,21 +51,26 @@ class LoopStoppedError(RuntimeError):
     """The loop is not running (the NameNode is stopping or stopped)."""
 
 
-def new_event_loop(use_uvloop: bool) -> asyncio.AbstractEventLoop:
-    if use_uvloop:
-        import uvloop
-
-        return uvloop.new_event_loop()
-    return asyncio.new_event_loop()
+def default_uvloop() -> bool:
+    """Whether a NameNode's loop runs on uvloop: as ``HANAMENODE_UVLOOP`` says (``1`` or
+    ``0``), else whenever the ``uvloop`` package is installed. The NameNode's default differs
+    from the JournalNode's (asyncio unless ``HANAMENODE_UVLOOP=1``) because the figures do:
+    ``bench.namenode_ops`` measured 18-38% more confirmed stats and 24-29% more creates at 128
+    in flight on uvloop, and 10-20% less NameNode CPU per call (docs/operations.md §15.2)."""
+    chosen = os.environ.get(UVLOOP_ENV, "")
+    if chosen in ("0", "1"):
+        return chosen == "1"
+    return importlib.util.find_spec("uvloop") is not None
 
 
 class NameNodeLoop:
     """An asyncio loop in its own thread, with the two bridges of the module docstring."""
 
-    def __init__(self, nn_id: str, *, use_uvloop: bool = False) -> None:
+    def __init__(self, nn_id: str, *, use_uvloop: bool | None = None) -> None:
+        """``use_uvloop`` None: ``default_uvloop()``."""
         self.nn_id = nn_id
-        self.use_uvloop = use_uvloop
-        self.loop = new_event_loop(use_uvloop)
+        self.loop = new_event_loop(default_uvloop() if use_uvloop is None else use_uvloop)
+        self.use_uvloop = type(self.loop).__module__.startswith("uvloop")
         self._thread: threading.Thread | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=BRIDGE_WORKERS, thread_name_prefix=f"qjm-bridge-{nn_id}"

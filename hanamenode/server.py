@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
-import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -487,8 +486,6 @@ class NameNodeServer:
         self.metrics = NameNodeMetrics()
         self._fsn: FSNamesystem | None = None
         self._elector: EmbeddedElector | None = None
-        if use_uvloop is None:
-            use_uvloop = os.environ.get("HANAMENODE_UVLOOP", "") == "1"
         self.nn_loop = NameNodeLoop(nn_id, use_uvloop=use_uvloop)
         self._server: grpc.aio.Server | None = None
         self._terminated = threading.Event()
