@@ -707,9 +707,8 @@ class FSNamesystem:
                 await edit_log.open_for_write(first, self._namespace.apply)
                 self._edit_log = edit_log
                 self._writer_qjm = qjm
-                self._read_index = SharedRounds(
-                    lambda: blocking(writer.confirm_epoch)
-                )
+                # Rounds awaited on this loop (the QJM's), shared by the coroutines waiting.
+                self._read_index = SharedRounds(writer.aconfirm_epoch)
                 self._writable.set()
                 self._state = HAState.ACTIVE
                 self._serving = True
