@@ -567,16 +567,19 @@ class FSNamesystem:
 
     # -- tailing (the tailer task's reads run on a bridge thread) --------------------------------
 
-    def apply_tailed(self, op: edits_pb2.EditOp) -> bool:
-        """Apply one op read by the tailer (in its bridge thread); False once tailing is
-        disabled (a transition). The op is applied on the loop, which owns the namespace."""
-        return self.nn_loop.call(self._apply_tailed_on_loop, op)
+    def apply_tailed(self, ops: list[edits_pb2.EditOp]) -> int:
+        """Apply ops read by the tailer (in its bridge thread), in order, on the loop, which
+        owns the namespace: one hop per batch. How many were applied: fewer than given once
+        tailing is disabled (a transition)."""
+        return self.nn_loop.call(self._apply_tailed_on_loop, ops)
 
-    def _apply_tailed_on_loop(self, op: edits_pb2.EditOp) -> bool:
+    def _apply_tailed_on_loop(self, ops: list[edits_pb2.EditOp]) -> int:
         if not self._tailing_enabled:
-            return False
-        self._namespace.apply(op)
-        return True
+            return 0
+        namespace = self._namespace
+        for op in ops:
+            namespace.apply(op)
+        return len(ops)
 
     def _apply_for_catch_up(self, op: edits_pb2.EditOp) -> bool:
         # Runs in the transition's bridge thread: the state is neither serving nor tailing,

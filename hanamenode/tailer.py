@@ -13,7 +13,8 @@ tailer asks the active (whichever of the other NameNodes answers as active) to r
 The tailer is a task on the NameNode's event loop (``edit-log-tailer-<nn>``, issue 12): it
 sleeps, and runs each round's blocking reads (the reader QJM, the segment streams) and the
 roll request on the loop's bridge executor (``NameNodeLoop.blocking``); the ops it reads are
-applied on the loop (``apply`` is ``FSNamesystem.apply_tailed``).
+applied on the loop in batches (``apply_many`` is ``FSNamesystem.apply_tailed``: one hop
+into the loop per batch, ``BatchedApply``).
 
     tailer = EditLogTailer(namesystem.apply_tailed, lambda: namesystem.last_applied_txid,
                            reader_qjm, tail_period=1.0, roll_period=120.0, peers=peers,
@@ -47,6 +48,43 @@ log = structlog.get_logger(__name__)
 
 ApplyTailed = Callable[[edits_pb2.EditOp], bool]
 """Apply one op read from the log; False means stop (tailing was disabled meanwhile)."""
+
+ApplyMany = Callable[[list[edits_pb2.EditOp]], int]
+"""Apply ops in order; how many were applied (fewer than given: stop, tailing was disabled)."""
+
+APPLY_BATCH = 256
+"""Ops the tailer hands to the loop at once: one hop into the loop per batch, not per op."""
+
+
+class BatchedApply:
+    """An ``ApplyTailed`` for ``load_edits`` that hands ops to ``apply_many`` in batches of
+    ``size``; ``flush`` hands over the rest. ``applied`` and ``last_txid`` count what was
+    really applied."""
+
+    def __init__(self, apply_many: ApplyMany, size: int = APPLY_BATCH) -> None:
+        self._apply_many = apply_many
+        self._size = size
+        self._pending: list[edits_pb2.EditOp] = []
+        self.refused = False
+        self.applied = 0
+        self.last_txid = 0
+
+    def __call__(self, op: edits_pb2.EditOp) -> bool:
+        if self.refused:
+            return False
+        self._pending.append(op)
+        return self.flush() if len(self._pending) >= self._size else True
+
+    def flush(self) -> bool:
+        """Apply what is pending; False once the namesystem refused an op."""
+        ops, self._pending = self._pending, []
+        if ops and not self.refused:
+            done = self._apply_many(ops)
+            if done:
+                self.applied += done
+                self.last_txid = ops[done - 1].txid
+            self.refused = done < len(ops)
+        return not self.refused
 
 # Do not spin when the configured tail period is 0 ("as often as possible").
 _MIN_PERIOD = 0.01
@@ -102,13 +140,14 @@ def load_edits(
 class EditLogTailer:
     """The standby's tailing task (``edit-log-tailer-<nn>``), with its roll requests.
 
-    ``apply`` applies one op (the namesystem checks, under its lock, that it is still a
-    standby); ``last_applied`` reads the namesystem's last applied txid.
+    ``apply_many`` applies a batch of ops on the loop (the namesystem checks that it is still
+    tailing, and stops at the first op it refuses); ``last_applied`` reads the namesystem's
+    last applied txid.
     """
 
     def __init__(
         self,
-        apply: ApplyTailed,
+        apply_many: ApplyMany,
         last_applied: Callable[[], int],
         qjm: QuorumJournalManager,
         *,
@@ -121,7 +160,7 @@ class EditLogTailer:
         max_txns: int = 5000,
         nn_loop: NameNodeLoop,
     ) -> None:
-        self._apply = apply
+        self._apply_many = apply_many
         self.nn_loop = nn_loop
         self._last_applied = last_applied
         self.qjm = qjm
@@ -214,8 +253,11 @@ class EditLogTailer:
         JournalNodes hold; return how many."""
         since = self._last_applied() + 1
         should_stop = stop.is_set if stop is not None else (lambda: False)
-        result = load_edits(self.qjm, since, self._apply, should_stop=should_stop)
-        if self.in_progress and not should_stop():
+        batched = BatchedApply(self._apply_many)
+        read = load_edits(self.qjm, since, batched, should_stop=should_stop)
+        batched.flush()
+        result = LoadResult(batched.applied, batched.last_txid, read.highest_known_txid)
+        if self.in_progress and not should_stop() and not batched.refused:
             result = self._tail_in_progress(result, should_stop)
         self._after_load(result)
         return result.applied
@@ -225,11 +267,11 @@ class EditLogTailer:
     ) -> LoadResult:
         applied, last = finalized.applied, finalized.last_txid
         ops = self.qjm.read_journaled_edits(self._last_applied() + 1, self.max_txns)
-        for op in ops:
-            if should_stop() or not self._apply(op):
-                break
-            applied += 1
-            last = op.txid
+        if ops and not should_stop():
+            done = self._apply_many(ops)
+            if done:
+                applied += done
+                last = ops[done - 1].txid
         return LoadResult(applied, last, max(finalized.highest_known_txid, last))
 
     def catch_up(self, qjm: QuorumJournalManager, up_to: int | None, apply: ApplyTailed) -> int:
