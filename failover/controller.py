@@ -87,14 +87,31 @@ class HAServiceTarget:
         return FenceTarget(nameservice, self.nn_id, self.address)
 
     def _call(self, rpc: str, request: Any, timeout: float) -> Any:
-        channel = make_channel(self.address, self.tls)
-        try:
-            stub = namenode_pb2_grpc.HAServiceProtocolStub(channel)
-            return getattr(stub, rpc)(request, timeout=timeout)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
-        finally:
-            channel.close()
+        """One RPC within ``timeout``. A connection that failed before the request was sent
+        (a TLS handshake the peer dropped on a loaded machine) is tried again while time
+        remains; a refused connection is not: nothing listens there, and fencing a dead
+        active must not wait for it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            channel = make_channel(self.address, self.tls)
+            try:
+                stub = namenode_pb2_grpc.HAServiceProtocolStub(channel)
+                remaining = max(0.001, deadline - time.monotonic())
+                return getattr(stub, rpc)(request, timeout=remaining)
+            except grpc.RpcError as err:
+                left = deadline - time.monotonic()
+                if not retry_unsent(err.code(), err.details() or "", left):
+                    raise from_rpc_error(err) from None
+                log.info(
+                    "connection failed before the call was sent; trying again",
+                    rpc=rpc,
+                    nn=self.nn_id,
+                    address=self.address,
+                    error=err.details(),
+                )
+            finally:
+                channel.close()
+            time.sleep(RETRY_PAUSE)
 
     def status(self, timeout: float) -> namenode_pb2.ServiceStatus:
         reply = self._call("GetServiceStatus", namenode_pb2.HAEmpty(), timeout)
@@ -124,6 +141,23 @@ class HAServiceTarget:
         it already was)."""
         reply = self._call("GracefulFailover", namenode_pb2.HAEmpty(), timeout)
         return str(reply.previous_active)
+
+
+RETRY_PAUSE = 0.1
+"""Seconds between two attempts of an RPC whose connection failed before it was sent."""
+
+
+def retry_unsent(code: grpc.StatusCode, details: str, seconds_left: float) -> bool:
+    """Whether to try an HAServiceProtocol call again: it failed while connecting (gRPC's
+    "failed to connect to all addresses", so the request was never sent and trying again is
+    safe even for a transition), not because the connection was refused, and there is time
+    for another attempt."""
+    return (
+        code is grpc.StatusCode.UNAVAILABLE
+        and details.startswith("failed to connect to all addresses")
+        and "Connection refused" not in details
+        and seconds_left > 2 * RETRY_PAUSE
+    )
 
 
 def status_state(status: namenode_pb2.ServiceStatus) -> HAState:
