@@ -154,6 +154,12 @@ class ClusterControl(Protocol):
     def free_disk(self, jn_id: str) -> None: ...
 
 
+ACTIVE_WAIT = 10.0
+"""Seconds a fault aimed at the active NameNode waits for one to be elected before it is
+skipped (the skip is in the history)."""
+ACTIVE_POLL = 0.1
+
+
 class Nemesis:
     """Applies ``steps`` to ``cluster`` in a thread, from ``started`` (a ``time.monotonic``
     instant) on; ``record(event)`` gets each start, heal and skip. ``stop`` heals whatever
@@ -242,9 +248,21 @@ class Nemesis:
             }
         )
 
+    def _await_active(self) -> str | None:
+        """The active NameNode, waiting up to ``ACTIVE_WAIT`` seconds for one: a fault that
+        aims at the active often comes right after one that deposed it (a partition, a kill),
+        while the election is still on."""
+        deadline = time.monotonic() + ACTIVE_WAIT
+        while True:
+            active = self.cluster.active()
+            if active is not None or time.monotonic() >= deadline:
+                return active
+            if self._stop.wait(ACTIVE_POLL):
+                return None
+
     def _apply(self, step: Step) -> tuple[str, Callable[[], None] | None]:
         """Start ``step``'s fault: (its target, the function that heals it), or (why not,
-        None) when there is nothing to hit (no active NameNode at that moment)."""
+        None) when there is nothing to hit (no active NameNode elected in time)."""
         c = self.cluster
         fault = step.fault
         jn = c.journalnode_ids[step.choice % len(c.journalnode_ids)]
@@ -255,9 +273,9 @@ class Nemesis:
             Fault.PARTITION_JNS,
             Fault.PARTITION_ACTIVE,
         ):
-            active = c.active()
+            active = self._await_active()
             if active is None:
-                return "no active NameNode", None
+                return f"no active NameNode within {ACTIVE_WAIT:g}s", None
             if fault is Fault.KILL:
                 c.kill(active, signal.SIGKILL)
                 return active, lambda: c.restart(active)
@@ -312,8 +330,11 @@ class Nemesis:
         self._thread.join(timeout)
         heal = self._heal
         if heal is not None and not self._thread.is_alive():
-            with contextlib.suppress(Exception):
+            try:
                 heal()
+            except Exception as exc:  # stop goes on to heal the network and restart daemons
+                self.errors.append(f"heal at stop failed: {type(exc).__name__}: {exc}")
+                log.error("nemesis heal at stop failed", error=str(exc))
         c = self.cluster
         c.heal_network()
         for name in c.namenode_ids + c.journalnode_ids:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from click.testing import CliRunner
 
 from hachaos.cli import cli
 from hachaos.history import outcome
-from hachaos.nemesis import Fault, parse_faults, schedule
+from hachaos.nemesis import Fault, Nemesis, Step, parse_faults, schedule
 from hachaos.runner import RunOptions, replay_command
 from hanamenode.errors import (
     InvalidPathError,
@@ -48,6 +50,75 @@ def test_schedule_uses_only_the_selected_faults() -> None:
     steps = schedule(3, [Fault.KILL_JN, Fault.DISK_FULL], 200.0, 1.0)
     assert {s.fault for s in steps} == {Fault.KILL_JN, Fault.DISK_FULL}
     assert schedule(3, [], 200.0, 1.0) == ()
+
+
+class ElectingCluster:
+    """A cluster whose active NameNode appears ``elected_after`` calls of ``active()`` from
+    now (an election after a partition): what the nemesis sees of ``hachaos.cluster``."""
+
+    namenode_ids = ["nn1", "nn2"]
+    journalnode_ids = ["jn1", "jn2", "jn3"]
+    disk_jn = None
+
+    def __init__(self, elected_after: int | None) -> None:
+        self.asked = 0
+        self.elected_after = elected_after
+        self.partitions: list[list[list[str]]] = []
+        self.signals: list[tuple[str, int]] = []
+
+    def active(self) -> str | None:
+        self.asked += 1
+        if self.elected_after is None or self.asked <= self.elected_after:
+            return None
+        return "nn2"
+
+    def kill(self, name: str, sig: int) -> None:
+        self.signals.append((name, sig))
+
+    def restart(self, name: str) -> None:
+        raise AssertionError("no restart in this test")
+
+    def running(self, name: str) -> bool:
+        return True
+
+    def partition(self, groups: object) -> None:
+        self.partitions.append([list(g) for g in groups])  # type: ignore[attr-defined]
+
+    def heal_network(self) -> None:
+        pass
+
+    def fill_disk(self, jn_id: str) -> None:
+        raise AssertionError("no disk in this test")
+
+    def free_disk(self, jn_id: str) -> None:
+        raise AssertionError("no disk in this test")
+
+
+def run_nemesis(cluster: ElectingCluster, step: Step, seconds: float) -> list[dict]:
+    events: list[dict] = []
+    with Nemesis(cluster, [step], events.append, time.monotonic()):
+        time.sleep(seconds)
+    return events
+
+
+def test_a_fault_aimed_at_the_active_waits_for_the_election() -> None:
+    # CI once skipped partition-active: it came 1.9 s after partition-halves was healed, while
+    # the NameNodes were still electing, and the run had no partition-active at all.
+    cluster = ElectingCluster(elected_after=5)  # about half a second of polling
+    step = Step(0.0, Fault.PARTITION_ACTIVE, 0.2, 1)
+    events = run_nemesis(cluster, step, 1.5)
+    phases = [(e["phase"], e["target"]) for e in events if e["type"] == "nemesis"]
+    assert phases[0] == ("start", "nn2 | zk,jn1,jn2,jn3,nn1"), events
+    assert ("heal", "nn2 | zk,jn1,jn2,jn3,nn1") in phases
+    assert cluster.partitions == [[["nn2"], ["zk", "jn1", "jn2", "jn3", "nn1"]]]
+
+
+def test_a_fault_aimed_at_the_active_is_skipped_when_the_run_stops_first() -> None:
+    cluster = ElectingCluster(elected_after=None)
+    events = run_nemesis(cluster, Step(0.0, Fault.KILL, 0.2, 1), 0.5)
+    assert [e["phase"] for e in events if e["fault"] == "kill"] == ["skip"]
+    assert cluster.asked >= 2 and not cluster.partitions
+    assert signal.SIGKILL not in {sig for _, sig in cluster.signals}  # only stop's SIGCONTs
 
 
 @pytest.mark.parametrize(
