@@ -505,7 +505,8 @@ def minimal_anomaly(
     search's ``KeyResult.stuck``, if known (where to look first)."""
 
     def bad(candidate: Sequence[Op], initial: Iterable[str] = (ABSENT,)) -> bool:
-        return check_key(_reindex(candidate), initial, max_steps=max_steps).linearizable is False
+        # The search reads positions, not ``Op.index``: only the result is reindexed.
+        return check_key(candidate, initial, max_steps=max_steps).linearizable is False
 
     current = list(ops)
     # 1. The shortest failing prefix: a cut at a determinate completion; failing is monotone
@@ -525,13 +526,24 @@ def minimal_anomaly(
     if last is None:
         return _reindex(current)  # fails only from the empty start: keep it whole
     current = _suffix_from(current, starts[-1 - last])
-    # 3. Reads that are not needed for the violation.
-    for op in reversed(list(current)):
-        if op.f in READS and len(current) > 1:
-            without = [o for o in current if o is not op]
-            if bad(without, STATES):
+    # 3. Reads that are not needed for the violation, dropped in halves, then quarters, and
+    # so on down to one at a time (a write left pending through a partition can keep
+    # thousands of reads in the window, and few of them matter).
+    reads = [op for op in current if op.f in READS]
+    chunk = max(1, len(reads) // 2)
+    while True:
+        i = 0
+        while i < len(reads) and len(current) > 1:
+            dropped = {id(op) for op in reads[i : i + chunk]}
+            without = [o for o in current if id(o) not in dropped]
+            if without and bad(without, STATES):
                 current = without
-    return _reindex(current)
+                del reads[i : i + chunk]
+            else:
+                i += chunk
+        if chunk == 1:
+            return _reindex(current)
+        chunk = max(1, chunk // 2)
 
 
 # -- a whole history -----------------------------------------------------------------------------
