@@ -15,7 +15,9 @@ every checker (the resumed active's first read waits for the edits in flight at 
 whose sync meets the newer epoch); ``step-down-serves-during-io`` needs a step-down whose
 I/O stalls while the edit log has not failed, which none of these nemeses causes (every
 step-down they cause begins with a failed edit log, and such an active refuses reads).
-``tests/process/test_linearizable_answers.py`` shows those fixes directly.
+``tests/process/test_linearizable_answers.py`` shows those fixes directly, and
+``tests/process/test_checker_flags_a_fenced_active.py`` has this checker flag finding 1 on
+real processes every time its two fixes are off.
 """
 
 from __future__ import annotations
