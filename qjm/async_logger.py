@@ -487,9 +487,13 @@ class AsyncLogger:
                 self.out_of_sync_cause = ""
             self._metrics.out_of_sync.set(0)
 
-        def failed(_: BaseException) -> None:
+        def failed(exc: BaseException) -> None:
+            # The JournalNode holds no open segment: every batch of this one would be
+            # refused there with a cause that hides this one (a full disk, say), so the
+            # logger is out of sync, for this reason, until the next segment starts.
             with self._lock:
                 self._segments_starting -= 1
+                self._mark_out_of_sync_locked(exc)
 
         with self._lock:
             self._segments_starting += 1

@@ -437,6 +437,39 @@ def test_stopped_journalnode_rejoins_at_the_next_segment(cluster: MiniJournalClu
     assert len(copies) == 1
 
 
+def test_failed_segment_start_leaves_the_logger_out_of_sync_with_its_cause(
+    cluster: MiniJournalCluster,
+) -> None:
+    """A JournalNode that could not start the segment (down here; a full disk is the other
+    case) holds no open segment, so its logger is out of sync, naming that failure, until
+    the next segment: not after a batch fails there for a reason that hides it."""
+    with Writer(cluster) as w:
+        epoch = start_writer(w)
+        qjm, jn2 = w.qjm, w.loggers["JN2"]
+        out = qjm.start_log_segment(1)
+        write_batch(out, epoch, 1, 10)
+        qjm.finalize_log_segment(1, 10)
+        w.settle()
+        cluster.stop(2)
+        out = qjm.start_log_segment(11)  # a quorum starts it; JN2 cannot
+        w.settle()
+        assert jn2.out_of_sync
+        assert "JournalUnavailableError" in jn2.out_of_sync_cause, jn2.out_of_sync_cause
+        cluster.start(2)
+        wait_until(lambda: jn2.is_formatted().exception() is None, "JN2 to be reachable")
+        journal_calls = w.channels["JN2"].count("journal")
+        write_batch(out, epoch, 11, 20)
+        assert jn2.out_of_sync
+        assert w.channels["JN2"].count("journal") == journal_calls  # not even sent
+        qjm.finalize_log_segment(11, 20)
+        out = qjm.start_log_segment(21)
+        w.settle()
+        assert not jn2.out_of_sync and jn2.out_of_sync_cause == ""
+        write_batch(out, epoch, 21, 30)
+        qjm.finalize_log_segment(21, 30)
+    assert finalized_segments(cluster, 2) == [(1, 10), (21, 30)]
+
+
 # ----------------------------------------------------------------------------- (c) majority down
 
 
