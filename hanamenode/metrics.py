@@ -42,6 +42,10 @@ class StateSnapshot:
     retry_cache_entries: int
     journals: tuple[tuple[str, str], ...] = ()
     """The active writer's JournalNodes: (address, why it is out of sync, "" when in sync)."""
+    startup_complete: bool = False
+    startup_phases: tuple[tuple[str, str, float, int | None], ...] = ()
+    """The startup phases begun (hanamenode.startup): (phase, status, elapsed seconds, count:
+    inodes loaded or edits applied, None for a phase without one)."""
 
 
 HA_STATES = ("initializing", "standby", "active", "stopping")
@@ -190,6 +194,34 @@ class _StateCollector(Collector):
         for address, cause in s.journals:
             journals.add_metric([address, cause_kind(cause)], 1.0 if cause else 0.0)
         yield journals
+        yield GaugeMetricFamily(
+            "hanamenode_startup_complete",
+            "1 once the startup is complete: image and edits loaded, in an HA state",
+            value=1.0 if s.startup_complete else 0.0,
+        )
+        seconds = GaugeMetricFamily(
+            "hanamenode_startup_phase_seconds",
+            "Elapsed time of each startup phase begun (growing while it runs)",
+            labels=["phase"],
+        )
+        complete = GaugeMetricFamily(
+            "hanamenode_startup_phase_complete",
+            "1 when a startup phase is complete, 0 while it runs or after it failed",
+            labels=["phase"],
+        )
+        count = GaugeMetricFamily(
+            "hanamenode_startup_phase_count",
+            "Items done by a startup phase: inodes of the fsimage, edits applied",
+            labels=["phase"],
+        )
+        for phase, status, elapsed, done in s.startup_phases:
+            seconds.add_metric([phase], elapsed)
+            complete.add_metric([phase], 1.0 if status == "complete" else 0.0)
+            if done is not None:
+                count.add_metric([phase], float(done))
+        yield seconds
+        yield complete
+        yield count
 
 
 def cause_kind(cause: str) -> str:

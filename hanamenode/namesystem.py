@@ -82,8 +82,9 @@ from hanamenode.namespace import (
 )
 from hanamenode.peers import NameNodePeers
 from hanamenode.retry_cache import CacheEntry, RetryCache
+from hanamenode.startup import Phase, PhaseStatus, StartupProgress, describe
 from hanamenode.storage import NameDirectory
-from hanamenode.tailer import EditLogTailer
+from hanamenode.tailer import EditLogTailer, LoadResult
 from proto import edits_pb2
 from proto.values import NamespaceInfo
 from qjm.errors import QJMError, describe_exception
@@ -169,6 +170,9 @@ class FSNamesystem:
         self._abort_tasks: set[asyncio.Task[None]] = set()
         self.last_failure: str | None = None
         """Why the last active period ended on its own (edit log failure), if it did."""
+        self.startup = StartupProgress()
+        """The phases of this NameNode's start (hanamenode.startup; the status page)."""
+        self._edits_from_txid = 1
         self._log = log.bind(nn=nn_id)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -194,8 +198,25 @@ class FSNamesystem:
             if self._state is not HAState.INITIALIZING:
                 return
             started = time.perf_counter()
-            await self._load_newest_image()
-            reader = await self.nn_loop.blocking(self._qjm_factory, self.ns_info)
+            progress = self.startup
+            progress.begin(Phase.LOADING_FSIMAGE)
+            try:
+                image_txid = await self._load_newest_image()
+            except Exception as exc:
+                progress.fail(Phase.LOADING_FSIMAGE, describe_exception(exc))
+                raise
+            progress.end(
+                Phase.LOADING_FSIMAGE,
+                image=fsimage.image_name(image_txid),
+                txid=image_txid,
+                inodes=self._namespace.inode_count,
+            )
+            progress.begin(Phase.BECOMING_STANDBY)
+            try:
+                reader = await self.nn_loop.blocking(self._qjm_factory, self.ns_info)
+            except Exception as exc:
+                progress.fail(Phase.BECOMING_STANDBY, describe_exception(exc))
+                raise
             self._reader_qjm = reader
             ha_settings = self.settings.ha
             self._tailer = EditLogTailer(
@@ -210,6 +231,8 @@ class FSNamesystem:
                 in_progress=ha_settings.tail_edits_in_progress,
                 max_txns=ha_settings.tail_edits_max_txns,
                 nn_loop=self.nn_loop,
+                on_target=self._edits_target,
+                on_round=self._edits_round,
             )
             self._checkpointer = StandbyCheckpointer(
                 lambda: self._namespace,
@@ -224,7 +247,11 @@ class FSNamesystem:
                 nn_loop=self.nn_loop,
             )
             self._state = HAState.STANDBY
+            self._edits_from_txid = image_txid + 1
+            # Begun before the tailer starts: its first good round ends it.
+            progress.begin(Phase.LOADING_EDITS, from_txid=image_txid + 1, by="tailer")
             await self._start_standby_services()
+            progress.end(Phase.BECOMING_STANDBY)
             self._log.info(
                 "namesystem started as standby",
                 last_applied_txid=self._namespace.last_applied_txid,
@@ -309,6 +336,7 @@ class FSNamesystem:
         edit_log = self._edit_log
         tailer = self._tailer
         standby = self._state is HAState.STANDBY
+        startup = self.startup_status()
         return StateSnapshot(
             ha_state=self._state.value,
             last_applied_txid=self._namespace.last_applied_txid,
@@ -321,6 +349,16 @@ class FSNamesystem:
             inodes=self._namespace.inode_count,
             retry_cache_entries=len(self._retry_cache),
             journals=self.journal_status(),
+            startup_complete=startup["complete"],
+            startup_phases=tuple(
+                (
+                    phase["name"],
+                    phase["status"],
+                    phase["elapsed_seconds"],
+                    phase["details"].get("inodes", phase["details"].get("applied")),
+                )
+                for phase in startup["phases"]
+            ),
         )
 
     def journal_status(self) -> tuple[tuple[str, str], ...]:
@@ -674,6 +712,11 @@ class FSNamesystem:
                 )
             started = time.perf_counter()
             self._log.info("transitioning to active")
+            # The first election's winner replays the edits of its startup here.
+            progress = self.startup
+            in_startup = progress.status(Phase.LOADING_EDITS) is PhaseStatus.RUNNING and (
+                progress.begin(Phase.BECOMING_ACTIVE)
+            )
             await self._stop_standby_services()
             blocking = self.nn_loop.blocking
             qjm: QuorumJournalManager | None = None
@@ -687,6 +730,8 @@ class FSNamesystem:
                 end = await qjm.arecover_unfinalized_segments()
                 # These two events time the transition's parts (bench/failover.py reads them).
                 self._log.info("recovered the edit log", epoch=qjm.epoch, end_txid=end)
+                progress.update(Phase.BECOMING_ACTIVE, epoch=qjm.epoch, recovered_txid=end)
+                progress.update(Phase.LOADING_EDITS, target_txid=end, by="transition to active")
                 step = f"reading the log up to txid {end}"
                 assert self._tailer is not None
                 applied = await blocking(
@@ -697,6 +742,7 @@ class FSNamesystem:
                     applied=applied,
                     last_applied_txid=self._namespace.last_applied_txid,
                 )
+                self._end_loading_edits()
                 step = "opening the edit log for write"
                 first = ha.next_segment_txid(self._namespace.last_applied_txid, end)
                 writer = qjm
@@ -718,6 +764,11 @@ class FSNamesystem:
                 qjm.start_heartbeats()  # a task on this loop, the QJM's
             except Exception as exc:
                 self._log.error("transition to active failed", step=step, error=str(exc))
+                if in_startup:
+                    progress.fail(
+                        Phase.BECOMING_ACTIVE, f"{step} failed: {describe_exception(exc)}"
+                    )
+                    progress.update(Phase.LOADING_EDITS, by="tailer")  # if not loaded yet
                 self._serving = False
                 self._edit_log = None
                 self._writer_qjm = None
@@ -736,6 +787,8 @@ class FSNamesystem:
                     f"cannot become active: {step} failed: {describe_exception(exc)}"
                 ) from exc
             self.last_failure = None
+            if in_startup:
+                progress.end(Phase.BECOMING_ACTIVE, first_txid=first)
             elapsed = time.perf_counter() - started
             self.metrics.transitions.labels("active").inc()
             self.metrics.transition_seconds.labels("active").observe(elapsed)
@@ -836,6 +889,38 @@ class FSNamesystem:
         if checkpointer is not None:
             await checkpointer.stop()
 
+    # -- startup progress ----------------------------------------------------------------------
+
+    def _edits_target(self, highest_txid: int) -> None:
+        """The tailer read the manifests (a bridge thread): how far the log goes."""
+        self.startup.update(Phase.LOADING_EDITS, target_txid=highest_txid)
+
+    def _edits_round(self, result: LoadResult) -> None:
+        """The tailer finished a round (a bridge thread): the first ends the startup's
+        replay."""
+        self._end_loading_edits()
+
+    def _end_loading_edits(self) -> None:
+        last = self._namespace.last_applied_txid
+        if self.startup.end(
+            Phase.LOADING_EDITS,
+            last_txid=last,
+            applied=max(0, last - self._edits_from_txid + 1),
+        ):
+            self._log.info(
+                "loaded the edits of the startup",
+                from_txid=self._edits_from_txid,
+                last_txid=last,
+            )
+
+    def startup_status(self) -> dict[str, Any]:
+        """``/status.json``'s ``startup`` (hanamenode.startup.describe)."""
+        return describe(
+            self.startup.records(),
+            now=time.monotonic(),
+            last_applied_txid=self._namespace.last_applied_txid,
+        )
+
     # -- images --------------------------------------------------------------------------------
 
     def _new_retry_cache(self) -> RetryCache:
@@ -843,12 +928,14 @@ class FSNamesystem:
             return RetryCache()
         return RetryCache(capacity=self._retry_cache_capacity)
 
-    async def _load_newest_image(self) -> None:
+    async def _load_newest_image(self) -> int:
+        """Load the newest usable image; its txid."""
         cache = self._new_retry_cache()
         namespace, txid, _ = await self.nn_loop.blocking(self.name_dir.load_newest_image, cache)
         self._namespace = namespace
         self._retry_cache = cache
         self._log.info("loaded fsimage", txid=txid, inodes=namespace.inode_count)
+        return txid
 
     async def _reload_namespace(self, why: str) -> None:
         dropped = self._namespace.last_applied_txid

@@ -1,7 +1,7 @@
 """The NameNode's status page and ``/status.json`` (docs/operations.md §13), after the
 overview of HDFS's NameNode web UI: the HA state, the namespace, the "NameNode Journal
-Status" table, the edit log and its current segment, the tailer on a standby, and the
-elector's view.
+Status" table, the edit log and its current segment, the tailer on a standby, the
+elector's view, and the startup progress (``hanamenode.startup``).
 
 ``collect`` reads the live objects once into a JSON-able dict (schema in docs/operations.md
 §13.2); ``render`` turns that dict into HTML; ``journal_contact`` is the one decision, a
@@ -11,6 +11,7 @@ pure function of plain values.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -100,6 +101,7 @@ def collect(server: NameNodeServer) -> dict[str, Any]:
         "journals": [],
         "tailer": None,
         "elector": None,
+        "startup": fsn.startup_status(),
     }
     threshold = contact_threshold(settings.qjm.heartbeat_interval)
     if edit_log is not None:
@@ -162,6 +164,56 @@ def _num(value: object) -> str:
 
 
 _STATUS_CLASS = {"in sync": "good", "out of sync": "warn", "out of contact": "bad"}
+
+
+_PHASE_CLASS = {"complete": "good", "running": "warn", "failed": "bad"}
+
+
+def _phase_figures(name: str, d: Mapping[str, Any]) -> str:
+    """One line of figures for a phase, in words."""
+    if name == "loading_fsimage":
+        return f"{d['image'] or '-'}: txid {_n(d['txid'])}, {_n(d['inodes'])} inodes"
+    if name == "loading_edits":
+        target = "" if d["target_txid"] is None else f" (log end {_n(d['target_txid'])})"
+        return (
+            f"txid {_n(d['from_txid'])} to {_n(d['last_txid'])}{target}: "
+            f"{_n(d['applied'])} edits applied, by the {d['by'] or '-'}"
+        )
+    if name == "becoming_active":
+        return (
+            f"epoch {_n(d['epoch'])}, log recovered to txid {_n(d['recovered_txid'])}, "
+            f"new segment at txid {_n(d['first_txid'])}"
+        )
+    return ""
+
+
+def _n(value: object) -> str:
+    return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _render_startup(startup: Mapping[str, Any]) -> list[str]:
+    done = "complete" if startup["complete"] else "in progress"
+    elapsed = startup["elapsed_seconds"]
+    head = (
+        f"<p id='startup-summary'>Startup {done}"
+        + ("" if elapsed is None else f" after {elapsed:.3f} s")
+        + ".</p>"
+    )
+    rows = [
+        [
+            esc(p["title"]),
+            f"<td class='{_PHASE_CLASS[p['status']]}'>{esc(p['status'])}</td>",
+            _num(f"{p['elapsed_seconds']:.3f} s"),
+            esc(_phase_figures(p["name"], p["details"])
+                + (f" ({p['error']})" if p["error"] else "")),
+        ]
+        for p in startup["phases"]
+    ]
+    return [
+        "<h2>Startup progress</h2>",
+        head,
+        table(["phase", "status", "elapsed", "figures"], rows, id_="startup"),
+    ]
 
 
 def render(status: Status) -> str:
@@ -264,5 +316,6 @@ def render(status: Status) -> str:
                 id_="elector",
             )
         )
+    parts.extend(_render_startup(status["startup"]))
     parts.append(f"<p>As of {esc(_when(status['time']))}.</p>")
     return "".join(parts)

@@ -107,12 +107,14 @@ def load_edits(
     *,
     up_to: int | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    on_target: Callable[[int], None] | None = None,
 ) -> LoadResult:
     """Apply every op of the finalized segments from ``since_txid`` (through ``up_to``).
 
     Reads the manifests of a quorum of JournalNodes (in-progress segments included, only to
-    learn how far the log goes), chains the finalized segments without gaps, and streams
-    each from any JournalNode that has it.
+    learn how far the log goes; ``on_target`` is told that highest txid before any op is
+    applied), chains the finalized segments without gaps, and streams each from any
+    JournalNode that has it.
     """
     call = qjm.loggers.get_edit_log_manifest(since_txid, True)
     manifests = qjm.loggers.wait_for_write_quorum(
@@ -121,6 +123,8 @@ def load_edits(
     highest = 0
     for logs, committed in manifests.values():
         highest = max([highest, committed, *(entry.end_txid for entry in logs)])
+    if on_target is not None:
+        on_target(highest)
     by_source: dict[SegmentSource, list[RemoteEditLog]] = {
         lg: logs for lg, (logs, _) in manifests.items()
     }
@@ -159,8 +163,14 @@ class EditLogTailer:
         in_progress: bool = False,
         max_txns: int = 5000,
         nn_loop: NameNodeLoop,
+        on_target: Callable[[int], None] | None = None,
+        on_round: Callable[[LoadResult], None] | None = None,
     ) -> None:
         self._apply_many = apply_many
+        self._on_target = on_target
+        self._on_round = on_round
+        """Told, from the round's bridge thread, how far the log goes once the manifests are
+        read, and what each round that ran to its end applied (the startup progress)."""
         self.nn_loop = nn_loop
         self._last_applied = last_applied
         self.qjm = qjm
@@ -254,12 +264,16 @@ class EditLogTailer:
         since = self._last_applied() + 1
         should_stop = stop.is_set if stop is not None else (lambda: False)
         batched = BatchedApply(self._apply_many)
-        read = load_edits(self.qjm, since, batched, should_stop=should_stop)
+        read = load_edits(
+            self.qjm, since, batched, should_stop=should_stop, on_target=self._on_target
+        )
         batched.flush()
         result = LoadResult(batched.applied, batched.last_txid, read.highest_known_txid)
         if self.in_progress and not should_stop() and not batched.refused:
             result = self._tail_in_progress(result, should_stop)
         self._after_load(result)
+        if self._on_round is not None and not should_stop() and not batched.refused:
+            self._on_round(result)
         return result.applied
 
     def _tail_in_progress(

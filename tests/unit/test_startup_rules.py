@@ -1,0 +1,77 @@
+"""The startup progress recorder and its one decision (``hanamenode.startup``,
+docs/operations.md §13.3): when a startup is complete, and what a running replay counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from hanamenode.startup import (
+    Phase,
+    PhaseRecord,
+    PhaseStatus,
+    StartupProgress,
+    describe,
+    is_complete,
+)
+
+R, C, F = PhaseStatus.RUNNING, PhaseStatus.COMPLETE, PhaseStatus.FAILED
+
+
+def records(**statuses: PhaseStatus) -> list[PhaseRecord]:
+    return [PhaseRecord(Phase(name), s, 0.0, 0.0) for name, s in statuses.items()]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "complete", "why"),
+    [
+        ({}, False, "nothing begun"),
+        ({"loading_fsimage": R}, False, "loading the image"),
+        ({"loading_fsimage": C, "becoming_standby": C, "loading_edits": R}, False,
+         "standby waiting for its first tailer round"),
+        ({"loading_fsimage": C, "becoming_standby": C, "loading_edits": C}, True,
+         "standby with the edits loaded"),
+        ({"loading_fsimage": C, "becoming_standby": C, "loading_edits": C,
+          "becoming_active": R}, False, "replayed in the transition, segment not open yet"),
+        ({"loading_fsimage": C, "becoming_standby": C, "loading_edits": C,
+          "becoming_active": C}, True, "the first election's winner"),
+        ({"loading_fsimage": C, "becoming_standby": C, "loading_edits": C,
+          "becoming_active": F}, True, "the transition failed after the replay: standby"),
+        ({"loading_fsimage": C, "becoming_standby": C, "loading_edits": R,
+          "becoming_active": F}, False, "the transition failed before the replay ended"),
+    ],
+)
+def test_is_complete(statuses: dict[str, PhaseStatus], complete: bool, why: str) -> None:
+    assert is_complete(records(**statuses)) is complete, why
+
+
+def test_a_running_replay_counts_from_the_namespace_and_times_grow() -> None:
+    progress = StartupProgress()
+    progress.begin(Phase.LOADING_EDITS, from_txid=101, by="tailer")
+    (record,) = progress.records()
+    view = describe(progress.records(), now=record.started + 2.5, last_applied_txid=150)
+    (edits,) = view["phases"]
+    assert edits["status"] == "running" and edits["elapsed_seconds"] == 2.5
+    assert edits["details"] == {
+        "from_txid": 101, "target_txid": None, "last_txid": 150, "applied": 50, "by": "tailer",
+    }
+    assert view["complete"] is False and view["elapsed_seconds"] == 2.5
+
+
+def test_a_phase_begins_once_and_ends_once() -> None:
+    progress = StartupProgress()
+    assert progress.begin(Phase.LOADING_EDITS, from_txid=1)
+    assert not progress.begin(Phase.LOADING_EDITS, from_txid=7)
+    assert progress.end(Phase.LOADING_EDITS, last_txid=10, applied=10)
+    # The tailer's later rounds report too: they change nothing.
+    assert not progress.end(Phase.LOADING_EDITS, last_txid=99, applied=99)
+    progress.update(Phase.LOADING_EDITS, target_txid=99)
+    (record,) = progress.records()
+    assert record.status is C and record.details["last_txid"] == 10
+    assert "target_txid" not in record.details
+    assert not progress.end(Phase.BECOMING_ACTIVE)  # never begun
+    assert not progress.fail(Phase.BECOMING_ACTIVE, "x")
+
+
+def test_an_unknown_detail_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"loading_fsimage: unknown details \['txids'\]"):
+        StartupProgress().begin(Phase.LOADING_FSIMAGE, txids=3)
