@@ -12,6 +12,7 @@ this process over real JournalNodes: the phases each records, with their figures
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 from conf import Settings
 from hanamenode.status import collect, render
 from tests.namenode.cluster import NameNodeCluster, wait_for
+from tests.status_schema import schema_problems
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -57,6 +59,10 @@ def test_startup_phases_of_a_standby_an_active_and_a_restarted_standby(tmp_path:
         assert became["epoch"] == active["edit_log"]["writer_epoch"], became
         assert became["first_txid"] == active["edit_log"]["current_segment_txid"], became
         assert active["startup"]["complete"] is True
+        # Served, the keys of becoming_active's figures are those documented too.
+        url = f"http://127.0.0.1:{c.server('nn1').metrics_port}/status.json"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert schema_problems("NameNode", [json.load(response)]) == []
 
         last = 0
         for i in range(300):

@@ -3,8 +3,10 @@
 The README's metric table is checked against a real ``/metrics`` scrape of each daemon: a
 JournalNode, and the active and standby NameNodes of a dev cluster (ZooKeeper, three
 JournalNodes, two NameNodes with automatic failover); every documented metric is served, and
-every served metric of the project is documented. Then a JournalNode is killed: the active's
-log names that JournalNode and the cause, and ``qjm_logger_out_of_sync`` says it too.
+every served metric of the project is documented; the same both ways for each key of
+``/status.json`` against its table in docs/operations.md §13.2. Then a JournalNode is
+killed: the active's log names that JournalNode and the cause, and
+``qjm_logger_out_of_sync`` says it too.
 
 The dev cluster runs mutual TLS with a certificate per role (``hadev.pki``): a caller whose
 certificate lacks the role a method needs is refused with PERMISSION_DENIED naming both.
@@ -12,6 +14,7 @@ certificate lacks the role a method needs is refused with PERMISSION_DENIED nami
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
@@ -29,6 +32,7 @@ from hadev.devcluster import DevCluster
 from hadev.pki import make_pki
 from hanamenode.client import HaFsClient
 from proto import journal_pb2, journal_pb2_grpc, namenode_pb2, namenode_pb2_grpc
+from tests.status_schema import schema_problems
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -94,6 +98,17 @@ def test_metrics_table_matches_live_scrapes_and_a_lost_journalnode_is_named(
             assert not unserved, f"README lists {daemon} metrics never served: {unserved}"
             undocumented = sorted(served - table[daemon])
             assert not undocumented, f"{daemon} serves metrics README lacks: {undocumented}"
+
+        # /status.json against its documented schema, both ways (docs/operations.md §13.2).
+        def status_json(url: str | None) -> dict[str, object]:
+            assert url is not None
+            with urllib.request.urlopen(url + ".json", timeout=10) as response:
+                return dict(json.load(response))
+
+        namenodes = [status_json(dev.namenode(nn).status_url) for nn in (active, standby)]
+        assert schema_problems("NameNode", namenodes) == []
+        journalnodes = [status_json(jn.status_url) for jn in dev.journalnodes]
+        assert schema_problems("JournalNode", journalnodes) == []
 
         # A JournalNode dies: the active names it, with the cause, in its log and metrics.
         victim = dev.journalnodes[2]
