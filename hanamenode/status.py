@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from hanamenode.server import NameNodeServer
     from qjm.async_logger import AsyncLogger
 
-__all__ = ["SCHEMA_VERSION", "collect", "contact_threshold", "journal_contact", "render"]
+__all__ = [
+    "SCHEMA_VERSION", "collect", "contact_threshold", "journal_contact", "phase_figures", "render",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -169,21 +171,28 @@ _STATUS_CLASS = {"in sync": "good", "out of sync": "warn", "out of contact": "ba
 _PHASE_CLASS = {"complete": "good", "running": "warn", "failed": "bad"}
 
 
-def _phase_figures(name: str, d: Mapping[str, Any]) -> str:
+def phase_figures(name: str, d: Mapping[str, Any]) -> str:
     """One line of figures for a phase, in words."""
     if name == "loading_fsimage":
         return f"{d['image'] or '-'}: txid {_n(d['txid'])}, {_n(d['inodes'])} inodes"
     if name == "loading_edits":
         target = "" if d["target_txid"] is None else f" (log end {_n(d['target_txid'])})"
-        return (
-            f"txid {_n(d['from_txid'])} to {_n(d['last_txid'])}{target}: "
-            f"{_n(d['applied'])} edits applied, by the {d['by'] or '-'}"
+        start, last = d["from_txid"], d["last_txid"]
+        span = (
+            f"no edits after txid {_n(start - 1)}"
+            if isinstance(start, int) and isinstance(last, int) and last < start
+            else f"txid {_n(start)} to {_n(last)}"
         )
+        return f"{span}{target}: {_n(d['applied'])} edits applied, by the {d['by'] or '-'}"
     if name == "becoming_active":
+        recovered = d["recovered_txid"]
         return (
-            f"epoch {_n(d['epoch'])}, log recovered to txid {_n(d['recovered_txid'])}, "
-            f"new segment at txid {_n(d['first_txid'])}"
+            f"epoch {_n(d['epoch'])}, "
+            + ("an empty log" if recovered is None else f"log recovered to txid {_n(recovered)}")
+            + f", new segment at txid {_n(d['first_txid'])}"
         )
+    if name == "becoming_standby":
+        return "reading the edit log: tailer and checkpointer started"
     return ""
 
 
@@ -204,7 +213,7 @@ def _render_startup(startup: Mapping[str, Any]) -> list[str]:
             esc(p["title"]),
             f"<td class='{_PHASE_CLASS[p['status']]}'>{esc(p['status'])}</td>",
             _num(f"{p['elapsed_seconds']:.3f} s"),
-            esc(_phase_figures(p["name"], p["details"])
+            esc(phase_figures(p["name"], p["details"])
                 + (f" ({p['error']})" if p["error"] else "")),
         ]
         for p in startup["phases"]

@@ -1,7 +1,9 @@
 """The status pages in a real browser (docs/operations.md §13): ``hadev up`` as a user runs it,
 the page URLs it prints, and Debian's headless ``chromium`` reading them: what a person reads
 (the HA states, the three JournalNodes in sync, txid figures that move after writes), with
-screenshots kept in the test's temporary directory; then a JournalNode is killed with SIGKILL
+screenshots kept in the test's temporary directory. The standby is restarted over an edit log
+of a few hundred edits with its page open: the page lists its startup phases (§13.3) as they
+complete, the edits replayed with their count. Then a JournalNode is killed with SIGKILL
 while the active's page is open in the browser (selenium over ``chromedriver``), and the page
 shows it out of contact within seconds, with no script error and no failed refresh.
 """
@@ -24,6 +26,9 @@ from typing import Any
 import pytest
 
 from conf import load_settings
+from hadev.daemon import child_environment
+from hadev.namenodes import hanamenode_command
+from hadev.zookeeper import runs
 from hanamenode.client import HaFsClient
 from tests.chaos.test_dev_cluster import hadev_down, hadev_up, wait_running
 
@@ -166,13 +171,10 @@ def test_pages_read_in_a_browser_and_figures_move_after_writes(dev: Dev, tmp_pat
         screenshot(dev.urls[name], tmp_path / f"{name}.png", tmp_path)
 
 
-def test_a_journalnode_killed_while_the_page_is_open(dev: Dev, tmp_path: Path) -> None:
+def browser(tmp_path: Path) -> Any:
+    """Headless chromium driven by selenium over chromedriver; the caller quits it."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-
-    states = {nn: status_json(dev.urls[nn])["ha_state"] for nn in ("nn1", "nn2")}
-    active = next(nn for nn, s in states.items() if s == "active")
-    victim = status_json(dev.urls["jn3"])["rpc_address"]
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
@@ -181,7 +183,102 @@ def test_a_journalnode_killed_while_the_page_is_open(dev: Dev, tmp_path: Path) -
     options.add_argument(f"--user-data-dir={tmp_path / 'selenium-profile'}")
     options.add_argument("--window-size=1280,1100")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    return webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+
+
+def restart_namenode(dev: Dev, nn: str) -> int:
+    """Stop ``nn`` (SIGTERM) and start it again as ``hadev up`` does, outside of it: same
+    configuration and log, its pid in the run directory so that ``hadev down`` stops it."""
+    pid, pid_file = dev.pid(nn), dev.directory / "run" / f"{nn}.pid"
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    # hadev up reports the exit and removes the pid file: then the ports are free.
+    while runs(pid, ()) or pid_file.exists():
+        assert time.monotonic() < deadline, f"{nn} (pid {pid}) did not stop"
+        time.sleep(0.1)
+    with open(dev.directory / "logs" / f"{nn}.log", "ab") as out:
+        proc = subprocess.Popen(
+            [*hanamenode_command("run", nn, dev.conf), "--log-format", "console"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            env=child_environment(), start_new_session=True,
+        )
+    pid_file.write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def test_a_restarted_namenode_lists_its_startup_phases(dev: Dev, tmp_path: Path) -> None:
+    states = {nn: status_json(dev.urls[nn])["ha_state"] for nn in ("nn1", "nn2")}
+    active = next(nn for nn, s in states.items() if s == "active")
+    standby = next(nn for nn, s in states.items() if s == "standby")
+    writes = 300
+    with HaFsClient(load_settings(dev.conf)) as fs:
+        for i in range(writes):
+            fs.mkdirs(f"/startup-page/d{i}", parents=True)
+    written = status_json(dev.urls[active])["namespace"]["last_written_txid"]
+
+    restart_namenode(dev, standby)
+    driver = browser(tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # the HTTP port answers before the image is loaded
+            try:
+                driver.get(dev.urls[standby])
+                if driver.find_elements("id", "startup"):
+                    break
+            except Exception as exc:  # not listening yet: chromium's error page, or refused
+                print(f"waiting for {standby}'s page: {type(exc).__name__}")
+            assert time.monotonic() < deadline, f"{standby}'s page did not come up"
+            time.sleep(0.3)
+        driver.get_log("browser")  # drops the refused loads of before it listened
+
+        def startup() -> tuple[str, list[list[str]]]:
+            summary, rows = driver.execute_script(
+                "var s = document.getElementById('startup-summary');"
+                "return [s ? s.textContent : '', "
+                "Array.from(document.querySelectorAll('#startup tr')).slice(1)"
+                ".map(r => Array.from(r.cells).map(c => c.textContent))];"
+            )
+            return summary, rows
+
+        seen: list[tuple[str, ...]] = []
+        while not (shown := startup())[0].startswith("Startup complete"):
+            seen.append(tuple(f"{r[0]}: {r[1]}" for r in shown[1]))
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.2)
+        print("phases seen while it started:", sorted(set(seen)))
+        summary, rows = shown
+        # phase, status, elapsed, figures
+        assert [(r[0], r[1]) for r in rows] == [
+            ("Loading fsimage", "complete"),
+            ("Becoming standby", "complete"),
+            ("Loading edits", "complete"),
+        ], rows
+        figures = status_json(dev.urls[standby])["startup"]["phases"]
+        image, edits = figures[0]["details"], figures[2]["details"]
+        assert rows[0][3] == f"{image['image']}: txid {image['txid']:,}, {image['inodes']:,} inodes"
+        assert edits["from_txid"] == image["txid"] + 1, figures
+        assert edits["last_txid"] >= written and edits["applied"] >= writes, (figures, written)
+        assert edits["applied"] == edits["last_txid"] - image["txid"], figures
+        assert f"{edits['applied']:,} edits applied, by the tailer" in rows[2][3], rows
+        assert f"to {edits['last_txid']:,}" in rows[2][3], rows
+        assert all(re.fullmatch(r"\d+\.\d{3} s", r[2]) for r in rows), rows
+        assert ha_state(driver.page_source) == "standby"
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == [], errors
+        shot = tmp_path / "restarted-standby.png"
+        driver.execute_script("document.getElementById('startup').scrollIntoView()")
+        driver.save_screenshot(str(shot))
+        print(f"screenshot: {shot}; {summary} {rows}")
+    finally:
+        driver.quit()
+
+
+def test_a_journalnode_killed_while_the_page_is_open(dev: Dev, tmp_path: Path) -> None:
+    states = {nn: status_json(dev.urls[nn])["ha_state"] for nn in ("nn1", "nn2")}
+    active = next(nn for nn, s in states.items() if s == "active")
+    victim = status_json(dev.urls["jn3"])["rpc_address"]
+
+    driver = browser(tmp_path)
     try:
         driver.get(dev.urls[active])
 

@@ -13,6 +13,7 @@ from hanamenode.startup import (
     describe,
     is_complete,
 )
+from hanamenode.status import phase_figures
 
 R, C, F = PhaseStatus.RUNNING, PhaseStatus.COMPLETE, PhaseStatus.FAILED
 
@@ -75,3 +76,24 @@ def test_a_phase_begins_once_and_ends_once() -> None:
 def test_an_unknown_detail_is_an_error() -> None:
     with pytest.raises(ValueError, match=r"loading_fsimage: unknown details \['txids'\]"):
         StartupProgress().begin(Phase.LOADING_FSIMAGE, txids=3)
+
+
+@pytest.mark.parametrize(
+    ("name", "details", "words"),
+    [
+        ("loading_fsimage", {"image": "fsimage_7.db", "txid": 7, "inodes": 1200},
+         "fsimage_7.db: txid 7, 1,200 inodes"),
+        ("loading_edits", {"from_txid": 8, "target_txid": 5000, "last_txid": 2100,
+                           "applied": 2093, "by": "tailer"},
+         "txid 8 to 2,100 (log end 5,000): 2,093 edits applied, by the tailer"),
+        ("loading_edits", {"from_txid": 1, "target_txid": None, "last_txid": 0, "applied": 0,
+                           "by": "transition to active"},
+         "no edits after txid 0: 0 edits applied, by the transition to active"),
+        ("becoming_active", {"epoch": 3, "recovered_txid": 99, "first_txid": 100},
+         "epoch 3, log recovered to txid 99, new segment at txid 100"),
+        ("becoming_active", {"epoch": 1, "recovered_txid": None, "first_txid": 1},
+         "epoch 1, an empty log, new segment at txid 1"),
+    ],
+)
+def test_what_the_page_says_of_a_phase(name: str, details: dict[str, object], words: str) -> None:
+    assert phase_figures(name, details) == words
