@@ -19,7 +19,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,8 @@ class Dev:
     conf: Path
     urls: dict[str, str]  # nn1, nn2, jn1.. -> status page URL
     proc: subprocess.Popen[bytes]
+    restarted: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    """Daemons a test started again itself: hadev up forgets them, the fixture stops them."""
 
     def pid(self, name: str) -> int:
         return int((self.directory / "run" / f"{name}.pid").read_text())
@@ -65,18 +67,29 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     base = tmp_path_factory.mktemp("status")
     directory, log = base / "dev", base / "hadev.out"
     proc = hadev_up(directory, log)
+    restarted: list[subprocess.Popen[bytes]] = []
     try:
         text = wait_running(proc, log, timeout=120)
         # hadev up prints a line per daemon under "Status pages": "  nn1  http://.../status"
         urls = dict(re.findall(r"^  (nn\d|jn\d)\s+(http://\S+/status)$", text, re.MULTILINE))
         assert sorted(urls) == ["jn1", "jn2", "jn3", "nn1", "nn2"], text
-        yield Dev(directory, directory / "conf" / "ha-site.xml", urls, proc)
+        yield Dev(directory, directory / "conf" / "ha-site.xml", urls, proc, restarted)
     finally:
+        stubborn = []
+        for daemon in restarted:
+            daemon.terminate()
+            try:
+                daemon.wait(60)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait(10)
+                stubborn.append(daemon.pid)
         down = hadev_down(directory)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
         proc.wait(60)
         assert down.returncode == 0, down.stderr
+        assert not stubborn, f"restarted daemons ignored SIGTERM for 60 s: {stubborn}"
 
 
 def chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
@@ -188,7 +201,8 @@ def browser(tmp_path: Path) -> Any:
 
 def restart_namenode(dev: Dev, nn: str) -> int:
     """Stop ``nn`` (SIGTERM) and start it again as ``hadev up`` does, outside of it: same
-    configuration and log, its pid in the run directory so that ``hadev down`` stops it."""
+    configuration and log; the ``dev`` fixture stops it (``hadev down`` would not: ``hadev
+    up`` removes every pid file of its cluster as it stops)."""
     pid, pid_file = dev.pid(nn), dev.directory / "run" / f"{nn}.pid"
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
@@ -202,7 +216,7 @@ def restart_namenode(dev: Dev, nn: str) -> int:
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             env=child_environment(), start_new_session=True,
         )
-    pid_file.write_text(f"{proc.pid}\n")
+    dev.restarted.append(proc)
     return proc.pid
 
 
