@@ -84,9 +84,10 @@ class PhaseRecord:
 
 
 class StartupProgress:
-    """Thread-safe record of the startup phases. A phase begins once; ``update`` and ``end``
-    of a phase that did not begin, or that already ended, are ignored (the tailer reports
-    every round; only the first good one ends ``loading_edits``). Unknown detail keys are a
+    """Thread-safe record of the startup phases. A phase begins once, or again after it
+    failed (a first transition to active that failed, tried again before the edits are
+    loaded); ``update`` and ``end`` of a phase that is not running are ignored (the tailer
+    reports every round; only the first good one ends ``loading_edits``). Unknown detail keys are a
     ValueError (a typo would otherwise vanish from the page)."""
 
     def __init__(self) -> None:
@@ -100,10 +101,12 @@ class StartupProgress:
         return dict(details)
 
     def begin(self, phase: Phase, **details: Detail) -> bool:
-        """Start ``phase``; False (and nothing changes) when it had begun already."""
+        """Start ``phase``; False (and nothing changes) when it had begun already and did not
+        fail."""
         checked = self._checked(phase, details)
         with self._lock:
-            if phase in self._records:
+            record = self._records.get(phase)
+            if record is not None and record.status is not PhaseStatus.FAILED:
                 return False
             self._records[phase] = PhaseRecord(
                 phase, PhaseStatus.RUNNING, time.monotonic(), time.time(), details=checked

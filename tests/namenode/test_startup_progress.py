@@ -4,6 +4,8 @@ this process over real JournalNodes: the phases each records, with their figures
 
 - A standby whose tailer has not run yet shows ``loading_edits`` running, and is not
   complete.
+- A first transition to active without a JournalNode quorum fails: ``becoming_active``
+  says why, and the edits are still to load, by the tailer.
 - The NameNode made active replays the log inside its transition: ``becoming_active`` with
   its epoch and new segment, and ``loading_edits`` done "by the transition to active".
 - A standby restarted over a log of a few hundred edits replays them all in its tailer's
@@ -17,6 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from conf import Settings
@@ -46,6 +49,19 @@ def test_startup_phases_of_a_standby_an_active_and_a_restarted_standby(tmp_path:
         assert waiting["startup"]["complete"] is False
         assert "Startup in progress" in render(waiting)
         assert c.server("nn2").metrics.value("hanamenode_startup_complete") == 0.0
+
+        c.journal.stop(1)
+        c.journal.stop(2)
+        with pytest.raises(grpc.RpcError, match="cannot become active"):
+            c.transition_to_active("nn1")
+        seen = phases(collect(c.server("nn1")))
+        failed = seen["becoming_active"]
+        assert failed["status"] == "failed", failed
+        assert failed["error"].startswith("fencing earlier writers"), failed
+        assert seen["loading_edits"]["status"] == "running", seen
+        assert seen["loading_edits"]["details"]["by"] == "tailer", seen
+        c.journal.start(1)
+        c.journal.start(2)
 
         c.transition_to_active("nn1")
         active = collect(c.server("nn1"))

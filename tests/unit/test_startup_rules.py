@@ -71,6 +71,14 @@ def test_a_phase_begins_once_and_ends_once() -> None:
     assert "target_txid" not in record.details
     assert not progress.end(Phase.BECOMING_ACTIVE)  # never begun
     assert not progress.fail(Phase.BECOMING_ACTIVE, "x")
+    # A failed phase may begin again (a first transition to active tried again).
+    assert progress.begin(Phase.BECOMING_ACTIVE)
+    assert progress.fail(Phase.BECOMING_ACTIVE, "no quorum")
+    assert progress.status(Phase.BECOMING_ACTIVE) is F
+    assert progress.begin(Phase.BECOMING_ACTIVE, epoch=2)
+    assert progress.status(Phase.BECOMING_ACTIVE) is R
+    assert dict(progress.records()[-1].details) == {"epoch": 2}
+    assert progress.records()[-1].error is None
 
 
 def test_an_unknown_detail_is_an_error() -> None:
