@@ -171,13 +171,18 @@ _STATUS_CLASS = {"in sync": "good", "out of sync": "warn", "out of contact": "ba
 _PHASE_CLASS = {"complete": "good", "running": "warn", "failed": "bad"}
 
 
-def phase_figures(name: str, d: Mapping[str, Any]) -> str:
+def phase_figures(name: str, d: Mapping[str, Any], *, running: bool = False) -> str:
     """One line of figures for a phase, in words."""
     if name == "loading_fsimage":
         return f"{d['image'] or '-'}: txid {_n(d['txid'])}, {_n(d['inodes'])} inodes"
     if name == "loading_edits":
         target = "" if d["target_txid"] is None else f" (log end {_n(d['target_txid'])})"
         start, last = d["from_txid"], d["last_txid"]
+        if running:
+            return (
+                f"from txid {_n(start)}{target}: {_n(d['applied'])} edits applied so far, "
+                f"by the {d['by'] or '-'}"
+            )
         span = (
             f"no edits after txid {_n(start - 1)}"
             if isinstance(start, int) and isinstance(last, int) and last < start
@@ -213,7 +218,7 @@ def _render_startup(startup: Mapping[str, Any]) -> list[str]:
             esc(p["title"]),
             f"<td class='{_PHASE_CLASS[p['status']]}'>{esc(p['status'])}</td>",
             _num(f"{p['elapsed_seconds']:.3f} s"),
-            esc(phase_figures(p["name"], p["details"])
+            esc(phase_figures(p["name"], p["details"], running=p["status"] == "running")
                 + (f" ({p['error']})" if p["error"] else "")),
         ]
         for p in startup["phases"]

@@ -3,9 +3,11 @@ the page URLs it prints, and Debian's headless ``chromium`` reading them: what a
 (the HA states, the three JournalNodes in sync, txid figures that move after writes), with
 screenshots kept in the test's temporary directory. The standby is restarted over an edit log
 of a few hundred edits with its page open: the page lists its startup phases (§13.3) as they
-complete, the edits replayed with their count. Then a JournalNode is killed with SIGKILL
-while the active's page is open in the browser (selenium over ``chromedriver``), and the page
-shows it out of contact within seconds, with no script error and no failed refresh.
+complete, the edits replayed with their count; and a phase still running (an in-process
+standby whose tailer waits an hour) shows as running, its time growing with each refresh.
+Then a JournalNode is killed with SIGKILL while the active's page is open in the browser
+(selenium over ``chromedriver``), and the page shows it out of contact within seconds, with
+no script error and no failed refresh.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from hadev.namenodes import hanamenode_command
 from hadev.zookeeper import runs
 from hanamenode.client import HaFsClient
 from tests.chaos.test_dev_cluster import hadev_down, hadev_up, wait_running
+from tests.namenode.cluster import NameNodeCluster
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -285,6 +288,40 @@ def test_a_restarted_namenode_lists_its_startup_phases(dev: Dev, tmp_path: Path)
         print(f"screenshot: {shot}; {summary} {rows}")
     finally:
         driver.quit()
+
+
+def test_a_phase_in_progress_shows_running_and_its_time_grows(tmp_path: Path) -> None:
+    # The standby's tailer waits an hour before its first round: its edits stay to load.
+    with NameNodeCluster(tmp_path / "nn", conf={"dfs.ha.tail-edits.period": "3600"}) as c:
+        url = f"http://127.0.0.1:{c.server('nn2').metrics_port}/status"
+        driver = browser(tmp_path)
+        try:
+            driver.get(url)
+
+            def edits_row() -> list[str]:
+                rows = driver.execute_script(
+                    "return Array.from(document.querySelectorAll('#startup tr')).slice(1)"
+                    ".map(r => Array.from(r.cells).map(c => c.textContent));"
+                )
+                return next(r for r in rows if r[0] == "Loading edits")
+
+            first = edits_row()
+            summary = driver.find_element("id", "startup-summary").text
+            assert summary.startswith("Startup in progress after "), summary
+            # phase, status, elapsed, figures
+            assert first[1] == "running", first
+            assert first[3] == "from txid 1: 0 edits applied so far, by the tailer", first
+            time.sleep(2.5)  # one refresh of the page's script
+            later = edits_row()
+            assert later[1] == "running", later
+            assert float(later[2].split()[0]) > float(first[2].split()[0]) + 1, (first, later)
+            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            assert errors == [], errors
+            shot = tmp_path / "standby-loading-edits.png"
+            driver.save_screenshot(str(shot))
+            print(f"screenshot: {shot}; {first} then {later}")
+        finally:
+            driver.quit()
 
 
 def test_a_journalnode_killed_while_the_page_is_open(dev: Dev, tmp_path: Path) -> None:

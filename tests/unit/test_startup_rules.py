@@ -97,6 +97,9 @@ def test_an_unknown_detail_is_an_error() -> None:
         ("loading_edits", {"from_txid": 1, "target_txid": None, "last_txid": 0, "applied": 0,
                            "by": "transition to active"},
          "no edits after txid 0: 0 edits applied, by the transition to active"),
+        ("loading_edits (running)", {"from_txid": 8, "target_txid": 5000, "last_txid": 2100,
+                                     "applied": 2093, "by": "tailer"},
+         "from txid 8 (log end 5,000): 2,093 edits applied so far, by the tailer"),
         ("becoming_active", {"epoch": 3, "recovered_txid": 99, "first_txid": 100},
          "epoch 3, log recovered to txid 99, new segment at txid 100"),
         ("becoming_active", {"epoch": 1, "recovered_txid": None, "first_txid": 1},
@@ -104,4 +107,5 @@ def test_an_unknown_detail_is_an_error() -> None:
     ],
 )
 def test_what_the_page_says_of_a_phase(name: str, details: dict[str, object], words: str) -> None:
-    assert phase_figures(name, details) == words
+    running = name.endswith(" (running)")
+    assert phase_figures(name.removesuffix(" (running)"), details, running=running) == words
