@@ -202,6 +202,15 @@ def browser(tmp_path: Path) -> Any:
     return webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
 
 
+def no_script_error_then_screenshot(driver: Any, path: Path) -> Path:
+    """The page logged no error in the browser (a failed refresh or script); keep its look."""
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    driver.save_screenshot(str(path))
+    print(f"screenshot: {path}")
+    return path
+
+
 def restart_namenode(dev: Dev, nn: str) -> int:
     """Stop ``nn`` (SIGTERM) and start it again as ``hadev up`` does, outside of it: same
     configuration and log; the ``dev`` fixture stops it (``hadev down`` would not: ``hadev
@@ -280,12 +289,9 @@ def test_a_restarted_namenode_lists_its_startup_phases(dev: Dev, tmp_path: Path)
         assert f"to {edits['last_txid']:,}" in rows[2][3], rows
         assert all(re.fullmatch(r"\d+\.\d{3} s", r[2]) for r in rows), rows
         assert ha_state(driver.page_source) == "standby"
-        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-        assert errors == [], errors
-        shot = tmp_path / "restarted-standby.png"
         driver.execute_script("document.getElementById('startup').scrollIntoView()")
-        driver.save_screenshot(str(shot))
-        print(f"screenshot: {shot}; {summary} {rows}")
+        no_script_error_then_screenshot(driver, tmp_path / "restarted-standby.png")
+        print(summary, rows)
     finally:
         driver.quit()
 
@@ -315,11 +321,8 @@ def test_a_phase_in_progress_shows_running_and_its_time_grows(tmp_path: Path) ->
             later = edits_row()
             assert later[1] == "running", later
             assert float(later[2].split()[0]) > float(first[2].split()[0]) + 1, (first, later)
-            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-            assert errors == [], errors
-            shot = tmp_path / "standby-loading-edits.png"
-            driver.save_screenshot(str(shot))
-            print(f"screenshot: {shot}; {first} then {later}")
+            no_script_error_then_screenshot(driver, tmp_path / "standby-loading-edits.png")
+            print(first, "then", later)
         finally:
             driver.quit()
 
@@ -352,11 +355,7 @@ def test_a_journalnode_killed_while_the_page_is_open(dev: Dev, tmp_path: Path) -
         time.sleep(3)  # two more refreshes with a JournalNode gone
         footer = driver.find_element("id", "refreshed").text
         assert footer.startswith("refreshed "), footer
-        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-        assert errors == [], errors
-        shot = tmp_path / "journalnode-killed.png"
-        driver.save_screenshot(str(shot))
-        print(f"screenshot: {shot}")
+        no_script_error_then_screenshot(driver, tmp_path / "journalnode-killed.png")
     finally:
         driver.quit()
     # The killed JournalNode's own page is gone with it; the active's still answers.
