@@ -125,8 +125,14 @@ def collect(server: NameNodeServer) -> dict[str, Any]:
     tailer = fsn.tailer
     if tailer is not None and fsn.state.value == "standby":
         error = tailer.last_exception
+        # Before the first round that read the log to its end (the startup's replay), the
+        # tailer knows no lag: null, not 0.
+        replaying = any(
+            p["name"] == "loading_edits" and p["status"] == "running"
+            for p in status["startup"]["phases"]
+        )
         status["tailer"] = {
-            "lag_txns": tailer.lag_txns,
+            "lag_txns": None if replaying else tailer.lag_txns,
             "seconds_since_last_load": round(tailer.seconds_since_last_load(), 3),
             "last_error": None if error is None else f"{type(error).__name__}: {error}",
         }

@@ -47,6 +47,7 @@ def test_startup_phases_of_a_standby_an_active_and_a_restarted_standby(tmp_path:
         assert seen["loading_edits"]["status"] == "running", seen
         assert seen["loading_edits"]["details"]["from_txid"] == 1
         assert waiting["startup"]["complete"] is False
+        assert waiting["tailer"]["lag_txns"] is None, waiting["tailer"]  # not known yet
         assert "Startup in progress" in render(waiting)
         assert c.server("nn2").metrics.value("hanamenode_startup_complete") == 0.0
 
@@ -100,6 +101,7 @@ def test_startup_phases_of_a_standby_an_active_and_a_restarted_standby(tmp_path:
         assert edits["details"]["applied"] == edits["details"]["last_txid"], edits
         assert edits["details"]["target_txid"] >= edits["details"]["last_txid"], edits
         assert "becoming_active" not in phases(status)
+        assert isinstance(status["tailer"]["lag_txns"], int), status["tailer"]
         html = render(status)
         assert "Startup complete" in html and f"{edits['details']['applied']:,} edits" in html
 

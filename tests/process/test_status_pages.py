@@ -317,6 +317,11 @@ def test_a_phase_in_progress_shows_running_and_its_time_grows(tmp_path: Path) ->
             # phase, status, elapsed, figures
             assert first[1] == "running", first
             assert first[3] == "from txid 1: 0 edits applied so far, by the tailer", first
+            tailer = driver.execute_script(
+                "return Array.from(document.querySelectorAll('#tailer td'))"
+                ".map(c => c.textContent);"
+            )
+            assert tailer[0] == "-", tailer  # lag, seconds since last load, last error
             time.sleep(2.5)  # one refresh of the page's script
             later = edits_row()
             assert later[1] == "running", later
