@@ -343,6 +343,25 @@ KEYS: tuple[Key, ...] = (
         "100",
         "journal ids one JournalNode stores at most (Format of one more is refused)",
     ),
+    Key(
+        "dfs.journalnode.enable.sync",
+        parse_bool,
+        "true",
+        "fetch finalized segments this JournalNode lacks from its peers (HDFS-4025)",
+    ),
+    Key(
+        "dfs.journalnode.sync.interval",
+        _duration("ms"),
+        "2m",
+        "how often a JournalNode compares its segments with its peers' (bare number: ms)",
+    ),
+    Key(
+        "dfs.journalnode.enable.sync.format",
+        parse_bool,
+        "false",
+        "a JournalNode with empty storage formats itself from a majority of its peers "
+        "(HDFS-16690)",
+    ),
     # NameNode.
     Key(
         "dfs.namenode.rpc-address.<ns>.<id>",

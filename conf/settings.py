@@ -57,6 +57,9 @@ class JournalNodeSettings:
     edits_dir: Path = Path("/tmp/hanamenode/journal")
     edit_cache_bytes: int = 1 << 20
     max_journals: int = 100
+    sync_enabled: bool = True
+    sync_interval: float = 120.0
+    sync_format: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +206,9 @@ class Settings:
             ),
             edit_cache_bytes=self._lookup("dfs.journalnode.edit-cache-size.bytes"),
             max_journals=self._lookup("dfs.journalnode.max-journals"),
+            sync_enabled=self._lookup("dfs.journalnode.enable.sync"),
+            sync_interval=self._lookup("dfs.journalnode.sync.interval"),
+            sync_format=self._lookup("dfs.journalnode.enable.sync.format"),
         )
 
     @property

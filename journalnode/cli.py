@@ -16,11 +16,12 @@ from types import FrameType
 import click
 import structlog
 
-from conf import ConfigError, load_settings
+from conf import ConfigError, JournalNodeSettings, QJournalUri, load_settings
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
 from conf.rpc import PortInUseError, daemon_settings
 from journalnode.errors import JournalError
 from journalnode.server import JournalNodeServer
+from journalnode.syncer import SyncConfig, sync_peers
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +47,7 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
     try:
         settings = daemon_settings(load_settings(conf_path), jn_id)
         jn = settings.journalnode(jn_id)
+        sync = _sync_config(settings.journal_uri, jn)
         server = JournalNodeServer(
             jn.edits_dir,
             jn.rpc_address,
@@ -55,6 +57,7 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
             max_message_bytes=settings.rpc.max_message_bytes,
             edit_cache_bytes=jn.edit_cache_bytes,
             max_journals=jn.max_journals,
+            sync=sync,
         )
         server.start()
     except PortInUseError as exc:
@@ -81,6 +84,25 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
     stopped.wait()
     server.stop(grace=2.0)
     sys.exit(0)
+
+
+def _sync_config(uri: QJournalUri | None, jn: JournalNodeSettings) -> SyncConfig | None:
+    """The sync thread's configuration (docs/protocol.md §10), or None when sync is off, or
+    when the shared edits URI does not name the peers (then the log says why)."""
+    if not jn.sync_enabled:
+        return None
+    if uri is None:
+        log.info("journal sync off: dfs.namenode.shared.edits.dir is not set", id=jn.id)
+        return None
+    try:
+        peers = sync_peers(uri.addresses, [jn.rpc_address])
+    except ValueError as exc:
+        # Not fatal: the JournalNode serves as it did before sync existed, and says why not.
+        log.error("journal sync off", id=jn.id, reason=str(exc))
+        return None
+    return SyncConfig(
+        uri.journal_id, peers, len(uri.addresses), jn.sync_interval, jn.sync_format
+    )
 
 
 if __name__ == "__main__":

@@ -98,6 +98,14 @@ class StorageLockedError(StorageError):
     """Another live JournalNode holds ``in_use.lock`` of this storage directory."""
 
 
+class JournalSyncingError(JournalError):
+    """This JournalNode formatted itself to rejoin and lacks segments it may have
+    acknowledged before; it does not vote in elections or recoveries until it has synced
+    them (docs/protocol.md §10.3). Like an unreachable node, it just does not count."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
 class AccessDeniedError(JournalError):
     """The caller's certificate does not carry the role the call needs (conf.guard)."""
 
@@ -125,6 +133,7 @@ CODEC: ErrorCodec[JournalError] = ErrorCodec(
         CorruptSegmentError,
         StorageError,
         StorageLockedError,
+        JournalSyncingError,
         AccessDeniedError,
         JournalUnavailableError,
     ),

@@ -50,6 +50,7 @@ from journalnode.meta_files import (
     LAST_PROMISED_EPOCH_FILE,
     LAST_WRITER_EPOCH_FILE,
     PAXOS_DIR,
+    SYNC_UNTIL_FILE,
     VERSION_FILE,
 )
 from journalnode.record_stream import CHUNK_SIZE
@@ -61,7 +62,7 @@ from journalnode.segment_names import (
     finalized_prefix,
     in_progress_name,
 )
-from journalnode.storage import AcceptedRecovery, LoadedJournal
+from journalnode.storage import AcceptedRecovery, LoadedJournal, StagedSegment
 from proto import records
 from proto.values import NamespaceInfo, SegmentState
 
@@ -174,6 +175,7 @@ class FileJournalStorage:
         writer = self._read_epoch(LAST_WRITER_EPOCH_FILE)
         committed = self._read_committed_txid()
         accepted = self._read_paxos()
+        sync_until = self._read_epoch(SYNC_UNTIL_FILE)
 
         finalized: dict[int, int] = {}
         in_progress: list[int] = []
@@ -219,13 +221,20 @@ class FileJournalStorage:
                 continue
             segments.append(scanned.state)
         segments.sort(key=lambda s: s.start_txid)
-        return LoadedJournal(namespace_info, promised, writer, committed, tuple(segments), accepted)
+        return LoadedJournal(
+            namespace_info, promised, writer, committed, tuple(segments), accepted, sync_until
+        )
 
-    def format(self, namespace_info: NamespaceInfo) -> None:
-        """Erase everything under current/ and write VERSION; epochs go back to 0.
+    def format(
+        self, namespace_info: NamespaceInfo, *, promised_epoch: int = 0, sync_until: int = 0
+    ) -> None:
+        """Erase everything under current/ and write VERSION; epochs go back to 0 (or the
+        promise to ``promised_epoch``, and the rejoin mark is ``sync_until``: a JournalNode
+        formatting itself from its peers, HDFS-16690).
 
         VERSION goes first and comes back last: a crash half-way leaves an unformatted
-        journal, never a formatted one holding part of the old data.
+        journal, never a formatted one holding part of the old data, nor one that forgot the
+        promise and the rejoin mark it was formatted with.
         """
         self._require_open()
         version = meta_files.version_bytes(namespace_info)
@@ -247,7 +256,23 @@ class FileJournalStorage:
                     path.unlink()
         fsutil.fsync_dir(self.current_dir)
         fsutil.ensure_dir(self.paxos_dir)
+        if promised_epoch:
+            self.persist_last_promised_epoch(promised_epoch)
+        if sync_until:
+            self.persist_sync_until(sync_until)
         fsutil.atomic_write(version_path, version)
+
+    def persist_sync_until(self, txid: int) -> None:
+        self._require_open()
+        path = self.current_dir / SYNC_UNTIL_FILE
+        if txid:
+            fsutil.atomic_write(path, meta_files.epoch_bytes(txid))
+            return
+        with storage_errors("remove", path):
+            if not path.exists():
+                return
+            path.unlink()
+        fsutil.fsync_dir(self.current_dir)
 
     # ----------------------------------------------------------------- small files
 
@@ -413,13 +438,55 @@ class FileJournalStorage:
         self._poisoned.discard(start_txid)
         return True
 
-    def _write_checked(
-        self, start_txid: int, chunks: Iterable[bytes], expected_end: int, path: Path
-    ) -> None:
-        """Write ``chunks`` to a temp file, fsync, check it holds exactly the records
-        start..expected_end, rename it to ``path`` and fsync the directory."""
+    def stage_finalized(
+        self, start_txid: int, end_txid: int, chunks: Iterable[bytes]
+    ) -> StagedSegment:
+        """Write a downloaded finalized segment to a temp file (fsynced; removed at start-up
+        if a crash leaves it), checked to hold exactly start..end, with the md5 of its
+        records. Touches nothing in place, so it runs without the Journal's lock."""
+        self._require_open()
+        target = finalized_name(start_txid, end_txid)
+        tmp, size, md5 = self._write_temp_checked(start_txid, chunks, end_txid, target)
+        return StagedSegment(start_txid, end_txid, size, md5, tmp)
+
+    def install_finalized(self, staged: StagedSegment) -> None:
+        """Rename a staged segment to ``edits_<start>-<end>`` and fsync the directory; then
+        move a stale in-progress copy aside. A crash between the two leaves both, and
+        ``load`` moves the in-progress copy aside (a finalized copy is never shadowed)."""
+        self._require_open()
+        start = staged.start_txid
+        self._refuse_if_finalized(start, "install a synced segment")
+        tmp = staged.handle
+        assert isinstance(tmp, Path)
+        path = self.current_dir / finalized_name(start, staged.end_txid)
+        with storage_errors("rename", tmp):
+            os.replace(tmp, path)
+        fsutil.fsync_dir(self.current_dir)
+        stale = self.current_dir / in_progress_name(start)
+        with storage_errors("stat", stale):
+            stale_exists = stale.exists()
+        if stale_exists:
+            if self._segment_txid == start:
+                self._close_segment()
+            self._move_aside_path(stale, "stale")
+            self._poisoned.discard(start)
+
+    def discard_staged(self, staged: StagedSegment) -> None:
+        tmp = staged.handle
+        assert isinstance(tmp, Path)
+        with storage_errors("remove", tmp):
+            tmp.unlink(missing_ok=True)
+
+    def _write_temp_checked(
+        self, start_txid: int, chunks: Iterable[bytes], expected_end: int, target_name: str
+    ) -> tuple[Path, int, bytes]:
+        """Write ``chunks`` to a temp file for ``target_name``, fsync it and check it holds
+        exactly the records start..expected_end; return it with its size and the md5 of its
+        records. On any failure the temp file is removed."""
         what = f"segment {start_txid}"
-        fd, tmp = fsutil.open_temp(self.current_dir, path.name)
+        fd, tmp = fsutil.open_temp(self.current_dir, target_name)
+        size = 0
+        digest = hashlib.md5()
         try:
             try:
                 # Only our own writes become StorageError: a failing download (the chunks'
@@ -427,6 +494,9 @@ class FileJournalStorage:
                 for chunk in chunks:
                     with storage_errors("write", tmp):
                         fsutil.write_all(fd, chunk)
+                    skip = max(0, records.HEADER_LEN - size)
+                    digest.update(memoryview(chunk)[skip:])
+                    size += len(chunk)
                 with storage_errors("fsync", tmp):
                     os.fsync(fd)
             finally:
@@ -444,6 +514,18 @@ class FileJournalStorage:
                 raise JournalStateError(
                     f"downloaded {what} holds {got}, expected up to {expected_end}"
                 )
+        except BaseException:
+            fsutil.remove_quietly(tmp)
+            raise
+        return tmp, size, digest.digest()
+
+    def _write_checked(
+        self, start_txid: int, chunks: Iterable[bytes], expected_end: int, path: Path
+    ) -> None:
+        """Write ``chunks`` to a temp file, fsync, check it holds exactly the records
+        start..expected_end, rename it to ``path`` and fsync the directory."""
+        tmp, _, _ = self._write_temp_checked(start_txid, chunks, expected_end, path.name)
+        try:
             if path.name == in_progress_name(start_txid) and self._segment_txid == start_txid:
                 self._close_segment()  # its fd would keep appending to the replaced inode
             with storage_errors("rename", tmp):

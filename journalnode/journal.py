@@ -27,7 +27,7 @@ import errno
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -44,10 +44,12 @@ from journalnode.errors import (
     JournalNotFormattedError,
     JournalOutOfSyncError,
     JournalStateError,
+    JournalSyncingError,
     NamespaceMismatchError,
     StorageError,
 )
 from journalnode.storage import AcceptedRecovery, JournalStorage
+from journalnode.sync import SegmentToSync, SyncPlan, covers, plan_sync
 from proto import records
 from proto.values import (
     NamespaceInfo,
@@ -93,6 +95,14 @@ class JournalStats:
     cleared by the next write that succeeds."""
     storage_errors: int = 0
     """Writes or syncs that failed (any errno)."""
+    segments_synced: int = 0
+    """Finalized segments fetched from peers and installed (HDFS-4025)."""
+    bytes_synced: int = 0
+    """Bytes of those segments."""
+    sync_failures: int = 0
+    """Segments a sync round could not install: refused (md5, content, conflict) or failed."""
+    segments_lacking: int = 0
+    """Finalized segments peers hold that this node lacked at the last sync round."""
 
 
 def check_format_request(ns: NamespaceInfo) -> None:
@@ -154,6 +164,9 @@ class Journal:
         self._last_writer_epoch = loaded.last_writer_epoch
         self._committed_txid = loaded.committed_txid
         self._segments: dict[int, SegmentState] = {s.start_txid: s for s in loaded.segments}
+        # Rejoin mark of a self-formatted node (0: none); finalized segments purged here.
+        self._sync_until = loaded.sync_until
+        self._purged_below = 0
         self._accepted: dict[int, AcceptedRecovery] = dict(loaded.accepted)
         # The segment a writer is appending to: set by startLogSegment only, so that after a
         # restart nobody appends to a segment before a writer has (re)started or recovered it.
@@ -200,6 +213,11 @@ class Journal:
     @property
     def current_lag_txns(self) -> int:
         return max(0, self._committed_txid - self.stats.last_written_txid)
+
+    @property
+    def rejoining(self) -> bool:
+        """A self-formatted node that does not vote yet (``_check_voting``)."""
+        return self._sync_until > 0
 
     # ------------------------------------------------------------------ checks
 
@@ -265,6 +283,29 @@ class Journal:
             if req.committed_txid != self._committed_txid:
                 self._committed_txid = req.committed_txid
                 self.storage.persist_committed_txid(req.committed_txid)
+
+    def _check_voting(self, rpc: str) -> None:
+        """A node that formatted itself to rejoin (HDFS-16690) lost what it acknowledged
+        before; answering newEpoch or prepareRecovery from its empty storage would count it
+        in a quorum as if it held what it lacks, and recovery could drop a committed edit
+        (docs/protocol.md §10.3). It votes again once its finalized segments run through
+        the txid its peers held when it rejoined."""
+        if not self._sync_until:
+            return
+        if covers(self._finalized(), self._sync_until):
+            self._log.info("rejoin complete: holding every segment through the rejoin point",
+                           sync_until=self._sync_until)
+            self.storage.persist_sync_until(0)
+            self._sync_until = 0
+            return
+        raise JournalSyncingError(
+            f"journal {self.journal_id!r} rejoined with empty storage and lacks finalized "
+            f"segments through txid {self._sync_until}; it answers {rpc} once it has synced "
+            "them from its peers"
+        )
+
+    def _finalized(self) -> list[SegmentState]:
+        return [s for s in self._segments.values() if not s.is_in_progress]
 
     def _check_epoch_range(self, epoch: int) -> None:
         """Refuse an epoch no election could have produced (``journalnode.epochs``), before it
@@ -349,6 +390,7 @@ class Journal:
         """Promise ``epoch`` if strictly higher; return the newest segment's first txid."""
         with self._lock:
             self._check_namespace(ns)
+            self._check_voting("newEpoch")
             self._check_epoch_range(epoch)
             equal_ok = active(Mutant.NEW_EPOCH_EQUAL) and epoch == self._last_promised_epoch
             if epoch <= self._last_promised_epoch and not equal_ok:
@@ -557,6 +599,7 @@ class Journal:
         with self._lock:
             self._check_request(req)
             removed = self.storage.purge(min_txid_to_keep)
+            self._purged_below = max(self._purged_below, min_txid_to_keep)
             for start, state in list(self._segments.items()):
                 if not state.is_in_progress and (
                     state.end_txid < min_txid_to_keep
@@ -624,6 +667,7 @@ class Journal:
     def prepare_recovery(self, req: RequestInfo, segment_txid: int) -> PrepareRecoveryResult:
         """Paxos phase 1 (HDFS-3077 §2.8 step 2): the segment as on disk, and what was accepted."""
         with self._lock:
+            self._check_voting("prepareRecovery")
             self._check_request(req)
             # The writer is recovering: nothing may be appended to whatever was open.
             self._cur_segment = None
@@ -734,3 +778,97 @@ class Journal:
                 self._log.warning(
                     "completed a half-done acceptRecovery", segment=str(accepted.segment_state)
                 )
+
+    # ------------------------------------------------------------------ sync (HDFS-4025)
+
+    def format_to_rejoin(self, ns: NamespaceInfo, promised_epoch: int, sync_until: int) -> None:
+        """Format an empty journal with its peers' namespace info (HDFS-16690), promising at
+        once the highest epoch a majority of them had promised (so no writer a quorum fenced
+        gets through here) and marking it rejoining until it holds finalized segments
+        through ``sync_until`` (``_check_voting``)."""
+        check_format_request(ns)
+        with self._lock:
+            if self._ns is not None or self._segments or self._last_promised_epoch:
+                raise JournalNotEmptyError(
+                    f"journal {self.journal_id!r} is not empty; a JournalNode formats itself "
+                    "from its peers only when its storage is empty"
+                )
+            self._log.warning(
+                "formatting journal from its peers to rejoin",
+                cluster=ns.cluster_id,
+                namespace=ns.namespace_id,
+                promised_epoch=promised_epoch,
+                sync_until=sync_until,
+            )
+            self.storage.format(ns, promised_epoch=promised_epoch, sync_until=sync_until)
+            self.stats = JournalStats()
+            self._load()
+
+    def plan_sync(self, peers: Mapping[str, Sequence[RemoteEditLog]]) -> SyncPlan:
+        """What to fetch, given the peers' manifests of finalized segments (``sync.plan_sync``)."""
+        with self._lock:
+            plan = plan_sync(
+                list(self._segments.values()),
+                peers,
+                open_segment=self._cur_segment,
+                purged_below=self._purged_below,
+            )
+            self.stats.segments_lacking = len(plan.fetch) + len(plan.waiting)
+            return plan
+
+    def install_synced_segment(
+        self, segment: SegmentToSync, md5: bytes, chunks: Iterable[bytes]
+    ) -> int:
+        """Install a finalized segment downloaded from a peer, once it holds exactly the
+        records ``segment`` names and their md5 is ``md5`` (what the peers agree on); returns
+        its size. The download is written and checked aside, without the lock; only the
+        rename into place holds it. A stale in-progress copy is moved aside."""
+        start, end = segment.start_txid, segment.end_txid
+        staged = self.storage.stage_finalized(start, end, chunks)
+        try:
+            if staged.md5 != md5:
+                raise JournalStateError(
+                    f"segment {start}-{end} downloaded from a peer has md5 {staged.md5.hex()}, "
+                    f"not {md5.hex()} as its peers report; not installed"
+                )
+            with self._lock:
+                have = self._segments.get(start)
+                if have is not None and not have.is_in_progress:
+                    raise JournalStateError(
+                        f"segment {have} is finalized here already; a synced copy is not installed"
+                    )
+                if have is not None and start == self._cur_segment:
+                    raise JournalOutOfSyncError(
+                        f"a writer is appending to segment {start} here; it is not replaced"
+                    )
+                self.storage.install_finalized(staged)
+                self._segments[start] = SegmentState(start, end, False)
+                if start in self._accepted:
+                    # As finalizing does: the finalized copy is the decision now.
+                    self.storage.clear_accepted_recovery(start)
+                    del self._accepted[start]
+                if have is not None:
+                    self.edits_cache.invalidate_from(start)  # the stale copy's edits
+                self.stats.segments_synced += 1
+                self.stats.bytes_synced += staged.size
+                self.stats.last_written_txid = max(self.stats.last_written_txid, end)
+        except BaseException:
+            self.storage.discard_staged(staged)
+            raise
+        self._log.info(
+            "installed a segment synced from a peer",
+            segment=str(segment),
+            bytes=staged.size,
+            replaced_in_progress=have is not None,
+        )
+        return staged.size
+
+    def finalized_md5(self, cluster_id: str, start_txid: int) -> tuple[int, bytes]:
+        """(end txid, md5 of the records) of a finalized segment, read and checked record by
+        record (GetSegmentMd5; a corrupt record is a CorruptSegmentError naming the file)."""
+        with self._lock:
+            self._check_cluster(cluster_id)
+            state = self._segments.get(start_txid)
+            if state is None or state.is_in_progress:
+                raise JournalOutOfSyncError(f"no finalized segment starting at txid {start_txid}")
+        return state.end_txid, self._segment_md5(start_txid, state.end_txid)

@@ -6,6 +6,8 @@
     last-writer-epoch      "N\\n", replaced atomically
     committed-txid         8 bytes big-endian, best effort
     paxos/<segment_txid>   PersistedRecoveryPaxosData
+    rejoin-sync-until      "N\\n": a self-formatted JournalNode votes again once it holds
+                           finalized segments through txid N (docs/protocol.md §10.3)
 
 ``FileJournalStorage`` reads and writes them; the parsing and the checks live here so that
 a malformed file is a ``StorageError`` naming it, tested without a directory.
@@ -28,6 +30,7 @@ LAST_PROMISED_EPOCH_FILE = "last-promised-epoch"
 LAST_WRITER_EPOCH_FILE = "last-writer-epoch"
 COMMITTED_TXID_FILE = "committed-txid"
 PAXOS_DIR = "paxos"
+SYNC_UNTIL_FILE = "rejoin-sync-until"
 STORAGE_TYPE = version.JOURNAL_NODE
 
 _EPOCH = re.compile(rb"\d{1,20}\n?")

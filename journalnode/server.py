@@ -58,6 +58,7 @@ from journalnode.journal import (
     check_format_request,
 )
 from journalnode.log_throttle import LogThrottle
+from journalnode.syncer import JournalSyncer, SyncConfig
 from proto import journal_pb2, journal_pb2_grpc
 from proto.values import NamespaceInfo, RequestInfo, SegmentState
 
@@ -79,17 +80,18 @@ def _rules() -> dict[str, MethodRule]:
     rules = {
         service + method: writer
         for method in (
-            "GetJournalState", "NewEpoch", "StartLogSegment", "Journal", "JournalStream",
+            "NewEpoch", "StartLogSegment", "Journal", "JournalStream",
             "Heartbeat", "FinalizeLogSegment", "PurgeLogs", "PrepareRecovery", "AcceptRecovery",
         )
     }
-    for method in ("IsFormatted", "GetEditLogManifest", "GetJournaledEdits"):
-        rules[service + method] = reader
+    rules[service + "GetJournaledEdits"] = reader
     rules[service + "Format"] = MethodRule(frozenset({Role.ADMIN}))
-    # A JournalNode accepting a recovery downloads the segment from another one.
-    rules[service + "GetSegment"] = MethodRule(
-        frozenset({Role.NAMENODE, Role.JOURNALNODE, Role.ADMIN})
-    )
+    # A JournalNode accepting a recovery downloads the segment from another one; a syncing
+    # JournalNode reads its peers' manifests, promises and segments (docs/protocol.md §10).
+    peer = MethodRule(frozenset({Role.NAMENODE, Role.JOURNALNODE, Role.ADMIN}))
+    for method in ("IsFormatted", "GetEditLogManifest", "GetSegment", "GetSegmentMd5"):
+        rules[service + method] = peer
+    rules[service + "GetJournalState"] = MethodRule(frozenset({Role.NAMENODE, Role.JOURNALNODE}))
     return rules
 
 
@@ -188,6 +190,36 @@ class JournalMetricsCollector(Collector):
                 "Segment writes or syncs that failed",
                 CounterMetricFamily,
                 lambda j: j.stats.storage_errors,
+            ),
+            (
+                "journalnode_sync_segments",
+                "Finalized segments fetched from peers and installed (HDFS-4025)",
+                CounterMetricFamily,
+                lambda j: j.stats.segments_synced,
+            ),
+            (
+                "journalnode_sync_bytes",
+                "Bytes of finalized segments fetched from peers and installed",
+                CounterMetricFamily,
+                lambda j: j.stats.bytes_synced,
+            ),
+            (
+                "journalnode_sync_failures",
+                "Segments a sync round refused (md5, content, conflict) or failed to fetch",
+                CounterMetricFamily,
+                lambda j: j.stats.sync_failures,
+            ),
+            (
+                "journalnode_sync_lacking_segments",
+                "Finalized segments peers hold that this node lacked at the last sync round",
+                GaugeMetricFamily,
+                lambda j: j.stats.segments_lacking,
+            ),
+            (
+                "journalnode_rejoining",
+                "1 while a self-formatted journal does not vote (lacks segments, HDFS-16690)",
+                GaugeMetricFamily,
+                lambda j: int(j.rejoining),
             ),
         ]
         journals = self._server.journals()
@@ -502,6 +534,13 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
             await self._abort(context, request, exc, "GetSegment")
 
     @_unary
+    def GetSegmentMd5(self, request: Any, context: grpc.ServicerContext) -> Any:
+        end, md5 = self._journal(request.journal_id).finalized_md5(
+            request.cluster_id, request.start_txid
+        )
+        return journal_pb2.GetSegmentMd5Response(end_txid=end, md5=md5)
+
+    @_unary
     def GetJournaledEdits(self, request: Any, context: grpc.ServicerContext) -> Any:
         # Like IsFormatted: a journal this node never stored has nothing cached, and asking
         # must not create it.
@@ -529,8 +568,11 @@ class JournalNodeServer:
         edit_cache_bytes: int = DEFAULT_EDIT_CACHE_BYTES,
         max_journals: int = DEFAULT_MAX_JOURNALS,
         writer_hold_seconds: float = DEFAULT_WRITER_HOLD_SECONDS,
+        sync: SyncConfig | None = None,
     ) -> None:
         self.root = Path(root)
+        self._sync_config = sync
+        self._syncer: JournalSyncer | None = None
         self._rpc_address = rpc_address
         self._metrics_address = metrics_address
         self._tls = tls
@@ -590,6 +632,8 @@ class JournalNodeServer:
             self._on_loop(self._astart())
             if self._metrics_address is not None:
                 self._start_metrics_server(self._metrics_address)
+            if self._sync_config is not None:
+                self._syncer = JournalSyncer(self._sync_config, self).start()
         except BaseException:
             self.stop()
             raise
@@ -653,6 +697,9 @@ class JournalNodeServer:
         self._root_lock_fd = fsutil.lock_directory(self.root)
 
     def stop(self, grace: float | None = 1.0) -> None:
+        if self._syncer is not None:
+            self._syncer.stop()
+            self._syncer = None
         if self._server is not None:
             self._on_loop(self._astop(self._server, grace), timeout=None)
             self._server = None
@@ -795,6 +842,10 @@ class JournalNodeServer:
             )
 
         return fetch
+
+    def peer_channel(self, target: str) -> grpc.Channel:
+        """A channel to another JournalNode (recovery downloads, the sync thread)."""
+        return self._channel(target)
 
     def _channel(self, target: str) -> grpc.Channel:
         with self._journals_lock:

@@ -13,6 +13,7 @@ it wrote survives a crash (except ``persist_committed_txid``, which is best effo
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -45,6 +46,22 @@ class LoadedJournal:
     committed_txid: int
     segments: tuple[SegmentState, ...]
     accepted: dict[int, AcceptedRecovery] = field(default_factory=dict)
+    sync_until: int = 0
+    """Set while a JournalNode that formatted itself to rejoin (HDFS-16690) still lacks
+    finalized segments through this txid (``journalnode.sync.covers``); 0 otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class StagedSegment:
+    """A finalized segment downloaded from a peer (HDFS-4025), durable and checked to hold
+    exactly the records ``start_txid..end_txid``, kept aside until ``install_finalized``.
+    ``md5`` is the md5 of its records (after the header), ``size`` its bytes."""
+
+    start_txid: int
+    end_txid: int
+    size: int
+    md5: bytes
+    handle: object = field(compare=False, repr=False)
 
 
 class JournalStorage(Protocol):
@@ -55,8 +72,16 @@ class JournalStorage(Protocol):
         last valid record; move aside in-progress segments without a valid record."""
         ...
 
-    def format(self, namespace_info: NamespaceInfo) -> None:
-        """Erase everything and write VERSION; epochs and committed txid go back to 0."""
+    def format(
+        self, namespace_info: NamespaceInfo, *, promised_epoch: int = 0, sync_until: int = 0
+    ) -> None:
+        """Erase everything and write VERSION; epochs and committed txid go back to 0, or
+        the promise to ``promised_epoch`` and the rejoin mark to ``sync_until`` when a
+        JournalNode formats itself from its peers (both durable before VERSION is)."""
+        ...
+
+    def persist_sync_until(self, txid: int) -> None:
+        """Persist the rejoin mark (``LoadedJournal.sync_until``); 0 removes it."""
         ...
 
     def persist_last_promised_epoch(self, epoch: int) -> None: ...
@@ -110,6 +135,23 @@ class JournalStorage(Protocol):
         False when there is none (installed already, or never staged)."""
         ...
 
+    def stage_finalized(
+        self, start_txid: int, end_txid: int, chunks: Iterable[bytes]
+    ) -> StagedSegment:
+        """Write downloaded bytes aside, durably, checked to hold exactly the records
+        start_txid..end_txid (JournalStateError otherwise, nothing kept); nothing in place
+        changes. May run without the Journal's lock."""
+        ...
+
+    def install_finalized(self, staged: StagedSegment) -> None:
+        """Put a staged segment in place under its finalized name, atomically and durably;
+        an in-progress copy of the same segment is then moved aside (``.stale``)."""
+        ...
+
+    def discard_staged(self, staged: StagedSegment) -> None:
+        """Remove a staged segment that will not be installed."""
+        ...
+
     def purge(self, min_txid_to_keep: int) -> list[str]:
         """Remove finalized segments that end below min_txid_to_keep (and their leftovers);
         return what was removed."""
@@ -157,6 +199,7 @@ class MemoryJournalStorage:
         self.accepted: dict[int, AcceptedRecovery] = {}
         # (start txid, epoch) -> a downloaded copy acceptRecovery has not installed yet
         self.staged: dict[tuple[int, int], bytes] = {}
+        self.sync_until = 0
 
     def load(self) -> LoadedJournal:
         states = []
@@ -175,11 +218,19 @@ class MemoryJournalStorage:
             self.committed_txid,
             tuple(states),
             dict(self.accepted),
+            self.sync_until,
         )
 
-    def format(self, namespace_info: NamespaceInfo) -> None:
+    def format(
+        self, namespace_info: NamespaceInfo, *, promised_epoch: int = 0, sync_until: int = 0
+    ) -> None:
         self.__init__()  # type: ignore[misc]
         self.namespace_info = namespace_info
+        self.last_promised_epoch = promised_epoch
+        self.sync_until = sync_until
+
+    def persist_sync_until(self, txid: int) -> None:
+        self.sync_until = txid
 
     def persist_last_promised_epoch(self, epoch: int) -> None:
         self.last_promised_epoch = epoch
@@ -280,6 +331,25 @@ class MemoryJournalStorage:
         self.segments[start_txid] = (bytearray(data), None)
         self.synced_len[start_txid] = len(data)  # installed with an fsync
         return True
+
+    def stage_finalized(
+        self, start_txid: int, end_txid: int, chunks: Iterable[bytes]
+    ) -> StagedSegment:
+        data = b"".join(chunks)
+        check_downloaded_segment(data, start_txid, end_txid, f"segment {start_txid}")
+        md5 = hashlib.md5(data[records.HEADER_LEN :]).digest()
+        return StagedSegment(start_txid, end_txid, len(data), md5, data)
+
+    def install_finalized(self, staged: StagedSegment) -> None:
+        self._refuse_finalized(staged.start_txid)
+        if staged.start_txid in self.segments:
+            self.move_aside(staged.start_txid, "stale")
+        assert isinstance(staged.handle, bytes)
+        self.segments[staged.start_txid] = (bytearray(staged.handle), staged.end_txid)
+        self.synced_len[staged.start_txid] = staged.size
+
+    def discard_staged(self, staged: StagedSegment) -> None:
+        pass  # only the StagedSegment held the bytes
 
     def purge(self, min_txid_to_keep: int) -> list[str]:
         removed = []

@@ -254,6 +254,24 @@ class SegmentChunk(_message.Message):
     data: bytes
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
+class GetSegmentMd5Request(_message.Message):
+    __slots__ = ("journal_id", "cluster_id", "start_txid")
+    JOURNAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    START_TXID_FIELD_NUMBER: _ClassVar[int]
+    journal_id: str
+    cluster_id: str
+    start_txid: int
+    def __init__(self, journal_id: _Optional[str] = ..., cluster_id: _Optional[str] = ..., start_txid: _Optional[int] = ...) -> None: ...
+
+class GetSegmentMd5Response(_message.Message):
+    __slots__ = ("end_txid", "md5")
+    END_TXID_FIELD_NUMBER: _ClassVar[int]
+    MD5_FIELD_NUMBER: _ClassVar[int]
+    end_txid: int
+    md5: bytes
+    def __init__(self, end_txid: _Optional[int] = ..., md5: _Optional[bytes] = ...) -> None: ...
+
 class GetJournaledEditsRequest(_message.Message):
     __slots__ = ("journal_id", "cluster_id", "since_txid", "max_txns")
     JOURNAL_ID_FIELD_NUMBER: _ClassVar[int]

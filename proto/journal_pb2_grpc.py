@@ -104,6 +104,11 @@ class QJournalServiceStub:
                 request_serializer=proto_dot_journal__pb2.GetSegmentRequest.SerializeToString,
                 response_deserializer=proto_dot_journal__pb2.SegmentChunk.FromString,
                 _registered_method=True)
+        self.GetSegmentMd5 = channel.unary_unary(
+                '/hanamenode.journal.QJournalService/GetSegmentMd5',
+                request_serializer=proto_dot_journal__pb2.GetSegmentMd5Request.SerializeToString,
+                response_deserializer=proto_dot_journal__pb2.GetSegmentMd5Response.FromString,
+                _registered_method=True)
         self.GetJournaledEdits = channel.unary_unary(
                 '/hanamenode.journal.QJournalService/GetJournaledEdits',
                 request_serializer=proto_dot_journal__pb2.GetJournaledEditsRequest.SerializeToString,
@@ -201,6 +206,12 @@ class QJournalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSegmentMd5(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetJournaledEdits(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -279,6 +290,11 @@ def add_QJournalServiceServicer_to_server(servicer, server):
                     servicer.GetSegment,
                     request_deserializer=proto_dot_journal__pb2.GetSegmentRequest.FromString,
                     response_serializer=proto_dot_journal__pb2.SegmentChunk.SerializeToString,
+            ),
+            'GetSegmentMd5': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSegmentMd5,
+                    request_deserializer=proto_dot_journal__pb2.GetSegmentMd5Request.FromString,
+                    response_serializer=proto_dot_journal__pb2.GetSegmentMd5Response.SerializeToString,
             ),
             'GetJournaledEdits': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJournaledEdits,
@@ -664,6 +680,33 @@ class QJournalService:
             '/hanamenode.journal.QJournalService/GetSegment',
             proto_dot_journal__pb2.GetSegmentRequest.SerializeToString,
             proto_dot_journal__pb2.SegmentChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSegmentMd5(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hanamenode.journal.QJournalService/GetSegmentMd5',
+            proto_dot_journal__pb2.GetSegmentMd5Request.SerializeToString,
+            proto_dot_journal__pb2.GetSegmentMd5Response.FromString,
             options,
             channel_credentials,
             insecure,
