@@ -102,7 +102,8 @@ class JournalStats:
     sync_failures: int = 0
     """Segments a sync round could not install: refused (md5, content, conflict) or failed."""
     segments_lacking: int = 0
-    """Finalized segments peers hold that this node lacked at the last sync round."""
+    """Finalized segments peers hold that this node lacked at the last sync round, less
+    those installed since."""
 
 
 def check_format_request(ns: NamespaceInfo) -> None:
@@ -290,19 +291,28 @@ class Journal:
         in a quorum as if it held what it lacks, and recovery could drop a committed edit
         (docs/protocol.md §10.3). It votes again once its finalized segments run through
         the txid its peers held when it rejoined."""
-        if not self._sync_until:
-            return
-        if covers(self._finalized(), self._sync_until):
-            self._log.info("rejoin complete: holding every segment through the rejoin point",
-                           sync_until=self._sync_until)
-            self.storage.persist_sync_until(0)
-            self._sync_until = 0
+        if not self._rejoining_still():
             return
         raise JournalSyncingError(
             f"journal {self.journal_id!r} rejoined with empty storage and lacks finalized "
             f"segments through txid {self._sync_until}; it answers {rpc} once it has synced "
             "them from its peers"
         )
+
+    def _rejoining_still(self) -> bool:
+        """Whether this node still waits for segments through its rejoin point; clears the
+        (durable) mark once its finalized segments cover it."""
+        if not self._sync_until:
+            return False
+        if not covers(self._finalized(), self._sync_until):
+            return True
+        self._log.info(
+            "rejoin complete: holding every segment through the rejoin point",
+            sync_until=self._sync_until,
+        )
+        self.storage.persist_sync_until(0)
+        self._sync_until = 0
+        return False
 
     def _finalized(self) -> list[SegmentState]:
         return [s for s in self._segments.values() if not s.is_in_progress]
@@ -851,7 +861,9 @@ class Journal:
                     self.edits_cache.invalidate_from(start)  # the stale copy's edits
                 self.stats.segments_synced += 1
                 self.stats.bytes_synced += staged.size
+                self.stats.segments_lacking = max(0, self.stats.segments_lacking - 1)
                 self.stats.last_written_txid = max(self.stats.last_written_txid, end)
+                self._rejoining_still()
         except BaseException:
             self.storage.discard_staged(staged)
             raise

@@ -208,9 +208,7 @@ class JournalSyncer:
                 manifests[peer.address] = answer
         plan = journal.plan_sync(manifests)
         for conflict in plan.conflicts:
-            key = f"{conflict.start_txid}:{conflict.detail}"
-            if key not in self._reported:
-                self._reported.add(key)
+            if self._first_report(f"conflict:{conflict.start_txid}:{conflict.detail}"):
                 journal.stats.sync_failures += 1
                 self._log.error(
                     "finalized segment held differently; not synced",
@@ -235,10 +233,11 @@ class JournalSyncer:
             try:
                 end, md5 = peer.segment_md5(jid, cluster_id, segment.start_txid)
             except CorruptSegmentError as exc:
-                self._log.error(
-                    "peer holds a corrupt copy of a finalized segment; not a sync source",
-                    peer=peer.address, segment=str(segment), error=str(exc),
-                )
+                if self._first_report(f"corrupt:{peer.address}:{segment}"):
+                    self._log.error(
+                        "peer holds a corrupt copy of a finalized segment; not a sync source",
+                        peer=peer.address, segment=str(segment), error=str(exc),
+                    )
                 continue
             except JournalError as exc:
                 self._log.warning(
@@ -254,18 +253,22 @@ class JournalSyncer:
                 continue
             md5s[peer.address] = md5
         if len(set(md5s.values())) != 1:
-            journal.stats.sync_failures += 1
             if md5s:
-                self._log.error(
-                    "peers hold different copies of a finalized segment (md5 mismatch); "
-                    "nothing installed",
-                    segment=str(segment), md5s={p: m.hex() for p, m in sorted(md5s.items())},
-                )
-            else:
-                self._log.warning(
-                    "no peer vouched for a segment this node lacks; nothing installed",
-                    segment=str(segment), sources=list(segment.sources),
-                )
+                listed = {p: m.hex() for p, m in sorted(md5s.items())}
+                # A lasting condition: logged and counted once, until the md5s change.
+                if self._first_report(f"md5:{segment}:{sorted(listed.items())}"):
+                    journal.stats.sync_failures += 1
+                    self._log.error(
+                        "peers hold different copies of a finalized segment (md5 mismatch); "
+                        "nothing installed",
+                        segment=str(segment), md5s=listed,
+                    )
+                return
+            journal.stats.sync_failures += 1
+            self._log.warning(
+                "no peer vouched for a segment this node lacks; nothing installed",
+                segment=str(segment), sources=list(segment.sources),
+            )
             return
         (expected,) = set(md5s.values())
         for peer in sources:
@@ -345,6 +348,14 @@ class JournalSyncer:
         if self._peer_errors.pop(peer.address, None) is not None:
             self._log.info("sync peer answers again", peer=peer.address)
         return answer
+
+    def _first_report(self, key: str) -> bool:
+        """True the first time a lasting problem (a conflict, a corrupt or divergent copy) is
+        seen, so that it is logged once rather than every round."""
+        if key in self._reported:
+            return False
+        self._reported.add(key)
+        return True
 
     def _note(self, message: str, level: str = "info", **fields: object) -> None:
         """Log the journal's sync state when it changes."""
