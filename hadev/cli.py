@@ -2,6 +2,7 @@
 
     hadev up [--dir D] [--journalnodes 3] [--namenodes 2] [--session-timeout 1s] [--insecure]
     hadev down [--dir D]
+    hadev jn-wipe jnN [--dir D] [--timeout 60s]
 
 ``up`` starts ZooKeeper, the JournalNodes and the NameNodes (automatic failover on) as
 processes on free loopback ports, formats them on first use (a later ``up`` on the same
@@ -18,6 +19,11 @@ watch the other take over) is reported, and the others keep running.
 stops every daemon whose pid file is left (SIGTERM, SIGKILL after a timeout), checking that
 each pid still runs that daemon. Running it again, or on a directory where nothing runs, only
 says so.
+
+``jn-wipe jnN`` replaces the disk of one JournalNode of a running dev cluster: it asks
+``hadev up`` (through ``D/run/jn-wipe.jnN.request``) to stop jnN, empty its storage and start
+it again, and waits for the answer. The JournalNode formats itself from its peers and fetches
+the finalized segments it lost (docs/protocol.md §10, docs/operations.md §7).
 
 Exit status: 0 on success, 1 with a one-line reason on stderr otherwise.
 """
@@ -248,10 +254,13 @@ def _print_started(dev: DevCluster) -> None:
 
 
 def _watch(dev: DevCluster) -> None:
-    """Report daemons that exit, until every one has (or a signal interrupts)."""
+    """Report daemons that exit, until every one has (or a signal interrupts); carry out
+    what other hadev commands ask (``jn-wipe``)."""
     gone: set[str] = set()
     while True:
         time.sleep(0.5)
+        for line in dev.serve_requests():
+            click.echo(f"hadev: {line}")
         for name in dev.names:
             process = dev.process(name)
             if name in gone or process.running:
@@ -301,6 +310,50 @@ def down(directory: Path) -> None:
         else:
             click.echo(f"hadev: {name} was not running (removed its stale pid file)")
     click.echo(f"hadev: the dev cluster in {directory} is stopped; its data is kept")
+
+
+@cli.command("jn-wipe")
+@click.argument("jn_id", metavar="JN")
+@_DIR_OPTION
+@click.option(
+    "--timeout",
+    default="60s",
+    show_default=True,
+    help="How long to wait for hadev up to restart the JournalNode (bare: seconds).",
+)
+def jn_wipe(jn_id: str, directory: Path, timeout: str) -> None:
+    """Stop JN (jn1, jn2, ...) of the running dev cluster, empty its storage, start it again."""
+    try:
+        wait = parse_duration(timeout, "s")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--timeout") from None
+    directory = directory.absolute()
+    shape = DevShape.read(directory / "conf" / "hadev.json")
+    if shape is None:
+        _fail(f"no dev cluster in {directory}")
+    known = [f"jn{i}" for i in range(1, shape.journalnodes + 1)]
+    if jn_id not in known:
+        _fail(f"no JournalNode {jn_id!r} in {directory} (known: {', '.join(known)})")
+    run_dir = directory / "run"
+    up_pid = _read_pid(run_dir / f"{UP_PID}.pid")
+    if up_pid is None or not _is_hadev_up(up_pid):
+        _fail(f"hadev up does not run in {directory}; start it with: hadev up --dir {directory}")
+    request = run_dir / f"jn-wipe.{jn_id}.request"
+    answer = request.with_suffix(".done")
+    answer.unlink(missing_ok=True)
+    request.touch()
+    click.echo(f"hadev: asked hadev up (pid {up_pid}) to wipe {jn_id}")
+    deadline = time.monotonic() + wait
+    while not answer.exists():
+        if time.monotonic() > deadline or not _is_hadev_up(up_pid):
+            request.unlink(missing_ok=True)
+            _fail(f"no answer from hadev up (pid {up_pid}) within {wait:g}s; see its output")
+        time.sleep(0.1)
+    text = answer.read_text().strip()
+    answer.unlink(missing_ok=True)
+    if not text.startswith("ok"):
+        _fail(f"{jn_id}: {text}")
+    click.echo(f"hadev: {text}; it formats itself from its peers and syncs their segments")
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ ZooKeeper, JournalNodes and NameNodes with automatic failover (the elector insid
     D/conf/ha-site.xml     the one configuration every daemon, hafs and hactl read
     D/conf/hadev.json      the shape it was made with (how many JournalNodes, NameNodes)
     D/run/<name>.pid       zk.pid, jn1.pid, ..., nn1.pid, ... while they run
+    D/run/<cmd>.<name>.request, .done   what another hadev command asks of ``hadev up``
     D/logs/<name>.log      zk.log, jn1.log, ..., nn1.log, ... (appended across runs)
     D/data/                zk/, journal/jn<i>/, nn<i>/: a later ``start`` on D reuses them
 
@@ -27,6 +28,7 @@ the session timeout (a tenth of it, at most 100 ms).
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -128,6 +130,10 @@ def dev_conf(
         "dfs.namenode.checkpoint.txns": 20000,
         "dfs.namenode.checkpoint.period": "10m",
         "dfs.qjournal.heartbeat.interval.ms": 250,
+        # A JournalNode fetches the segments it missed every second, and one whose storage
+        # was wiped (``hadev jn-wipe``) formats itself from its peers (HDFS-4025, HDFS-16690).
+        "dfs.journalnode.sync.interval": "1s",
+        "dfs.journalnode.enable.sync.format": True,
         **{
             f"dfs.qjournal.{op}.timeout.ms": quorum_timeout
             for op in (
@@ -417,6 +423,57 @@ class DevCluster:
         process = self.process(name)
         process.restart(timeout)
         self.pid_file(name).write_text(f"{process.pid}\n")
+
+    def wipe_journalnode(self, jn_id: str, timeout: float = START_TIMEOUT) -> Path:
+        """Stop JournalNode ``jn_id`` (SIGTERM), empty its storage directory, and start it
+        again on the same ports: a disk replaced under a JournalNode. It formats itself from
+        its peers and syncs (``dfs.journalnode.enable.sync.format``, on in ``dev_conf``).
+        Returns the emptied directory."""
+        process = self.process(jn_id)
+        if not isinstance(process, JournalNodeProcess):
+            known = ", ".join(jn.jn_id for jn in self.journalnodes)
+            raise DevClusterError(f"{jn_id!r} is not a JournalNode (known: {known})")
+        process.stop()
+        self.pid_file(jn_id).unlink(missing_ok=True)
+        storage = process.edits_dir
+        if storage.exists():
+            for child in storage.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        process.start(timeout, fresh_ports=False)
+        self.pid_file(jn_id).write_text(f"{process.pid}\n")
+        return storage
+
+    # -- requests from other hadev commands ------------------------------------------------
+
+    def request_path(self, command: str, target: str) -> Path:
+        """Where ``hadev <command> <target>`` asks the process that runs this cluster
+        (``hadev up``) to act: a file in ``run/``, answered by a ``.done`` file beside it."""
+        return self.run_dir / f"{command}.{target}.request"
+
+    def serve_requests(self) -> list[str]:
+        """Carry out what other ``hadev`` commands asked of the process that owns these
+        daemons (today: ``jn-wipe``), answering each with ``<request>.done`` ("ok" or
+        "error: ..."). Returns one line per request, for ``hadev up`` to print."""
+        done: list[str] = []
+        for request in sorted(self.run_dir.glob("*.request")):
+            command, _, target = request.name.removesuffix(".request").partition(".")
+            try:
+                if command != "jn-wipe":
+                    raise DevClusterError(f"unknown request {command!r}")
+                storage = self.wipe_journalnode(target)
+                answer = f"ok: {target} restarted on an empty {storage}"
+            except (DevClusterError, RuntimeError, OSError) as exc:
+                answer = f"error: {exc}"
+            answer_path = request.with_suffix(".done")
+            tmp = answer_path.with_suffix(".done.tmp")
+            tmp.write_text(answer + "\n")
+            tmp.replace(answer_path)
+            request.unlink(missing_ok=True)
+            done.append(f"{command} {target}: {answer}")
+        return done
 
     # -- HA state ------------------------------------------------------------------------------
 
