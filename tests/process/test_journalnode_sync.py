@@ -4,8 +4,8 @@ Three ``journalnode run`` processes on loopback (``JournalNodeProcessCluster``),
 in this process rolling segments over real gRPC, real fsyncs, and the sync thread every
 250 ms:
 
-* a JournalNode down while three segments are finalized fetches them after its restart, and
-  its files are byte-equal to a peer's;
+* a JournalNode down while four segments are finalized (one of which it held in progress: a
+  stale copy) fetches them after its restart, and its files are byte-equal to a peer's;
 * a JournalNode whose storage is wiped formats itself from its peers, adopts their promise,
   refuses to vote until it holds the segment that was open when it was wiped, then syncs
   and votes in a new writer's recovery;
@@ -97,13 +97,20 @@ def metric(jn: JournalNodeProcess, name: str) -> float:
 def test_a_journalnode_down_across_rolls_catches_up(
     cluster: JournalNodeProcessCluster, qjm: QuorumJournalManager
 ) -> None:
-    roll(qjm, 1, 5)
-    cluster.stop(2)
+    out = roll(qjm, 1, 3, finalize=False)
+    wait_for(
+        lambda: (cluster.journal_dir(2) / "edits_inprogress_0000000000000000001").stat().st_size
+        == (cluster.journal_dir(0) / "edits_inprogress_0000000000000000001").stat().st_size,
+        "jn3 to hold 1-3",
+    )
+    cluster.stop(2)  # with 1-3 in progress: a stale copy once the others finalize 1-5
+    write_batch(out, qjm.epoch, 4, 5, size=64)
+    qjm.finalize_log_segment(1, 5)
     roll(qjm, 6, 10)
     roll(qjm, 11, 20)
     roll(qjm, 21, 23)
     roll(qjm, 24, 26, finalize=False)  # open: never fetched
-    assert len(finalized_files(cluster, 2)) == 1
+    assert not finalized_files(cluster, 2)
     cluster.start(2)
     wait_for(
         lambda: finalized_files(cluster, 2) == finalized_files(cluster, 0),
@@ -117,11 +124,10 @@ def test_a_journalnode_down_across_rolls_catches_up(
         "edits_0000000000000000021-0000000000000000023",
     ]
     assert finalized_files(cluster, 1) == synced
-    assert metric(cluster[2], "journalnode_sync_segments_total") == 3
-    first = "edits_0000000000000000001-0000000000000000005"  # jn3 had it
-    assert metric(cluster[2], "journalnode_sync_bytes_total") == sum(
-        len(data) for name, data in synced.items() if name != first
-    )
+    assert metric(cluster[2], "journalnode_sync_segments_total") == 4
+    assert metric(cluster[2], "journalnode_sync_bytes_total") == sum(map(len, synced.values()))
+    # Its in-progress copy of 1-5 was stale: moved aside, never deleted (protocol.md §3.9).
+    assert (cluster.journal_dir(2) / "edits_inprogress_0000000000000000001.stale").is_file()
     assert metric(cluster[2], "journalnode_sync_lacking_segments") == 0
     assert not (cluster.journal_dir(2) / "edits_inprogress_0000000000000000024").exists()
 
