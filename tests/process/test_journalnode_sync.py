@@ -126,7 +126,7 @@ def test_a_journalnode_down_across_rolls_catches_up(
     assert finalized_files(cluster, 1) == synced
     assert metric(cluster[2], "journalnode_sync_segments_total") == 4
     assert metric(cluster[2], "journalnode_sync_bytes_total") == sum(map(len, synced.values()))
-    # Its in-progress copy of 1-5 was stale: moved aside, never deleted (protocol.md §3.9).
+    # Its in-progress copy of 1-5 was stale: moved aside, never deleted (docs/protocol.md §3.9).
     assert (cluster.journal_dir(2) / "edits_inprogress_0000000000000000001.stale").is_file()
     assert metric(cluster[2], "journalnode_sync_lacking_segments") == 0
     assert not (cluster.journal_dir(2) / "edits_inprogress_0000000000000000024").exists()
