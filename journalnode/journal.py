@@ -832,7 +832,8 @@ class Journal:
         """Install a finalized segment downloaded from a peer, once it holds exactly the
         records ``segment`` names and their md5 is ``md5`` (what the peers agree on); returns
         its size. The download is written and checked aside, without the lock; only the
-        rename into place holds it. A stale in-progress copy is moved aside."""
+        rename into place holds it. A stale in-progress copy is moved aside. Returns 0, and
+        installs nothing, when the segment was finalized here meanwhile with the same end."""
         start, end = segment.start_txid, segment.end_txid
         staged = self.storage.stage_finalized(start, end, chunks)
         try:
@@ -844,8 +845,13 @@ class Journal:
             with self._lock:
                 have = self._segments.get(start)
                 if have is not None and not have.is_in_progress:
+                    if have.end_txid == end:
+                        # Finalized here meanwhile (the writer, or a recovery): nothing to do.
+                        self.storage.discard_staged(staged)
+                        return 0
                     raise JournalStateError(
-                        f"segment {have} is finalized here already; a synced copy is not installed"
+                        f"segment {have} is finalized here with another end than the synced "
+                        f"copy {start}-{end}; a finalized segment is never replaced"
                     )
                 if have is not None and start == self._cur_segment:
                     raise JournalOutOfSyncError(

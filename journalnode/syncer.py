@@ -287,6 +287,9 @@ class JournalSyncer:
                     segment=str(segment), error=f"{type(exc).__name__}: {exc}",
                 )
                 continue
+            if size == 0:
+                self._log.info("segment was finalized here meanwhile", segment=str(segment))
+                return
             self._log.info(
                 "synced segment from peer", peer=peer.address, segment=str(segment),
                 bytes=size, seconds=round(time.monotonic() - started, 3),
