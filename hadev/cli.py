@@ -246,6 +246,8 @@ def _print_started(dev: DevCluster) -> None:
         f"  {hactl} failover {active} {other}",
         f"  kill -9 $(cat {dev.pid_file(other)})   # {other}, active since the failover, "
         f"dies; {active} takes over",
+        f"  {_command_hint('hadev')} jn-wipe {dev.journalnodes[-1].jn_id} --dir {dev.base_dir}"
+        "   # it loses its disk, rejoins and syncs",
         f"  {_command_hint('hadev')} down --dir {dev.base_dir}   # or Ctrl-C here",
         "",
         "Running until Ctrl-C or SIGTERM.",
