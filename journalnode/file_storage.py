@@ -399,6 +399,17 @@ class FileJournalStorage:
         self._move_aside_path(path, reason)
         self._poisoned.discard(start_txid)
 
+    def move_aside_finalized(self, start_txid: int, reason: str) -> None:
+        """Rename ``edits_<start>-<end>`` to ``<name>.<reason>``: a copy found corrupt, which
+        the sync thread replaces from a peer. Never deletes."""
+        self._require_open()
+        if not REASON.fullmatch(reason):
+            raise InvalidRequestError(f"invalid move-aside reason {reason!r}")
+        found = self._find_finalized(start_txid)
+        if found is None:
+            raise JournalStateError(f"no finalized segment starting at txid {start_txid}")
+        self._move_aside_path(found[0], reason)
+
     def install_segment(self, start_txid: int, chunks: Iterable[bytes], expected_end: int) -> None:
         """Replace ``edits_inprogress_<start>`` with downloaded bytes, after checking they hold
         exactly start..expected_end (``check_downloaded_segment`` semantics, streamed)."""

@@ -37,6 +37,7 @@ from durable import version
 from journalnode.edits_cache import CachedEdits, JournaledEditsCache
 from journalnode.epochs import epoch_out_of_range
 from journalnode.errors import (
+    CorruptSegmentError,
     EpochError,
     InvalidRequestError,
     JournalInUseError,
@@ -101,6 +102,8 @@ class JournalStats:
     """Bytes of those segments."""
     sync_failures: int = 0
     """Segments a sync round could not install: refused (md5, content, conflict) or failed."""
+    corrupt_segments: int = 0
+    """Finalized segments found corrupt here by a read and moved aside, to be synced."""
     segments_lacking: int = 0
     """Finalized segments peers hold that this node lacked at the last sync round, less
     those installed since."""
@@ -889,4 +892,27 @@ class Journal:
             state = self._segments.get(start_txid)
             if state is None or state.is_in_progress:
                 raise JournalOutOfSyncError(f"no finalized segment starting at txid {start_txid}")
-        return state.end_txid, self._segment_md5(start_txid, state.end_txid)
+        try:
+            return state.end_txid, self._segment_md5(start_txid, state.end_txid)
+        except CorruptSegmentError as exc:
+            self.quarantine_corrupt(start_txid, exc)
+            raise
+
+    def quarantine_corrupt(self, start_txid: int, error: CorruptSegmentError) -> bool:
+        """A read found this node's finalized copy of a segment corrupt: move it aside
+        (``.corrupt``) so that this node stops listing and serving it, and its sync thread
+        fetches the segment from a peer (docs/protocol.md §10.2). False when the segment is
+        not (or no longer) finalized here."""
+        with self._lock:
+            state = self._segments.get(start_txid)
+            if state is None or state.is_in_progress:
+                return False
+            self._log.error(
+                "finalized segment is corrupt here; moved aside, to be synced from a peer",
+                segment=str(state),
+                error=str(error),
+            )
+            self.storage.move_aside_finalized(start_txid, "corrupt")
+            del self._segments[start_txid]
+            self.stats.corrupt_segments += 1
+            return True

@@ -43,6 +43,7 @@ from journalnode import fsutil, status
 from journalnode.errors import (
     ERROR_CLASS_KEY,
     AccessDeniedError,
+    CorruptSegmentError,
     InvalidRequestError,
     JournalError,
     JournalNotFormattedError,
@@ -208,6 +209,12 @@ class JournalMetricsCollector(Collector):
                 "Segments a sync round refused (md5, content, conflict) or failed to fetch",
                 CounterMetricFamily,
                 lambda j: j.stats.sync_failures,
+            ),
+            (
+                "journalnode_corrupt_segments",
+                "Finalized segments a read found corrupt here, moved aside to be synced",
+                CounterMetricFamily,
+                lambda j: j.stats.corrupt_segments,
             ),
             (
                 "journalnode_sync_lacking_segments",
@@ -531,6 +538,11 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
             while (chunk := await self._offload(next, chunks, None)) is not None:
                 yield journal_pb2.SegmentChunk(data=chunk)
         except Exception as exc:
+            if isinstance(exc, CorruptSegmentError):
+                # This node's copy is bad: stop serving it; the sync thread replaces it.
+                journal = self._server.existing_journal(request.journal_id)
+                if journal is not None:
+                    await self._offload(journal.quarantine_corrupt, request.start_txid, exc)
             await self._abort(context, request, exc, "GetSegment")
 
     @_unary

@@ -109,6 +109,11 @@ class JournalStorage(Protocol):
         """Rename an in-progress segment out of the way (``.empty``, ``.stale``); never delete."""
         ...
 
+    def move_aside_finalized(self, start_txid: int, reason: str) -> None:
+        """Rename a finalized segment out of the way (``.corrupt``); never delete. Only for a
+        copy found corrupt: the sync thread then fetches the segment from a peer."""
+        ...
+
     def scan_segment(self, start_txid: int) -> SegmentState | None:
         """Current on-disk state of the segment starting at start_txid (None if absent)."""
         ...
@@ -285,6 +290,13 @@ class MemoryJournalStorage:
 
     def move_aside(self, start_txid: int, reason: str) -> None:
         data, _ = self.segments.pop(start_txid)
+        self.moved_aside.append((start_txid, reason, bytes(data)))
+
+    def move_aside_finalized(self, start_txid: int, reason: str) -> None:
+        data, end = self._entry(start_txid)
+        if end is None:
+            raise JournalStateError(f"segment {start_txid} is not finalized")
+        del self.segments[start_txid]
         self.moved_aside.append((start_txid, reason, bytes(data)))
 
     def scan_segment(self, start_txid: int) -> SegmentState | None:

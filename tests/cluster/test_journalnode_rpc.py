@@ -272,9 +272,17 @@ def test_corrupt_finalized_segment_is_data_loss_naming_file_and_offset(
     assert f"byte offset {record_13}" in message
     assert "checksum mismatch" in message
 
+    assert CorruptSegmentError.code is grpc.StatusCode.DATA_LOSS
+    # The bad copy is moved aside, no longer listed or served: the sync thread fetches the
+    # segment from a peer (docs/protocol.md §10.2).
+    assert not path.exists() and path.with_name(path.name + ".corrupt").is_file()
+    assert jn.journal(JID).stats.corrupt_segments == 1
     request = journal_pb2.GetSegmentRequest(journal_id=JID, cluster_id=NS.cluster_id, start_txid=1)
     err = rpc_error(lambda: b"".join(c.data for c in client.stub.GetSegment(request)))
-    assert err.code() == grpc.StatusCode.DATA_LOSS
+    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "no segment starting at txid 1" in (err.details() or "")
+    logs, _ = client.channel.get_edit_log_manifest(JID, NS.cluster_id, 1, False, TIMEOUT)
+    assert logs == []
 
 
 # ---------------------------------------------------------------------------------------------

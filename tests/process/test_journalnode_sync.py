@@ -9,9 +9,10 @@ in this process rolling segments over real gRPC, real fsyncs, and the sync threa
 * a JournalNode whose storage is wiped formats itself from its peers, adopts their promise,
   refuses to vote until it holds the segment that was open when it was wiped, then syncs
   and votes in a new writer's recovery;
-* a peer whose copy of a segment fails its checksums is skipped, and a peer whose copy has
-  valid checksums but other records (an md5 mismatch with the other peer) makes the node
-  refuse that segment: logged, counted, nothing installed.
+* a peer whose copy of a segment fails its checksums is skipped (and, told so by the read,
+  moves its copy aside and syncs it again), and a peer whose copy has valid checksums but
+  other records (an md5 mismatch with the other peer) makes the node refuse that segment:
+  logged, counted, nothing installed.
 """
 
 from __future__ import annotations
@@ -212,6 +213,16 @@ def test_corrupt_copies_on_a_peer_are_refused_and_logged(
     assert not [p.name for p in current.iterdir() if "0000000000000000006" in p.name]
     assert not [p.name for p in current.iterdir() if p.name.endswith(".tmp")]
     assert metric(cluster[2], "journalnode_sync_lacking_segments") == 1
+    # jn2 learned from jn3's question that its 1-5 is corrupt: it moved the copy aside and
+    # fetched the segment again from its peers.
+    name = "edits_0000000000000000001-0000000000000000005"
+    wait_for(
+        lambda: finalized_files(cluster, 1).get(name) == good[name],
+        "jn2 to replace its corrupt copy of 1-5 from a peer",
+    )
+    assert (jn2 / f"{name}.corrupt").is_file()
+    assert metric(cluster[1], "journalnode_corrupt_segments_total") == 1
+    assert "finalized segment is corrupt here" in cluster[1].log_path.read_text()
 
 
 def is_formatted(jn: JournalNodeProcess) -> bool:
