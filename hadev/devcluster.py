@@ -429,8 +429,8 @@ class DevCluster:
         again on the same ports: a disk replaced under a JournalNode. It formats itself from
         its peers and syncs (``dfs.journalnode.enable.sync.format``, on in ``dev_conf``).
         Returns the emptied directory."""
-        process = self.process(jn_id)
-        if not isinstance(process, JournalNodeProcess):
+        process = next((jn for jn in self.journalnodes if jn.jn_id == jn_id), None)
+        if process is None:
             known = ", ".join(jn.jn_id for jn in self.journalnodes)
             raise DevClusterError(f"{jn_id!r} is not a JournalNode (known: {known})")
         process.stop()

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conf import load_settings
 from hadev.cli import cli
-from hadev.devcluster import JOURNAL_ID, LOAD_POLICY, MkdirLoad
+from hadev.devcluster import JOURNAL_ID, LOAD_POLICY, DevCluster, MkdirLoad
 from hadev.namenodes import run_command
 from hanamenode.client import HaFsClient
 from journalnode.segment_names import FINALIZED
@@ -121,3 +121,19 @@ def test_jn_wipe_names_what_is_wrong(tmp_path: Path) -> None:
     assert (code, err) == (1, f"hadev: no JournalNode 'jn4' in {tmp_path} (known: jn1, jn2, jn3)")
     code, err = jn_wipe("jn2", "--dir", str(tmp_path))
     assert code == 1 and err.startswith(f"hadev: hadev up does not run in {tmp_path}"), err
+
+
+def test_hadev_up_answers_a_bad_request_and_goes_on(tmp_path: Path) -> None:
+    """What ``hadev up``'s loop does with requests it cannot carry out: an answer naming the
+    problem, and nothing stopped (no daemon runs here, so none could be)."""
+    dev = DevCluster(tmp_path / "dev")
+    dev.run_dir.mkdir(parents=True)
+    dev.request_path("jn-wipe", "jn9").touch()
+    dev.request_path("reboot", "jn1").touch()
+    assert dev.serve_requests() == [
+        "jn-wipe jn9: error: 'jn9' is not a JournalNode (known: jn1, jn2, jn3)",
+        "reboot jn1: error: unknown request 'reboot'",
+    ]
+    assert sorted(p.name for p in dev.run_dir.iterdir()) == ["jn-wipe.jn9.done", "reboot.jn1.done"]
+    assert dev.serve_requests() == []
+
