@@ -46,9 +46,12 @@ from proto.values import NamespaceInfo, RemoteEditLog
 
 log = structlog.get_logger(__name__)
 
-RPC_TIMEOUT = 10.0
+RPC_TIMEOUT = 5.0
+"""Deadline of one small call to a peer: a frozen peer costs a round this much, no more."""
 DOWNLOAD_TIMEOUT = 120.0
-STOP_TIMEOUT = 10.0
+STOP_TIMEOUT = 2.0
+"""How long ``stop`` waits for a round in progress (a call to a frozen peer, a download);
+the thread is a daemon, and whatever it was installing is checked again at the next start."""
 
 
 @dataclass(frozen=True, slots=True)

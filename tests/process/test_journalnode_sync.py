@@ -99,9 +99,10 @@ def test_a_journalnode_down_across_rolls_catches_up(
     cluster: JournalNodeProcessCluster, qjm: QuorumJournalManager
 ) -> None:
     out = roll(qjm, 1, 3, finalize=False)
-    wait_for(
-        lambda: (cluster.journal_dir(2) / "edits_inprogress_0000000000000000001").stat().st_size
-        == (cluster.journal_dir(0) / "edits_inprogress_0000000000000000001").stat().st_size,
+    open_copies = [cluster.journal_dir(i) / "edits_inprogress_0000000000000000001" for i in (0, 2)]
+    wait_for(  # a quorum acknowledged 1-3; jn3 may still be writing it
+        lambda: all(p.exists() for p in open_copies)
+        and len({p.stat().st_size for p in open_copies}) == 1,
         "jn3 to hold 1-3",
     )
     cluster.stop(2)  # with 1-3 in progress: a stale copy once the others finalize 1-5
