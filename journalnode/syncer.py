@@ -316,7 +316,7 @@ class JournalSyncer:
             self._note(f"not formatting from peers: {decision.reason}", level="error")
             return None
         if decision.verdict is FormatVerdict.WAIT:
-            self._note(f"not formatting from peers yet: {decision.reason}")
+            self._note(f"not formatting from peers yet: {decision.reason}", level="warning")
             return None
         ns = decision.namespace_info
         assert ns is not None

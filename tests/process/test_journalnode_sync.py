@@ -6,7 +6,8 @@ in this process rolling segments over real gRPC, real fsyncs, and the sync threa
 
 * a JournalNode down while four segments are finalized (one of which it held in progress: a
   stale copy) fetches them after its restart, and its files are byte-equal to a peer's;
-* a JournalNode whose storage is wiped formats itself from its peers, adopts their promise,
+* a JournalNode whose storage is wiped waits while only one peer answers, then formats
+  itself from its two peers, adopts their promise,
   refuses to vote until it holds the segment that was open when it was wiped, then syncs
   and votes in a new writer's recovery;
 * a peer whose copy of a segment fails its checksums is skipped (and, told so by the read,
@@ -142,7 +143,14 @@ def test_a_wiped_journalnode_rejoins_votes_only_after_syncing(
     epoch = qjm.epoch
     cluster.stop(2)
     shutil.rmtree(cluster[2].edits_dir)
+    cluster.stop(1)  # jn1 alone is no majority of three: jn3 must not format from it
     cluster.start(2)
+    wait_for(
+        lambda: "1 formatted peer(s) answered of the 2 needed" in cluster[2].log_path.read_text(),
+        "jn3 to say it waits for a majority",
+    )
+    assert not is_formatted(cluster[2])
+    cluster.start(1)
     wait_for(lambda: is_formatted(cluster[2]), "jn3 to format itself from its peers")
     assert (cluster.journal_dir(2) / "last-promised-epoch").read_text() == f"{epoch}\n"
     wait_for(
