@@ -152,6 +152,9 @@ class AsyncLogger:
         # Why this logger fell out of sync (the JournalNode's error, "disk full" included),
         # until a new segment clears it: the NameNode's journal status shows it.
         self.out_of_sync_cause = ""
+        # Why this segment's startLogSegment failed here, if it did: the cause behind the
+        # refusal of its batches.
+        self._start_failure = ""
         self.queued_bytes = 0
         self.highest_acked_txid = 0
         self.last_ack_time = time.monotonic()
@@ -485,15 +488,17 @@ class AsyncLogger:
                 self._segments_starting -= 1
                 self.out_of_sync = False
                 self.out_of_sync_cause = ""
+                self._start_failure = ""
             self._metrics.out_of_sync.set(0)
 
         def failed(exc: BaseException) -> None:
-            # The JournalNode holds no open segment: every batch of this one would be
-            # refused there with a cause that hides this one (a full disk, say), so the
-            # logger is out of sync, for this reason, until the next segment starts.
+            # As in Hadoop, the batches of this segment are still sent (the start may have
+            # reached the JournalNode, only its answer lost); the JournalNode refuses them if
+            # it holds no open segment, and that refusal names this failure (a full disk,
+            # say) as its cause.
             with self._lock:
                 self._segments_starting -= 1
-                self._mark_out_of_sync_locked(exc)
+                self._start_failure = f"{type(exc).__name__}: {exc}"
 
         with self._lock:
             self._segments_starting += 1
@@ -651,15 +656,18 @@ class AsyncLogger:
         """Refuse edits until the next segment; say once which JournalNode and why. (The key
         is ``journalnode``: structlog's ``logger`` key is the logger's own name.)"""
         if not self.out_of_sync:
+            why = f"{type(cause).__name__}: {cause}"
+            if self._start_failure:
+                why += f" (its startLogSegment had failed: {self._start_failure})"
             log.warning(
                 "JournalNode out of sync until the next segment",
                 journalnode=self.address,
                 journal=self.journal_id,
                 epoch=self.epoch,
                 batch_first_txid=first_txid,
-                cause=f"{type(cause).__name__}: {cause}",
+                cause=why,
             )
-            self.out_of_sync_cause = f"{type(cause).__name__}: {cause}"
+            self.out_of_sync_cause = why
         self.out_of_sync = True
         self._metrics.out_of_sync.set(1)
 

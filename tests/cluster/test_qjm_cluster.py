@@ -437,12 +437,14 @@ def test_stopped_journalnode_rejoins_at_the_next_segment(cluster: MiniJournalClu
     assert len(copies) == 1
 
 
-def test_failed_segment_start_leaves_the_logger_out_of_sync_with_its_cause(
+def test_a_refused_batch_after_a_failed_segment_start_names_that_failure(
     cluster: MiniJournalCluster,
 ) -> None:
     """A JournalNode that could not start the segment (down here; a full disk is the other
-    case) holds no open segment, so its logger is out of sync, naming that failure, until
-    the next segment: not after a batch fails there for a reason that hides it."""
+    case) refuses its batches for want of an open segment; its logger then goes out of sync
+    with the failed start named as the cause, not only the refusal that hid it. The batches
+    are still sent, as in Hadoop: a start whose answer alone was lost leaves the JournalNode
+    able to take them."""
     with Writer(cluster) as w:
         epoch = start_writer(w)
         qjm, jn2 = w.qjm, w.loggers["JN2"]
@@ -453,14 +455,15 @@ def test_failed_segment_start_leaves_the_logger_out_of_sync_with_its_cause(
         cluster.stop(2)
         out = qjm.start_log_segment(11)  # a quorum starts it; JN2 cannot
         w.settle()
-        assert jn2.out_of_sync
-        assert "JournalUnavailableError" in jn2.out_of_sync_cause, jn2.out_of_sync_cause
         cluster.start(2)
         wait_until(lambda: jn2.is_formatted().exception() is None, "JN2 to be reachable")
         journal_calls = w.channels["JN2"].count("journal")
         write_batch(out, epoch, 11, 20)
+        w.settle()
+        assert w.channels["JN2"].count("journal") == journal_calls + 1
         assert jn2.out_of_sync
-        assert w.channels["JN2"].count("journal") == journal_calls  # not even sent
+        cause = jn2.out_of_sync_cause
+        assert "its startLogSegment had failed: JournalUnavailableError" in cause, cause
         qjm.finalize_log_segment(11, 20)
         out = qjm.start_log_segment(21)
         w.settle()
