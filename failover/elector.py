@@ -50,7 +50,6 @@ from __future__ import annotations
 import enum
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -70,7 +69,9 @@ from kazoo.retry import KazooRetry
 from prometheus_client import CollectorRegistry
 
 from conf import Settings
+from failover.attempts import ActiveAttempt, AttemptLog
 from failover.breadcrumb import Breadcrumb, BreadcrumbChanged, UnreadableBreadcrumb
+from failover.cede import Cede
 from failover.controller import REQUEST_BY_ZKFC, HAServiceTarget
 from failover.election_rules import (
     FAILOVER_SUSPENDED,
@@ -132,15 +133,6 @@ class HATarget(Protocol):
     def transition_to_active(self) -> None: ...
 
     def transition_to_standby(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ActiveAttempt:
-    """The outcome of one attempt to become active after winning the lock."""
-
-    seq: int
-    succeeded: bool
-    message: str
 
 
 class _Abort(Exception):
@@ -220,13 +212,9 @@ class ActiveStandbyElector:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._state = ElectorState.STOPPED
-        self._healthy = False
-        self._health_reason = "not checked yet"
-        self._cede_until = 0.0
-        self._cede_for = 0.0
+        self._cede = Cede()
         self._pending: _ElectorLock | None = None
-        self._attempt_seq = 0
-        self._last_attempt: ActiveAttempt | None = None
+        self._attempts = AttemptLog()
         self._watched_lock_path: str | None = None
         self._lock_watch_armed = False
         self._lock_node_lost = False
@@ -260,7 +248,7 @@ class ActiveStandbyElector:
 
     @property
     def healthy(self) -> bool:
-        return self._healthy
+        return self._health.status[0]
 
     @property
     def failover_note(self) -> str:
@@ -270,7 +258,7 @@ class ActiveStandbyElector:
 
     @property
     def last_attempt(self) -> ActiveAttempt | None:
-        return self._last_attempt
+        return self._attempts.last
 
     @property
     def running(self) -> bool:
@@ -384,13 +372,12 @@ class ActiveStandbyElector:
             self._require_zookeeper("cede the election")
         with self._cond:
             if seconds <= 0:
-                self._cede_until = 0.0
+                self._cede.end()
                 self._cond.notify_all()
                 self._wake.set()
                 self._log.info("cede ended: rejoining the election")
                 return
-            self._cede_until = time.monotonic() + seconds
-            self._cede_for = seconds
+            self._cede.begin(seconds)
             pending = self._pending
         self._log.info("asked to cede the election", seconds=seconds)
         if pending is not None:
@@ -423,9 +410,9 @@ class ActiveStandbyElector:
             raise ServiceFailedError(
                 f"NameNode {self.nn_id} is not healthy, so it cannot become active: {reason}"
             )
+        seq = self._attempts.seq  # an attempt recorded from now on answers this failover
         with self._cond:
-            self._cede_until = 0.0
-            seq = self._attempt_seq
+            self._cede.end()
         self._wake.set()
         started = time.monotonic()
         holder = self._lock_holder()
@@ -440,16 +427,12 @@ class ActiveStandbyElector:
             target.cede_active(0, self.graceful_fence_timeout)
 
         def wait_won() -> Attempt | None:
-            with self._cond:
-                done = self._cond.wait_for(lambda: self._attempt_seq > seq,
-                                           self.new_active_timeout)
-                attempt = self._last_attempt
-            if not done or attempt is None:
-                return None
-            return attempt.succeeded, attempt.message
+            attempt = self._attempts.wait_after(seq, self.new_active_timeout)
+            return None if attempt is None else (attempt.succeeded, attempt.message)
 
         def why_not_won() -> str:
-            return "" if self._healthy else f" (it is unhealthy: {self._health_reason})"
+            healthy, reason = self._health.status
+            return "" if healthy else f" (it is unhealthy: {reason})"
 
         previous = graceful_failover(
             self.nn_id, holder=holder, others=self.settings.namenode_ids, cede=cede,
@@ -508,8 +491,9 @@ class ActiveStandbyElector:
         self._wake.set()
 
     def _on_health_change(self, healthy: bool, reason: str) -> None:
+        """The monitor set ``status`` before calling: a round that publishes its wait for the
+        lock after that sees the change, one that published it before is cancelled here."""
         with self._cond:
-            self._healthy, self._health_reason = healthy, reason
             pending = self._pending
             self._cond.notify_all()
         if not healthy and pending is not None:
@@ -574,12 +558,13 @@ class ActiveStandbyElector:
     ) -> ElectionInputs:
         """The snapshot the rules decide on; ``generation``: the session count when the lock
         was won (None while not holding it)."""
+        healthy, health_reason = self._health.status
         return ElectionInputs(
             stopping=self._stopping.is_set(),
-            healthy=self._healthy,
-            health_reason=self._health_reason,
-            cede_left=max(0.0, self._cede_until - time.monotonic()),
-            cede_for=self._cede_for,
+            healthy=healthy,
+            health_reason=health_reason,
+            cede_left=self._cede.left(),
+            cede_for=self._cede.seconds,
             zk=ZKConnection(str(self._watcher.state)),
             session_expired=session_expired or (
                 generation is not None and self._watcher.sessions_lost != generation
@@ -618,7 +603,7 @@ class ActiveStandbyElector:
             if why.message != logged:
                 self._log.info("staying out of the election", why=why.message)
                 logged = why.message
-            cede_left = self._cede_until - time.monotonic()
+            cede_left = self._cede.left()
             self._pause(min(0.5, cede_left) if cede_left > 0 else 0.5)
 
     def _working_znode_exists(self) -> bool:
@@ -680,7 +665,7 @@ class ActiveStandbyElector:
                     raise _Abort(f"no longer eligible: {why.message}")
                 self._become_active(generation)
             except _Abort as exc:
-                self._record_attempt(False, str(exc))
+                self._attempts.record(False, str(exc))
                 self.metrics.failed_attempts.inc()
                 self._log.warning("not becoming active; giving the lock back", reason=str(exc))
                 backoff = True
@@ -750,7 +735,7 @@ class ActiveStandbyElector:
         elapsed = time.monotonic() - started
         self.metrics.became_active.inc()
         self.metrics.become_active_seconds.observe(elapsed)
-        self._record_attempt(True, f"became active ({fenced}) in {elapsed:.3f}s")
+        self._attempts.record(True, f"became active ({fenced}) in {elapsed:.3f}s")
         self._log.info("now active through the election", fenced=fenced,
                        seconds=round(elapsed, 3))
 
@@ -780,12 +765,6 @@ class ActiveStandbyElector:
                 f"({graceful_error}); {result.describe()}"
             )
         return f"{old.namenode_id} fenced by {result.method}"
-
-    def _record_attempt(self, succeeded: bool, message: str) -> None:
-        with self._cond:
-            self._attempt_seq += 1
-            self._last_attempt = ActiveAttempt(self._attempt_seq, succeeded, message)
-            self._cond.notify_all()
 
     def _stay_active(self, lock: _ElectorLock, generation: int) -> bool:
         """Watch for a reason to step down; step down; True when the next round should wait

@@ -8,6 +8,7 @@ it is healthy again::
     monitor = HealthMonitor(fsn.check_health, 1.0, on_change, name="nn1")
     monitor.start()            # checks once at once, then every second
     monitor.healthy, monitor.reason
+    monitor.status             # (healthy, reason) as of the last change: what the elector reads
     monitor.stop()
 """
 
@@ -50,6 +51,11 @@ class HealthMonitor:
         self.name = name
         self.healthy: bool | None = None
         self.reason = "not checked yet"
+        self.status: tuple[bool, str] = (False, "not checked yet")
+        """``(healthy, reason)`` as of the last change (False before the first check), set
+        before ``on_change`` is called. One attribute, so that another thread reads a
+        consistent pair; its reason is not refreshed at every check, so that a message that
+        changes at each check (a txid, a time) is not a new decision each time."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._log = log.bind(nn=name)
@@ -74,6 +80,7 @@ class HealthMonitor:
                 else:
                     self._log.warning("NameNode is unhealthy", reason=reason)
                 self.healthy, self.reason = healthy, reason
+                self.status = (healthy, reason)
                 try:
                     self._on_change(healthy, reason)
                 except Exception as exc:
