@@ -53,19 +53,11 @@ import time
 from typing import Any, Protocol
 
 import structlog
-from kazoo.client import KazooClient
 from kazoo.exceptions import (
     CancelledError,
-    ConnectionClosedError,
-    ConnectionLoss,
     KazooException,
-    NoNodeError,
-    OperationTimeoutError,
-    SessionExpiredError,
 )
-from kazoo.protocol.states import EventType, KazooState, WatchedEvent
-from kazoo.recipe.lock import Lock
-from kazoo.retry import KazooRetry
+from kazoo.protocol.states import KazooState
 from prometheus_client import CollectorRegistry
 
 from conf import Settings
@@ -73,6 +65,7 @@ from failover.attempts import ActiveAttempt, AttemptLog
 from failover.breadcrumb import Breadcrumb, BreadcrumbChanged, UnreadableBreadcrumb
 from failover.cede import Cede
 from failover.controller import REQUEST_BY_ZKFC, HAServiceTarget
+from failover.election_lock import ElectionLock, ElectorLock
 from failover.election_rules import (
     FAILOVER_SUSPENDED,
     Decision,
@@ -88,6 +81,7 @@ from failover.election_rules import (
 from failover.fencing import FenceTarget, NodeFencer
 from failover.graceful import Attempt, graceful_failover
 from failover.health import HealthMonitor
+from failover.lock_watch import LockNodeWatch
 from failover.membership import Membership
 from failover.metrics import ElectorMetrics
 from failover.neutral import NeutralClock
@@ -141,22 +135,6 @@ class _Abort(Exception):
 
 class _Stopping(Exception):
     """The elector is stopping: leave at once (``close`` ends the session)."""
-
-
-class _ElectorLock(Lock):
-    """kazoo's Lock whose retries (while disconnected) back off to at most ``max_delay``
-    instead of a minute, and end at once when the wait is cancelled."""
-
-    def __init__(self, client: KazooClient, path: str, identifier: str, max_delay: float):
-        super().__init__(client, path, identifier)
-        self._retry = KazooRetry(
-            max_tries=None,
-            delay=0.05,
-            backoff=2,
-            max_delay=max_delay,
-            sleep_func=client.handler.sleep_func,
-            interrupt=lambda: self.cancelled,
-        )
 
 
 class ActiveStandbyElector:
@@ -213,11 +191,9 @@ class ActiveStandbyElector:
         self._stopping = threading.Event()
         self._state = ElectorState.STOPPED
         self._cede = Cede()
-        self._pending: _ElectorLock | None = None
+        self._pending: ElectorLock | None = None
         self._attempts = AttemptLog()
-        self._watched_lock_path: str | None = None
-        self._lock_watch_armed = False
-        self._lock_node_lost = False
+        self._lock_watch = LockNodeWatch(self._client, self._wake.set)
         self._rejoin_lock = threading.Lock()
         self._rejoin_as_active = False
         """The session expired while active and no reason to step down was found: the
@@ -234,6 +210,9 @@ class ActiveStandbyElector:
         )
         self._membership = Membership(self._client, self.paths, nn_id, self.info,
                                       self._wait_result, self._log)
+        self._lock = ElectionLock(self._client, self.paths.lock, nn_id, self._watcher,
+                                  self._wait_result, self._log,
+                                  max_delay=max(0.2, self.session_timeout / 4))
 
     # -- what it is ----------------------------------------------------------------------------
 
@@ -451,30 +430,7 @@ class ActiveStandbyElector:
         """Who holds the election lock (kazoo's ``Lock.contenders()``: the first contender),
         None when nobody does."""
         self._require_zookeeper("read the election lock")
-        lock = Lock(self._client, self.paths.lock, self.nn_id)
-        lock.assured_path = True  # never create the lock path: `hactl format-zk` does
-        # contenders() makes blocking requests, which kazoo queues while disconnected: run
-        # it in a thread of the client's handler and wait a bounded time.
-        result = self._client.handler.async_result()
-
-        def list_contenders() -> None:
-            try:
-                result.set(lock.contenders())
-            except Exception as exc:
-                result.set_exception(exc)
-
-        self._client.handler.spawn(list_contenders)
-        try:
-            contenders = self._wait_result(result, "listing the lock")
-        except TimeoutError as exc:
-            raise ServiceFailedError(str(exc)) from None
-        except NoNodeError:
-            return None
-        except KazooException as exc:
-            raise ServiceFailedError(
-                f"cannot read the election lock {self.paths.lock}: {type(exc).__name__} {exc}"
-            ) from None
-        return contenders[0] or None if contenders else None
+        return self._lock.holder()
 
     def _wait_result(self, result: Any, what: str) -> Any:
         """The value of a kazoo async result, waiting up to ``zk_op_timeout``."""
@@ -486,7 +442,7 @@ class ActiveStandbyElector:
 
     def _on_zk_state(self, state: KazooState) -> None:
         if state != KazooState.CONNECTED:
-            self._lock_watch_armed = False
+            self._lock_watch.disarm()
         self._neutral.update(state == KazooState.CONNECTED, self._target.state)
         self._wake.set()
 
@@ -570,7 +526,7 @@ class ActiveStandbyElector:
                 generation is not None and self._watcher.sessions_lost != generation
             ),
             other_holder=other_holder,
-            lock_node_lost=self._lock_node_lost,
+            lock_node_lost=self._lock_watch.lost,
             # An FSNamesystem says why its edit log failed; other targets say nothing.
             fenced=journal_fenced(getattr(self._target, "last_failure", None)),
             nn_state=self._target.state,
@@ -629,8 +585,7 @@ class ActiveStandbyElector:
             self._pause(self.failure_backoff)
             return
         self._check_rejoin()
-        lock = _ElectorLock(self._client, self.paths.lock, self.nn_id,
-                            max_delay=max(0.2, self.session_timeout / 4))
+        lock = self._lock.contender()
         with self._cond:
             if self._why_out() is not None:
                 return  # a cancel that came before the lock was published
@@ -649,7 +604,7 @@ class ActiveStandbyElector:
             with self._cond:
                 self._pending = None
         if not acquired:
-            self._delete_lock_node(lock)  # kazoo's own clean-up is best effort
+            self._give_back(lock)  # kazoo's own clean-up is best effort
             why = self._why_out()
             self._log.info("left the queue for the lock",
                            why=why.message if why is not None else "cancelled")
@@ -692,14 +647,13 @@ class ActiveStandbyElector:
                 raise _Abort(f"the ZooKeeper session expired while {what}")
         return result.get(block=False)
 
-    def _check_own_lock_node(self, lock: _ElectorLock, generation: int) -> None:
-        path = f"{self.paths.lock}/{lock.node}"
+    def _check_own_lock_node(self, lock: ElectorLock, generation: int) -> None:
+        path = self._lock.node_path(lock)
         try:
             stat = self._zk(self._client.exists_async(path), "checking the lock", generation)
         except KazooException as exc:
             raise _Abort(f"cannot check the lock znode: {type(exc).__name__}") from exc
-        client_id = self._client.client_id
-        if stat is None or client_id is None or stat.ephemeralOwner != client_id[0]:
+        if not self._lock.owns(stat):
             raise _Abort(f"the lock znode {path} does not belong to this session")
 
     def _become_active(self, generation: int) -> None:
@@ -766,20 +720,17 @@ class ActiveStandbyElector:
             )
         return f"{old.namenode_id} fenced by {result.method}"
 
-    def _stay_active(self, lock: _ElectorLock, generation: int) -> bool:
+    def _stay_active(self, lock: ElectorLock, generation: int) -> bool:
         """Watch for a reason to step down; step down; True when the next round should wait
         ``failure_backoff`` first."""
         self._set_state(ElectorState.ACTIVE)
-        path = f"{self.paths.lock}/{lock.node}"
-        self._lock_node_lost = False
-        self._watched_lock_path = path
+        self._lock_watch.watch(self._lock.node_path(lock))
         try:
             while True:
                 self._pause(_POLL)
                 if self._stopping.is_set():
                     raise _Stopping()
-                if not self._lock_watch_armed and self._watcher.connected:
-                    self._arm_lock_watch(path)
+                self._lock_watch.keep_armed(self._watcher.connected)
                 inputs = self._inputs(generation)
                 decision = step_down(inputs)
                 if decision is None:
@@ -802,35 +753,7 @@ class ActiveStandbyElector:
                     self._delete_own_breadcrumb(generation)
                 return left
         finally:
-            self._watched_lock_path = None
-
-    def _arm_lock_watch(self, path: str) -> None:
-        """Watch our lock znode, so that its deletion (``format-zk --force``, an operator)
-        makes us step down. Kazoo drops watches when the connection drops: re-armed then."""
-        self._lock_watch_armed = True
-
-        def on_event(event: WatchedEvent) -> None:
-            if path != self._watched_lock_path:
-                return
-            if event.type == EventType.DELETED:
-                self._lock_node_lost = True
-            else:
-                self._lock_watch_armed = False
-            self._wake.set()
-
-        def on_result(result: Any) -> None:
-            if path != self._watched_lock_path:
-                return
-            try:
-                exists = result.get(block=False) is not None
-            except KazooException:
-                self._lock_watch_armed = False
-            else:
-                if not exists:
-                    self._lock_node_lost = True
-            self._wake.set()
-
-        self._client.exists_async(path, watch=on_event).rawlink(on_result)
+            self._lock_watch.stop()
 
     def _transition_to_standby(self, why: str) -> bool:
         try:
@@ -851,41 +774,10 @@ class ActiveStandbyElector:
             self._log.warning("could not delete own breadcrumb; the next active will fence "
                               "this NameNode gracefully", error=str(exc) or type(exc).__name__)
 
-    def _release(self, lock: _ElectorLock, generation: int) -> None:
+    def _release(self, lock: ElectorLock, generation: int) -> None:
         if self._watcher.sessions_lost != generation:
             return  # the ephemeral lock znode went with the session
-        self._delete_lock_node(lock)
+        self._give_back(lock)
 
-    def _delete_lock_node(self, lock: _ElectorLock) -> None:
-        """Delete our lock znode and wait until it is gone (or the session ended, or we are
-        stopping: closing the session deletes it). Never gives up while the session lives:
-        a lock znode left behind would block every contender, ourselves included."""
-        node = lock.node
-        if not node:
-            return
-        path = f"{self.paths.lock}/{node}"
-        while not self._stopping.is_set():
-            result = self._client.delete_async(path)
-            while not result.wait(_POLL):
-                if self._stopping.is_set():
-                    return
-            try:
-                result.get(block=False)
-            except NoNodeError:
-                pass
-            except ConnectionClosedError:
-                return
-            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError) as exc:
-                self._log.info("lock znode not deleted yet; retrying", node=node,
-                               error=type(exc).__name__)
-                self._watcher.wait_connected(0.5)
-                continue
-            except KazooException as exc:
-                self._log.error("cannot delete the lock znode; retrying", node=node,
-                                error=f"{type(exc).__name__} {exc}")
-                self._pause(self.failure_backoff)
-                continue
-            lock.node = None
-            lock.is_acquired = False
-            self._log.info("gave the election lock back", node=node)
-            return
+    def _give_back(self, lock: ElectorLock) -> None:
+        self._lock.give_back(lock, self._stopping, self._pause, self.failure_backoff)

@@ -1,14 +1,23 @@
-"""The small parts of the elector (failover/attempts.py, cede.py, health.py's status), without
+"""The small parts of the elector (failover/attempts.py, cede.py, health.py's status,
+lock_watch.py, election_lock.py), without
 ZooKeeper or a NameNode. The elector over them runs in tests/failover/test_elector.py."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import cast
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeStat
 
 from failover.attempts import ActiveAttempt, AttemptLog
 from failover.cede import Cede
+from failover.election_lock import ElectionLock
 from failover.health import HealthMonitor
+from failover.lock_watch import LockNodeWatch
 from hanamenode.errors import HealthCheckFailedError
+from zk.client import SessionWatcher
 
 
 class Clock:
@@ -83,3 +92,94 @@ def test_health_status_changes_only_with_health() -> None:
     failed = (False, "edit log failed at txid 7")
     assert seen == [failed, failed, (True, "healthy")]
     assert changes == [failed, (True, "healthy")]
+
+
+class FakeResult:
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def get(self, block: bool = True) -> object:
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+    def rawlink(self, callback: Callable[[FakeResult], None]) -> None:
+        callback(self)
+
+
+class FakeClient:
+    """Answers ``exists_async`` with ``answer`` and keeps the watch callbacks."""
+
+    def __init__(self) -> None:
+        self.answer: object = object()  # a stat: the znode exists
+        self.watches: list[tuple[str, Callable[[WatchedEvent], None]]] = []
+        self.client_id: tuple[int, bytes] | None = (7, b"")
+
+    def exists_async(self, path: str, watch: Callable[[WatchedEvent], None]) -> FakeResult:
+        self.watches.append((path, watch))
+        return FakeResult(self.answer)
+
+
+def deleted(path: str) -> WatchedEvent:
+    return WatchedEvent(EventType.DELETED, KeeperState.CONNECTED, path)
+
+
+def test_the_lock_watch_reports_the_deletion_of_the_watched_znode() -> None:
+    client, wakes = FakeClient(), []
+    watch = LockNodeWatch(cast(KazooClient, client), lambda: wakes.append(1))
+    watch.keep_armed(connected=True)
+    assert client.watches == []  # nothing watched yet
+    watch.watch("/lock/a")
+    watch.keep_armed(connected=False)
+    assert client.watches == []
+    watch.keep_armed(connected=True)
+    watch.keep_armed(connected=True)  # armed once
+    assert [p for p, _ in client.watches] == ["/lock/a"] and not watch.lost
+    client.watches[0][1](deleted("/lock/a"))
+    assert watch.lost and len(wakes) == 2
+
+
+def test_the_lock_watch_is_armed_again_after_the_connection_dropped() -> None:
+    client = FakeClient()
+    watch = LockNodeWatch(cast(KazooClient, client), lambda: None)
+    watch.watch("/lock/a")
+    watch.keep_armed(connected=True)
+    watch.disarm()
+    watch.keep_armed(connected=True)
+    assert [p for p, _ in client.watches] == ["/lock/a", "/lock/a"]
+
+
+def test_a_lock_znode_already_gone_when_watched_is_lost() -> None:
+    client = FakeClient()
+    client.answer = None
+    watch = LockNodeWatch(cast(KazooClient, client), lambda: None)
+    watch.watch("/lock/a")
+    watch.keep_armed(connected=True)
+    assert watch.lost
+
+
+def test_a_callback_of_an_earlier_tenure_changes_nothing() -> None:
+    client = FakeClient()
+    watch = LockNodeWatch(cast(KazooClient, client), lambda: None)
+    watch.watch("/lock/a")
+    watch.keep_armed(connected=True)
+    watch.stop()
+    client.watches[0][1](deleted("/lock/a"))  # our own give-back deleted it
+    watch.watch("/lock/b")
+    assert not watch.lost
+
+
+def owned_by(session: int) -> ZnodeStat:
+    return ZnodeStat(0, 0, 0, 0, 0, 0, 0, ephemeralOwner=session, dataLength=0,
+                     numChildren=0, pzxid=0)
+
+
+def test_the_lock_belongs_to_this_session_only() -> None:
+    client = FakeClient()
+    lock = ElectionLock(cast(KazooClient, client), "/lock", "nn1", cast(SessionWatcher, None),
+                        lambda r, what: r, None, max_delay=1.0)
+    assert lock.owns(owned_by(7))
+    assert not lock.owns(owned_by(8))
+    assert not lock.owns(None)
+    client.client_id = None  # no session
+    assert not lock.owns(owned_by(7))
