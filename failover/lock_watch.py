@@ -36,7 +36,11 @@ class LockNodeWatch:
         """The watched znode was found deleted."""
 
     def watch(self, path: str) -> None:
+        """Watch ``path`` from the next ``keep_armed`` on. A watch left armed by an earlier
+        tenure watches another znode (whose deletion, our own give-back, is ignored): it
+        does not count."""
         self.lost = False
+        self._armed = False
         self._path = path
 
     def stop(self) -> None:

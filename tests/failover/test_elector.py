@@ -191,3 +191,42 @@ def test_an_unhealthy_active_leaves_the_election(
         monkeypatch.undo()
         wait_for(lambda: nn1.state is ElectorState.WAITING, 5, "nn1 to rejoin")
         assert active_ids(c) == ["nn2"]
+
+
+def test_an_active_in_its_second_tenure_steps_down_when_its_lock_znode_is_deleted(
+    tmp_path: Path, zookeeper: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nn1 holds the lock twice (a graceful failover there and back): the watch on its first
+    # lock znode fired when it gave that one back; its second one must be watched too. nn2
+    # is unhealthy meanwhile, so only that watch can make nn1 step down.
+    conf = failover_conf(zookeeper)
+    client = zk_client(zookeeper)
+    try:
+        with auto_cluster(tmp_path, conf) as c:
+            paths = ElectorPaths(str(conf["ha.zookeeper.parent-znode"]), "ns1")
+            nn1, nn2 = elector(c, "nn1"), elector(c, "nn2")
+            wait_for(lambda: nn2.state is ElectorState.WAITING, 5, "nn2 queued")
+            assert nn2.graceful_failover() == "nn1"
+            wait_for(lambda: nn1.state is ElectorState.WAITING, 2 * SESSION_TIMEOUT,
+                     "nn1 queued")
+            assert nn1.graceful_failover() == "nn2"
+            assert nn1.state is ElectorState.ACTIVE
+            wait_for(lambda: nn2.state is ElectorState.WAITING, 2 * SESSION_TIMEOUT,
+                     "nn2 to rejoin")
+
+            def unhealthy() -> None:
+                raise HealthCheckFailedError("kept out of the election (test)")
+
+            monkeypatch.setattr(c.fsn("nn2"), "check_health", unhealthy)
+            wait_for(lambda: nn2.state is ElectorState.OUT, 5, "nn2 to leave the queue")
+            mine = [node for node in client.get_children(paths.lock)
+                    if client.get(f"{paths.lock}/{node}")[0] == b"nn1"]
+            assert len(mine) == 1
+            client.delete(f"{paths.lock}/{mine[0]}")
+            wait_for(lambda: c.fsn("nn1").state is HAState.STANDBY, 5, "nn1 to step down")
+            assert c.server("nn1").metrics.value(
+                "hanamenode_elector_step_downs_total", {"reason": "lock_lost"}
+            ) == 1
+    finally:
+        client.stop()
+        client.close()

@@ -158,17 +158,6 @@ def test_a_lock_znode_already_gone_when_watched_is_lost() -> None:
     assert watch.lost
 
 
-def test_a_callback_of_an_earlier_tenure_changes_nothing() -> None:
-    client = FakeClient()
-    watch = LockNodeWatch(cast(KazooClient, client), lambda: None)
-    watch.watch("/lock/a")
-    watch.keep_armed(connected=True)
-    watch.stop()
-    client.watches[0][1](deleted("/lock/a"))  # our own give-back deleted it
-    watch.watch("/lock/b")
-    assert not watch.lost
-
-
 def owned_by(session: int) -> ZnodeStat:
     return ZnodeStat(0, 0, 0, 0, 0, 0, 0, ephemeralOwner=session, dataLength=0,
                      numChildren=0, pzxid=0)
@@ -183,3 +172,20 @@ def test_the_lock_belongs_to_this_session_only() -> None:
     assert not lock.owns(None)
     client.client_id = None  # no session
     assert not lock.owns(owned_by(7))
+
+
+def test_the_next_tenure_watches_its_own_lock_znode() -> None:
+    # The watch on the first tenure's znode fired when it was given back, for a path no
+    # longer watched; the second tenure must still arm a watch on its own znode.
+    client = FakeClient()
+    watch = LockNodeWatch(cast(KazooClient, client), lambda: None)
+    watch.watch("/lock/a")
+    watch.keep_armed(connected=True)
+    watch.stop()
+    client.watches[0][1](deleted("/lock/a"))
+    watch.watch("/lock/b")
+    assert not watch.lost
+    watch.keep_armed(connected=True)
+    assert [p for p, _ in client.watches] == ["/lock/a", "/lock/b"]
+    client.watches[1][1](deleted("/lock/b"))
+    assert watch.lost
