@@ -29,6 +29,7 @@ from conf import ConfigError, Settings, TLSSettings
 from conf.rpc import make_channel
 from failover.errors import (
     FailoverFailedError,
+    FencingFailedError,
     FormatDeniedError,
     UnknownNameNodeError,
     ZooKeeperUnavailableError,
@@ -47,6 +48,7 @@ __all__ = [
     "REQUEST_BY_ZKFC",
     "HAServiceTarget",
     "describe_status",
+    "fence_old_active",
     "format_zk",
     "manual_failover",
     "status_state",
@@ -301,3 +303,39 @@ def format_zk(
         ) from None
     log.info("formatted ZooKeeper for automatic failover", path=paths.working)
     return paths.working
+
+
+def fence_old_active(
+    old: HAServiceTarget,
+    fencer: NodeFencer,
+    *,
+    nameservice: str,
+    graceful_timeout: float,
+    count: Callable[[str, bool], None],
+    log: Any,
+) -> str:
+    """Make sure ``old`` is not active (HDFS ``ZKFailoverController.fenceOldActive``): ask it
+    to step down (the graceful fence, within ``graceful_timeout``), and if that fails run the
+    fencing methods in order. Returns what worked; FencingFailedError naming both failures
+    when nothing did. ``count(method, succeeded)`` hears of every try ("graceful", "shell")."""
+    log.info("fencing the previous active", old=old.nn_id, address=old.address)
+    try:
+        old.transition_to_standby(REQUEST_BY_ZKFC, graceful_timeout)
+    except NamenodeError as exc:
+        graceful_error = str(exc)
+        count("graceful", False)
+        log.warning("graceful fence failed; trying the fencing methods", old=old.nn_id,
+                    error=graceful_error)
+    else:
+        count("graceful", True)
+        log.info("fenced gracefully", old=old.nn_id)
+        return f"{old.nn_id} stepped down gracefully"
+    result = fencer.fence(old.fence_target(nameservice))
+    for attempt in result.attempts:
+        count("shell", attempt.succeeded)
+    if not result.succeeded:
+        raise FencingFailedError(
+            f"cannot fence {old.nn_id} ({old.address}): graceful fence failed "
+            f"({graceful_error}); {result.describe()}"
+        )
+    return f"{old.nn_id} fenced by {result.method}"

@@ -2,17 +2,18 @@
 ``Lock`` recipe (one ephemeral sequential child per contender), who holds it (kazoo's
 ``Lock.contenders()``), and this NameNode's own znode in it, checked and given back::
 
-    election = ElectionLock(client, paths.lock, "nn1", watcher, wait, log, max_delay=2.5)
+    election = ElectionLock(client, paths.lock, "nn1", watcher, wait, log, wake=wake,
+                            max_delay=2.5)
     lock = election.contender()       # a fresh kazoo Lock for one round
     lock.acquire()                    # blocking; lock.cancel() from another thread ends it
     election.owns(stat_of_our_znode)  # is it this session's?
+    election.watch                    # LockNodeWatch: was our znode deleted while active?
     election.give_back(lock, stopping, pause, backoff=1.0)
     election.holder()                 # "nn2", or None when nobody holds it
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ from kazoo.recipe.lock import Lock
 from kazoo.retry import KazooRetry
 
 from failover.breadcrumb import Wait
+from failover.lock_watch import LockNodeWatch
 from hanamenode.errors import ServiceFailedError
 from zk.client import SessionWatcher
 
@@ -73,6 +75,7 @@ class ElectionLock:
         wait: Wait,
         log: Any,
         *,
+        wake: Callable[[], None],
         max_delay: float,
     ) -> None:
         self.client = client
@@ -82,6 +85,8 @@ class ElectionLock:
         self.max_delay = max_delay
         self._wait = wait
         self._log = log
+        self.watch = LockNodeWatch(client, wake)
+        """The watch on the znode held while active (``wake`` rouses the elector thread)."""
 
     def contender(self) -> ElectorLock:
         return ElectorLock(self.client, self.path, self.nn_id, max_delay=self.max_delay)
@@ -125,7 +130,7 @@ class ElectionLock:
     def give_back(
         self,
         lock: Lock,
-        stopping: threading.Event,
+        stopping: Callable[[], bool],
         pause: Callable[[float], None],
         backoff: float,
     ) -> None:
@@ -136,10 +141,10 @@ class ElectionLock:
         if not node:
             return
         path = f"{self.path}/{node}"
-        while not stopping.is_set():
+        while not stopping():
             result = self.client.delete_async(path)
             while not result.wait(_POLL):
-                if stopping.is_set():
+                if stopping():
                     return
             try:
                 result.get(block=False)

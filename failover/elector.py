@@ -2,10 +2,13 @@
 ``ActiveStandbyElector`` and ``ZKFailoverController`` in one): a kazoo ``Lock`` plus a
 breadcrumb and a fence step.
 
-This is the shell that wires the parts to kazoo and the NameNode: the decisions are pure
-functions in ``failover.election_rules``, the breadcrumb is ``failover.breadcrumb``, the
-membership znode ``failover.membership``, and the steps of a graceful failover
-``failover.graceful``.
+This is the shell that wires the parts to kazoo and the NameNode. The decisions are pure
+functions in ``failover.election_rules``; the parts (docs/architecture.md §6.2 lists them)
+are the lock (``election_lock``, ``lock_watch``), the breadcrumb, the membership znode, the
+session (``zk_session``), the thread (``elector_thread``) and the state it shares with the
+others (``elector_state``), the health monitor, the cede, the rejoin after an expired
+session, the attempt record, the fence (``controller.fence_old_active``) and the steps of a
+graceful failover (``graceful``).
 
     elector = ActiveStandbyElector(settings, "nn1", fsn)   # fsn: FSNamesystem (an HATarget)
     elector.start()          # threads elector-nn1 and health-monitor-nn1
@@ -32,6 +35,13 @@ One round of thread ``elector-<nn>``:
    znode was deleted, the NameNode turned unhealthy, it was asked to cede, or it left the
    active state on its own (edit log failure).
 
+Threads: ``elector-<nn>`` runs the rounds, and is the only one to set the state, publish a
+wait for the lock, fence, write the breadcrumb or hold the lock. RPC threads (``cede_active``,
+``graceful_failover``, ``lock_holder``), ``health-monitor-<nn>`` (health changes, the
+membership znode, the rejoin check) and kazoo's threads (the session listener, watches) only
+change inputs and wake it, through ``StateBoard.interrupt`` whose condition makes a cancel
+of the wait for the lock race-free; kazoo's callbacks never block.
+
 Safety never rests on one ZooKeeper request finishing promptly (docs/operations.md §8.2,
 ZOOKEEPER-4537: a lone client's request may wait a third of the session timeout): a slow
 request only delays; stepping down needs no request at all; a lock znode is deleted by
@@ -47,16 +57,11 @@ fence timeout), wins the lock itself with nothing to fence, then lets the others
 
 from __future__ import annotations
 
-import enum
-import threading
 import time
 from typing import Any, Protocol
 
 import structlog
-from kazoo.exceptions import (
-    CancelledError,
-    KazooException,
-)
+from kazoo.exceptions import CancelledError, KazooException
 from kazoo.protocol.states import KazooState
 from prometheus_client import CollectorRegistry
 
@@ -64,7 +69,7 @@ from conf import Settings
 from failover.attempts import ActiveAttempt, AttemptLog
 from failover.breadcrumb import Breadcrumb, BreadcrumbChanged, UnreadableBreadcrumb
 from failover.cede import Cede
-from failover.controller import REQUEST_BY_ZKFC, HAServiceTarget
+from failover.controller import HAServiceTarget, fence_old_active
 from failover.election_lock import ElectionLock, ElectorLock
 from failover.election_rules import (
     FAILOVER_SUSPENDED,
@@ -78,17 +83,20 @@ from failover.election_rules import (
     stand_for_election,
     step_down,
 )
-from failover.fencing import FenceTarget, NodeFencer
+from failover.elector_state import ElectorState, StateBoard
+from failover.elector_thread import ElectorThread
+from failover.errors import FencingFailedError
+from failover.fencing import NodeFencer
 from failover.graceful import Attempt, graceful_failover
 from failover.health import HealthMonitor
-from failover.lock_watch import LockNodeWatch
 from failover.membership import Membership
 from failover.metrics import ElectorMetrics
-from failover.neutral import NeutralClock
-from hanamenode.errors import NamenodeError, ServiceFailedError
+from failover.rejoin import Rejoin
+from failover.zk_session import ElectorSession
+from hanamenode.errors import ServiceFailedError
 from hanamenode.ha import HAState
 from hanamenode.peers import connect_address
-from zk.client import SessionWatcher, client_from_settings, close_client, describe_acls
+from zk.client import describe_acls
 from zk.paths import ActiveNodeInfo, ElectorPaths
 
 __all__ = ["ActiveAttempt", "ActiveStandbyElector", "ElectorState", "HATarget"]
@@ -97,23 +105,6 @@ log = structlog.get_logger(__name__)
 
 _POLL = 0.1
 """How often a waiting thread looks at stop and session loss (seconds)."""
-_UNREACHABLE_WAIT = 0.1
-"""How long stopping waits for a thread or the session's close without ZooKeeper."""
-
-
-class ElectorState(enum.Enum):
-    STOPPED = "stopped"
-    OUT = "out"
-    """Not in the election: unhealthy, ceding, disconnected or ZooKeeper not formatted."""
-    WAITING = "waiting"
-    """Queued for the lock."""
-    BECOMING_ACTIVE = "becoming_active"
-    """Holding the lock: fencing, breadcrumb, transition."""
-    ACTIVE = "active"
-    """Holding the lock, the NameNode active."""
-
-
-_HOLDING = (ElectorState.BECOMING_ACTIVE, ElectorState.ACTIVE)
 
 
 class HATarget(Protocol):
@@ -138,7 +129,8 @@ class _Stopping(Exception):
 
 
 class ActiveStandbyElector:
-    """The election of one NameNode; see the module docstring for what a round does.
+    """The election of one NameNode; see the module docstring for what a round does and
+    which thread does what.
 
     ``address`` is where the other NameNodes reach this one (default: its configured RPC
     address); ``registry`` receives the metrics (default: a private one);
@@ -172,13 +164,22 @@ class ActiveStandbyElector:
         """How long a NameNode asked to cede by a graceful failover stays out (HDFS: twice
         the graceful fence timeout)."""
         self.failure_backoff = failure_backoff
-        self.zk_op_timeout = max(5.0, self.session_timeout)
+        self.last_fencing: tuple[float, str] | None = None
+        """(wall-clock time, outcome) of the last fencing this elector did (status page)."""
         self._target = target
-        self._client = client_from_settings(settings)
-        self._breadcrumb = Breadcrumb(self._client, self.paths.breadcrumb, self.info)
-        self._watcher = SessionWatcher(
-            self._client, on_change=self._on_zk_state, log_context={"nn": nn_id}
-        )
+        self._log = log.bind(nn=nn_id, ns=settings.nameservice)
+        self._thread = ElectorThread(nn_id)
+        self._board = StateBoard(self._log)
+        self._zk = ElectorSession(settings, nn_id, self._log, nn_state=lambda: target.state,
+                                  on_change=self._on_zk_state)
+        self.zk_op_timeout = self._zk.op_timeout
+        client = self._zk.client
+        self._lock = ElectionLock(client, self.paths.lock, nn_id, self._zk.watcher,
+                                  self._zk.wait, self._log, wake=self._thread.wake,
+                                  max_delay=max(0.2, self.session_timeout / 4))
+        self._breadcrumb = Breadcrumb(client, self.paths.breadcrumb, self.info)
+        self._membership = Membership(client, self.paths, nn_id, self.info, self._zk.wait,
+                                      self._log)
         self._health = HealthMonitor(
             lambda: target.check_health(),
             ha.health_check_interval,
@@ -186,44 +187,24 @@ class ActiveStandbyElector:
             name=nn_id,
             on_tick=self._keep_membership,
         )
-        self._cond = threading.Condition()
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._state = ElectorState.STOPPED
         self._cede = Cede()
-        self._pending: ElectorLock | None = None
+        self._rejoin = Rejoin(nn_id, self._log)
         self._attempts = AttemptLog()
-        self._lock_watch = LockNodeWatch(self._client, self._wake.set)
-        self._rejoin_lock = threading.Lock()
-        self._rejoin_as_active = False
-        """The session expired while active and no reason to step down was found: the
-        NameNode stays active (neutral) while it queues for the lock in a new session."""
-        self._thread: threading.Thread | None = None
-        self._started = False
-        self.last_fencing: tuple[float, str] | None = None
-        """(wall-clock time, outcome) of the last fencing this elector did (status page)."""
-        self._log = log.bind(nn=nn_id, ns=settings.nameservice)
-        self._neutral = NeutralClock(self._log)
         self.metrics = ElectorMetrics(
-            registry or CollectorRegistry(), lambda: self._state.value, lambda: self.zk_state,
-            self._neutral.seconds,
+            registry or CollectorRegistry(), lambda: self._board.state.value,
+            lambda: self.zk_state, self._zk.neutral.seconds,
         )
-        self._membership = Membership(self._client, self.paths, nn_id, self.info,
-                                      self._wait_result, self._log)
-        self._lock = ElectionLock(self._client, self.paths.lock, nn_id, self._watcher,
-                                  self._wait_result, self._log,
-                                  max_delay=max(0.2, self.session_timeout / 4))
 
     # -- what it is ----------------------------------------------------------------------------
 
     @property
     def state(self) -> ElectorState:
-        return self._state
+        return self._board.state
 
     @property
     def zk_state(self) -> str:
         """kazoo's CONNECTED, SUSPENDED or LOST."""
-        return str(self._watcher.state)
+        return self._zk.state
 
     @property
     def healthy(self) -> bool:
@@ -241,14 +222,13 @@ class ActiveStandbyElector:
 
     @property
     def running(self) -> bool:
-        thread = self._thread
-        return thread is not None and thread.is_alive() and not self._stopping.is_set()
+        return self._thread.running
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> ActiveStandbyElector:
         """Connect to ZooKeeper (in the background) and start both threads."""
-        if self._thread is not None:
+        if self._thread.started:
             raise RuntimeError(f"the elector of {self.nn_id} was already started")
         self._log.info(
             "elector starting",
@@ -256,43 +236,25 @@ class ActiveStandbyElector:
             lock=self.paths.lock,
             session_timeout=self.session_timeout,
             fencing=[str(m) for m in self.fencer.methods],
-            acl=describe_acls(self._client.default_acl),
+            acl=describe_acls(self._zk.client.default_acl),
         )
-        self._started = True
-        self._neutral.start()
-        self._client.start_async()
+        self._zk.start()
         self._health.start()
-        self._thread = threading.Thread(target=self._run, name=f"elector-{self.nn_id}",
-                                        daemon=True)
-        self._thread.start()
+        self._thread.start(self._run)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
         """Leave the election: no new attempt, a wait for the lock cancelled, both threads
         stopped (waiting up to ``timeout``). A lock this NameNode holds stays held until
         ``close``, so that the NameNode can leave the active state first."""
-        self._stopping.set()
-        with self._cond:
-            pending = self._pending
-        if pending is not None:
-            pending.cancel()
-        self._wake.set()
-        timeout = self._join_timeout(timeout)
+        self._thread.stop()
+        self._board.interrupt(cancel=True)
+        timeout = self._zk.join_timeout(timeout)
         self._health.stop(timeout)
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-            if thread.is_alive():
-                # Blocked in a transition or a ZooKeeper request: close() ends the session,
-                # which fails every request and lets it go.
-                self._log.info("elector thread still busy after stop", timeout=timeout)
-
-    def _join_timeout(self, timeout: float) -> float:
-        """How long stopping waits for a thread: without ZooKeeper a thread blocked in a
-        ZooKeeper request (kazoo queues them until it reconnects) would only wait for
-        ZooKeeper; nothing it could still do needs waiting for (it checks ``stopping``
-        before any step), so a NameNode stops promptly whatever ZooKeeper's state."""
-        return timeout if self._watcher.connected else min(timeout, _UNREACHABLE_WAIT)
+        if self._thread.join(timeout):
+            # Blocked in a transition or a ZooKeeper request: close() ends the session,
+            # which fails every request and lets it go.
+            self._log.info("elector thread still busy after stop", timeout=timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         """``stop``; step the NameNode down if it is still active (it would be active without
@@ -302,23 +264,19 @@ class ActiveStandbyElector:
         if self._target.state is HAState.ACTIVE:
             self._log.info("stepping down before leaving the election")
             self._transition_to_standby("the elector is closing")
-        timeout = self._join_timeout(timeout)
-        self._watcher.close()
-        if self._started:
-            close_client(self._client, timeout)
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-            if thread.is_alive() and self._watcher.connected:
+        timeout = self._zk.join_timeout(timeout)
+        self._zk.close(timeout)
+        if self._thread.join(timeout):
+            if self._zk.connected:
                 self._log.error("elector thread did not stop", timeout=timeout)
-            elif thread.is_alive():
+            else:
                 self._log.info("elector thread still waiting for ZooKeeper; it ends with the "
                                "client", timeout=timeout)
         if self._target.state is HAState.ACTIVE:
             # A transition to active that was in flight when the session closed.
             self._transition_to_standby("the elector closed during a transition to active")
         self.metrics.unregister()
-        self._set_state(ElectorState.STOPPED)
+        self._board.set(ElectorState.STOPPED)
         self._log.info("elector closed")
 
     def __enter__(self) -> ActiveStandbyElector:
@@ -336,7 +294,7 @@ class ActiveStandbyElector:
     def _require_zookeeper(self, what: str) -> None:
         """Fail at once, naming neutral mode, when ZooKeeper is unreachable: stepping down
         or taking over needs the lock, and waiting for ZooKeeper would only time out."""
-        if not self._watcher.connected:
+        if not self._zk.connected:
             raise ServiceFailedError(
                 f"NameNode {self.nn_id} cannot {what}: {FAILOVER_SUSPENDED}"
             )
@@ -347,26 +305,16 @@ class ActiveStandbyElector:
         this NameNode no longer holds the lock (ServiceFailedError if that takes longer than
         ``ha.failover-controller.new-active.rpc-timeout.ms``)."""
         self._require_running()
-        if seconds > 0:
-            self._require_zookeeper("cede the election")
-        with self._cond:
-            if seconds <= 0:
-                self._cede.end()
-                self._cond.notify_all()
-                self._wake.set()
-                self._log.info("cede ended: rejoining the election")
-                return
-            self._cede.begin(seconds)
-            pending = self._pending
+        if seconds <= 0:
+            self._board.interrupt(self._cede.end)
+            self._thread.wake()
+            self._log.info("cede ended: rejoining the election")
+            return
+        self._require_zookeeper("cede the election")
         self._log.info("asked to cede the election", seconds=seconds)
-        if pending is not None:
-            pending.cancel()
-        self._wake.set()
-        with self._cond:
-            released = self._cond.wait_for(
-                lambda: self._state not in _HOLDING, self.new_active_timeout
-            )
-        if not released:
+        self._board.interrupt(lambda: self._cede.begin(seconds), cancel=True)
+        self._thread.wake()
+        if not self._board.wait_released(self.new_active_timeout):
             raise ServiceFailedError(
                 f"NameNode {self.nn_id} did not step down within {self.new_active_timeout:g}s"
             )
@@ -380,7 +328,7 @@ class ActiveStandbyElector:
         none, or if this NameNode was active already); ServiceFailedError naming the step that
         failed."""
         self._require_running()
-        if self._target.state is HAState.ACTIVE and self._state is ElectorState.ACTIVE:
+        if self._target.state is HAState.ACTIVE and self.state is ElectorState.ACTIVE:
             self._log.info("graceful failover asked of the active NameNode: nothing to do")
             return ""
         self._require_zookeeper("become active")
@@ -390,11 +338,10 @@ class ActiveStandbyElector:
                 f"NameNode {self.nn_id} is not healthy, so it cannot become active: {reason}"
             )
         seq = self._attempts.seq  # an attempt recorded from now on answers this failover
-        with self._cond:
-            self._cede.end()
-        self._wake.set()
+        self._board.interrupt(self._cede.end)
+        self._thread.wake()
         started = time.monotonic()
-        holder = self._lock_holder()
+        holder = self.lock_holder()
         self._log.info("graceful failover to this NameNode", holder=holder)
 
         def cede(nn: str) -> None:
@@ -423,90 +370,47 @@ class ActiveStandbyElector:
         return previous
 
     def lock_holder(self) -> str | None:
-        """Who holds the election lock now, read from ZooKeeper (None: nobody)."""
-        return self._lock_holder()
-
-    def _lock_holder(self) -> str | None:
-        """Who holds the election lock (kazoo's ``Lock.contenders()``: the first contender),
-        None when nobody does."""
+        """Who holds the election lock now, read from ZooKeeper (kazoo's
+        ``Lock.contenders()``: the first contender); None when nobody does."""
         self._require_zookeeper("read the election lock")
         return self._lock.holder()
-
-    def _wait_result(self, result: Any, what: str) -> Any:
-        """The value of a kazoo async result, waiting up to ``zk_op_timeout``."""
-        if not result.wait(self.zk_op_timeout):
-            raise TimeoutError(f"{what}: no answer from ZooKeeper in {self.zk_op_timeout:g}s")
-        return result.get(block=False)
 
     # -- callbacks (other threads; never block) -------------------------------------------------
 
     def _on_zk_state(self, state: KazooState) -> None:
+        """kazoo's session listener (after the neutral clock was updated)."""
         if state != KazooState.CONNECTED:
-            self._lock_watch.disarm()
-        self._neutral.update(state == KazooState.CONNECTED, self._target.state)
-        self._wake.set()
+            self._lock.watch.disarm()
+        self._thread.wake()
 
     def _on_health_change(self, healthy: bool, reason: str) -> None:
         """The monitor set ``status`` before calling: a round that publishes its wait for the
         lock after that sees the change, one that published it before is cancelled here."""
-        with self._cond:
-            pending = self._pending
-            self._cond.notify_all()
-        if not healthy and pending is not None:
-            pending.cancel()
-        self._wake.set()
+        self._board.interrupt(cancel=not healthy)
+        self._thread.wake()
 
     def _keep_membership(self) -> None:
-        """``members/<nn>``, once per session (run by the health monitor)."""
-        if self._stopping.is_set() or not self._watcher.connected:
+        """``members/<nn>``, once per session; while waiting, the rejoin check (run by the
+        health monitor)."""
+        if self._thread.stopping or not self._zk.connected:
             return
-        client_id = self._client.client_id
+        client_id = self._zk.client.client_id
         if client_id is not None:
             self._membership.keep(client_id[0])
-        if self._state is ElectorState.WAITING:
+        if self.state is ElectorState.WAITING:
             self._check_rejoin()
 
     def _check_rejoin(self) -> None:
         """After its session expired while active (neutral), the NameNode stays active until
         it wins the lock again, or steps down once another NameNode holds it. Called by the
         elector thread before it queues and by the health monitor while it waits."""
-        with self._rejoin_lock:
-            self._check_rejoin_locked()
-
-    def _check_rejoin_locked(self) -> None:
-        if not self._rejoin_as_active:
-            return
-        if self._target.state is not HAState.ACTIVE:
-            self._rejoin_as_active = False  # fenced or stepped down meanwhile
-            return
-        try:
-            holder = self._lock_holder()
-        except ServiceFailedError as exc:
-            self._log.info("cannot read the lock holder yet", error=str(exc))
-            return
-        if holder is None or holder == self.nn_id:
-            return
-        decision = step_down(self._inputs(session_expired=True, other_holder=holder))
-        if decision is None:
-            return
-        self._rejoin_as_active = False
-        self._log.warning("stepping down", reason=decision.message)
-        self.metrics.step_downs.labels(decision.reason.value).inc()
-        self._transition_to_standby(decision.message)
+        self._rejoin.check(
+            lambda: self._target.state, self.lock_holder,
+            lambda holder: step_down(self._inputs(session_expired=True, other_holder=holder)),
+            self._step_down,
+        )
 
     # -- the election thread -------------------------------------------------------------------
-
-    def _set_state(self, state: ElectorState) -> None:
-        with self._cond:
-            if state is self._state:
-                return
-            previous, self._state = self._state, state
-            self._cond.notify_all()
-        self._log.info("elector state", state=state.value, previous=previous.value)
-
-    def _pause(self, seconds: float) -> None:
-        self._wake.wait(seconds)
-        self._wake.clear()
 
     def _inputs(
         self, generation: int | None = None, *, session_expired: bool = False,
@@ -516,17 +420,17 @@ class ActiveStandbyElector:
         was won (None while not holding it)."""
         healthy, health_reason = self._health.status
         return ElectionInputs(
-            stopping=self._stopping.is_set(),
+            stopping=self._thread.stopping,
             healthy=healthy,
             health_reason=health_reason,
             cede_left=self._cede.left(),
             cede_for=self._cede.seconds,
-            zk=ZKConnection(str(self._watcher.state)),
+            zk=ZKConnection(self._zk.state),
             session_expired=session_expired or (
-                generation is not None and self._watcher.sessions_lost != generation
+                generation is not None and self._zk.sessions_lost != generation
             ),
             other_holder=other_holder,
-            lock_node_lost=self._lock_watch.lost,
+            lock_node_lost=self._lock.watch.lost,
             # An FSNamesystem says why its edit log failed; other targets say nothing.
             fenced=journal_fenced(getattr(self._target, "last_failure", None)),
             nn_state=self._target.state,
@@ -537,16 +441,16 @@ class ActiveStandbyElector:
         return stand_for_election(self._inputs())
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
+        while not self._thread.stopping:
             try:
                 self._round()
             except _Stopping:
                 break
             except Exception as exc:
                 self._log.exception("election round failed; retrying", error=repr(exc))
-                self._set_state(ElectorState.OUT)
-                self._pause(self.failure_backoff)
-        self._log.info("elector thread stopped", state=self._state.value)
+                self._board.set(ElectorState.OUT)
+                self._thread.pause(self.failure_backoff)
+        self._log.info("elector thread stopped", state=self.state.value)
 
     def _wait_until_eligible(self) -> bool:
         logged: str | None = None
@@ -560,12 +464,12 @@ class ActiveStandbyElector:
                 self._log.info("staying out of the election", why=why.message)
                 logged = why.message
             cede_left = self._cede.left()
-            self._pause(min(0.5, cede_left) if cede_left > 0 else 0.5)
+            self._thread.pause(min(0.5, cede_left) if cede_left > 0 else 0.5)
 
     def _working_znode_exists(self) -> bool:
         try:
-            stat = self._wait_result(self._client.exists_async(self.paths.working),
-                                     "checking the working znode")
+            stat = self._zk.wait(self._zk.client.exists_async(self.paths.working),
+                                 "checking the working znode")
         except (KazooException, TimeoutError) as exc:
             self._log.warning("cannot check the working znode", error=f"{type(exc).__name__}")
             return False
@@ -578,21 +482,16 @@ class ActiveStandbyElector:
         return True
 
     def _round(self) -> None:
-        self._set_state(ElectorState.OUT)
+        self._board.set(ElectorState.OUT)
         if not self._wait_until_eligible():
             return
         if not self._working_znode_exists():
-            self._pause(self.failure_backoff)
+            self._thread.pause(self.failure_backoff)
             return
         self._check_rejoin()
         lock = self._lock.contender()
-        with self._cond:
-            if self._why_out() is not None:
-                return  # a cancel that came before the lock was published
-            self._pending = lock
-            self._state, previous = ElectorState.WAITING, self._state
-            self._cond.notify_all()
-        self._log.info("elector state", state="waiting", previous=previous.value)
+        if not self._board.queue(lock, self._why_out):
+            return  # a cancel that came before the lock was published
         try:
             acquired = bool(lock.acquire())
         except CancelledError:
@@ -601,15 +500,14 @@ class ActiveStandbyElector:
             self._log.warning("waiting for the lock failed", error=f"{type(exc).__name__} {exc}")
             acquired = False
         finally:
-            with self._cond:
-                self._pending = None
+            self._board.dequeue()
         if not acquired:
             self._give_back(lock)  # kazoo's own clean-up is best effort
             why = self._why_out()
             self._log.info("left the queue for the lock",
                            why=why.message if why is not None else "cancelled")
             return
-        generation = self._watcher.sessions_lost
+        generation = self._zk.sessions_lost
         self._log.info("won the election lock", node=lock.node)
         release, backoff = True, False
         try:
@@ -632,37 +530,38 @@ class ActiveStandbyElector:
         finally:
             if release:
                 self._release(lock, generation)
-                self._set_state(ElectorState.OUT)
+                self._board.set(ElectorState.OUT)
                 if backoff:
-                    self._pause(self.failure_backoff)
+                    self._thread.pause(self.failure_backoff)
 
-    def _zk(self, result: Any, what: str, generation: int) -> Any:
+    def _wait(self, result: Any, what: str, generation: int) -> Any:
         """Wait for a request made while holding the lock: as long as it takes (a slow
         request delays, it does not decide), but _Abort when the session is lost and
         _Stopping when stopping. Kazoo's errors are raised as they are."""
         while not result.wait(_POLL):
-            if self._stopping.is_set():
+            if self._thread.stopping:
                 raise _Stopping()
-            if self._watcher.sessions_lost != generation:
+            if self._zk.sessions_lost != generation:
                 raise _Abort(f"the ZooKeeper session expired while {what}")
         return result.get(block=False)
 
     def _check_own_lock_node(self, lock: ElectorLock, generation: int) -> None:
         path = self._lock.node_path(lock)
         try:
-            stat = self._zk(self._client.exists_async(path), "checking the lock", generation)
+            stat = self._wait(self._zk.client.exists_async(path), "checking the lock",
+                              generation)
         except KazooException as exc:
             raise _Abort(f"cannot check the lock znode: {type(exc).__name__}") from exc
         if not self._lock.owns(stat):
             raise _Abort(f"the lock znode {path} does not belong to this session")
 
     def _become_active(self, generation: int) -> None:
-        self._set_state(ElectorState.BECOMING_ACTIVE)
+        self._board.set(ElectorState.BECOMING_ACTIVE)
         started = time.monotonic()
         fenced = "nothing to fence"
 
         def wait(result: Any, what: str) -> Any:
-            return self._zk(result, what, generation)
+            return self._wait(result, what, generation)
 
         try:
             old, stat = self._breadcrumb.read(wait)
@@ -685,7 +584,7 @@ class ActiveStandbyElector:
             self._target.transition_to_active()
         except Exception as exc:
             raise _Abort(f"the transition to active failed: {exc}") from exc
-        self._rejoin_as_active = False
+        self._rejoin.end()
         elapsed = time.monotonic() - started
         self.metrics.became_active.inc()
         self.metrics.become_active_seconds.observe(elapsed)
@@ -694,66 +593,56 @@ class ActiveStandbyElector:
                        seconds=round(elapsed, 3))
 
     def _fence(self, old: ActiveNodeInfo) -> str:
-        """Make sure ``old`` is not active: graceful, then the configured methods; returns
-        what worked, _Abort when nothing did."""
-        self._log.info("fencing the previous active", old=old.namenode_id, address=old.address)
+        """``fence_old_active``: what worked; _Abort when nothing did."""
+        def count(method: str, succeeded: bool) -> None:
+            outcome = "success" if succeeded else "failure"
+            self.metrics.fencing_attempts.labels(method, outcome).inc()
+
         target = HAServiceTarget(old.namenode_id, old.address, self.settings.tls)
         try:
-            target.transition_to_standby(REQUEST_BY_ZKFC, self.graceful_fence_timeout)
-        except NamenodeError as exc:
-            graceful_error = str(exc)
-            self.metrics.fencing_attempts.labels("graceful", "failure").inc()
-            self._log.warning("graceful fence failed; trying the fencing methods",
-                              old=old.namenode_id, error=graceful_error)
-        else:
-            self.metrics.fencing_attempts.labels("graceful", "success").inc()
-            self._log.info("fenced gracefully", old=old.namenode_id)
-            return f"{old.namenode_id} stepped down gracefully"
-        result = self.fencer.fence(FenceTarget(old.nameservice, old.namenode_id, old.address))
-        for attempt in result.attempts:
-            outcome = "success" if attempt.succeeded else "failure"
-            self.metrics.fencing_attempts.labels("shell", outcome).inc()
-        if not result.succeeded:
-            raise _Abort(
-                f"cannot fence {old.namenode_id} ({old.address}): graceful fence failed "
-                f"({graceful_error}); {result.describe()}"
-            )
-        return f"{old.namenode_id} fenced by {result.method}"
+            return fence_old_active(target, self.fencer, nameservice=old.nameservice,
+                                    graceful_timeout=self.graceful_fence_timeout, count=count,
+                                    log=self._log)
+        except FencingFailedError as exc:
+            raise _Abort(str(exc)) from None
 
     def _stay_active(self, lock: ElectorLock, generation: int) -> bool:
         """Watch for a reason to step down; step down; True when the next round should wait
         ``failure_backoff`` first."""
-        self._set_state(ElectorState.ACTIVE)
-        self._lock_watch.watch(self._lock.node_path(lock))
+        self._board.set(ElectorState.ACTIVE)
+        self._lock.watch.watch(self._lock.node_path(lock))
         try:
             while True:
-                self._pause(_POLL)
-                if self._stopping.is_set():
+                self._thread.pause(_POLL)
+                if self._thread.stopping:
                     raise _Stopping()
-                self._lock_watch.keep_armed(self._watcher.connected)
+                self._lock.watch.keep_armed(self._zk.connected)
                 inputs = self._inputs(generation)
                 decision = step_down(inputs)
                 if decision is None:
                     if inputs.session_expired:
                         # Neutral: no reason to step down yet. Queue again in a new session;
                         # step down if another NameNode holds the lock (_check_rejoin).
-                        self._rejoin_as_active = True
+                        self._rejoin.begin()
                         self._log.warning(
                             "ZooKeeper session expired while active: staying active and "
                             "rejoining the election")
                         return False
                     continue
-                reason = decision.reason
-                self._log.warning("stepping down", reason=decision.message)
-                self.metrics.step_downs.labels(reason.value).inc()
-                left = reason in (Reason.LEFT_ACTIVE, Reason.FENCED)
-                stepped = reason is Reason.LEFT_ACTIVE or self._transition_to_standby(
-                    decision.message)
-                if reason is Reason.CEDED and stepped:
+                stepped = self._step_down(decision)
+                if decision.reason is Reason.CEDED and stepped:
                     self._delete_own_breadcrumb(generation)
-                return left
+                return decision.reason in (Reason.LEFT_ACTIVE, Reason.FENCED)
         finally:
-            self._lock_watch.stop()
+            self._lock.watch.stop()
+
+    def _step_down(self, decision: Decision) -> bool:
+        """Count and log ``decision``, and leave the active state unless the NameNode left it
+        on its own; True when it is standby now."""
+        self._log.warning("stepping down", reason=decision.message)
+        self.metrics.step_downs.labels(decision.reason.value).inc()
+        return decision.reason is Reason.LEFT_ACTIVE or self._transition_to_standby(
+            decision.message)
 
     def _transition_to_standby(self, why: str) -> bool:
         try:
@@ -768,16 +657,17 @@ class ActiveStandbyElector:
         """After a clean step-down, the next active needs no fence. Requests of one session
         apply in order, so this is done before the lock is given back."""
         try:
-            if self._breadcrumb.delete_own(lambda r, what: self._zk(r, what, generation)):
+            if self._breadcrumb.delete_own(lambda r, what: self._wait(r, what, generation)):
                 self._log.info("deleted own breadcrumb after stepping down")
         except (KazooException, UnreadableBreadcrumb, _Abort) as exc:
             self._log.warning("could not delete own breadcrumb; the next active will fence "
                               "this NameNode gracefully", error=str(exc) or type(exc).__name__)
 
     def _release(self, lock: ElectorLock, generation: int) -> None:
-        if self._watcher.sessions_lost != generation:
+        if self._zk.sessions_lost != generation:
             return  # the ephemeral lock znode went with the session
         self._give_back(lock)
 
     def _give_back(self, lock: ElectorLock) -> None:
-        self._lock.give_back(lock, self._stopping, self._pause, self.failure_backoff)
+        self._lock.give_back(lock, lambda: self._thread.stopping, self._thread.pause,
+                             self.failure_backoff)

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "FailoverError",
     "FailoverFailedError",
+    "FencingFailedError",
     "FormatDeniedError",
     "UnknownNameNodeError",
     "ZooKeeperUnavailableError",
@@ -32,6 +33,10 @@ class UnknownNameNodeError(FailoverError, ValueError):
 
 class FailoverFailedError(FailoverError):
     """A manual or graceful failover did not complete; the message names the step."""
+
+
+class FencingFailedError(FailoverError):
+    """Neither the graceful fence nor any fencing method made the old active step down."""
 
 
 class FormatDeniedError(FailoverError):

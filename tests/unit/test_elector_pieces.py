@@ -1,5 +1,5 @@
 """The small parts of the elector (failover/attempts.py, cede.py, health.py's status,
-lock_watch.py, election_lock.py), without
+lock_watch.py, election_lock.py, elector_state.py, elector_thread.py, rejoin.py), without
 ZooKeeper or a NameNode. The elector over them runs in tests/failover/test_elector.py."""
 
 from __future__ import annotations
@@ -8,15 +8,23 @@ import threading
 from collections.abc import Callable
 from typing import cast
 
+import pytest
+import structlog
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeStat
+from kazoo.recipe.lock import Lock
 
 from failover.attempts import ActiveAttempt, AttemptLog
 from failover.cede import Cede
 from failover.election_lock import ElectionLock
+from failover.election_rules import Decision, ElectionInputs, step_down
+from failover.elector_state import ElectorState, StateBoard
+from failover.elector_thread import ElectorThread
 from failover.health import HealthMonitor
 from failover.lock_watch import LockNodeWatch
-from hanamenode.errors import HealthCheckFailedError
+from failover.rejoin import Rejoin
+from hanamenode.errors import HealthCheckFailedError, ServiceFailedError
+from hanamenode.ha import HAState
 from zk.client import SessionWatcher
 
 
@@ -166,7 +174,8 @@ def owned_by(session: int) -> ZnodeStat:
 def test_the_lock_belongs_to_this_session_only() -> None:
     client = FakeClient()
     lock = ElectionLock(cast(KazooClient, client), "/lock", "nn1", cast(SessionWatcher, None),
-                        lambda r, what: r, None, max_delay=1.0)
+                        lambda r, what: r, None, wake=lambda: None,
+                        max_delay=1.0)
     assert lock.owns(owned_by(7))
     assert not lock.owns(owned_by(8))
     assert not lock.owns(None)
@@ -189,3 +198,129 @@ def test_the_next_tenure_watches_its_own_lock_znode() -> None:
     assert [p for p, _ in client.watches] == ["/lock/a", "/lock/b"]
     client.watches[1][1](deleted("/lock/b"))
     assert watch.lost
+
+
+class FakeWait:
+    """A kazoo ``Lock`` stand-in that records whether its wait was cancelled."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def test_a_wait_for_the_lock_is_published_only_while_eligible() -> None:
+    board = StateBoard(structlog.get_logger())
+    lock = FakeWait()
+    assert not board.queue(cast(Lock, lock), lambda: "ceded")
+    assert board.state is ElectorState.STOPPED
+    assert board.queue(cast(Lock, lock), lambda: None)
+    assert board.state is ElectorState.WAITING
+    board.interrupt()  # a change that does not cancel
+    assert not lock.cancelled
+    board.interrupt(cancel=True)
+    assert lock.cancelled
+    board.dequeue()
+    later = FakeWait()
+    board.interrupt(cancel=True)  # nothing published: nothing to cancel
+    assert not later.cancelled
+
+
+def test_a_change_under_the_condition_is_seen_by_the_eligibility_check() -> None:
+    # Whichever comes first, a cede either keeps the round out of the queue or cancels it.
+    board = StateBoard(structlog.get_logger())
+    cede = Cede()
+    lock = FakeWait()
+    board.interrupt(lambda: cede.begin(4.0), cancel=True)
+    assert not board.queue(cast(Lock, lock), lambda: "ceded" if cede.left() > 0 else None)
+    cede.end()
+    assert board.queue(cast(Lock, lock), lambda: "ceded" if cede.left() > 0 else None)
+    board.interrupt(lambda: cede.begin(4.0), cancel=True)
+    assert lock.cancelled
+
+
+def test_waiting_until_the_lock_is_released() -> None:
+    board = StateBoard(structlog.get_logger())
+    board.set(ElectorState.ACTIVE)
+    assert not board.wait_released(0.01)
+    timer = threading.Timer(0.05, board.set, (ElectorState.OUT,))
+    timer.start()
+    try:
+        assert board.wait_released(5.0)
+    finally:
+        timer.join()
+
+
+def test_the_elector_thread_pauses_until_woken_or_stopped() -> None:
+    loop = ElectorThread("nn1")
+    paused = threading.Event()
+    rounds: list[bool] = []
+
+    def run() -> None:
+        while not loop.stopping:
+            paused.set()
+            loop.pause(30.0)
+            rounds.append(loop.stopping)
+
+    assert not loop.started and not loop.running
+    loop.start(run)
+    assert paused.wait(5.0) and loop.running
+    paused.clear()
+    loop.wake()
+    assert paused.wait(5.0)
+    loop.stop()
+    assert not loop.join(5.0)
+    assert rounds == [False, True] and not loop.running and loop.started
+
+
+class Rejoining:
+    """A Rejoin driven with recorded answers."""
+
+    def __init__(self, state: HAState, holder: str | Exception | None) -> None:
+        self.rejoin = Rejoin("nn1", structlog.get_logger())
+        self.rejoin.begin()
+        self.state, self.holder = state, holder
+        self.steps: list[str] = []
+
+    def read_holder(self) -> str | None:
+        if isinstance(self.holder, Exception):
+            raise self.holder
+        return self.holder
+
+    def check(self) -> None:
+        def decide(holder: str) -> Decision | None:
+            return step_down(ElectionInputs(session_expired=True, other_holder=holder,
+                                            nn_state=self.state))
+
+        self.rejoin.check(lambda: self.state, self.read_holder, decide,
+                          lambda d: self.steps.append(d.reason.value))
+
+
+@pytest.mark.parametrize(
+    ("state", "holder", "steps", "still_rejoining"),
+    [
+        (HAState.ACTIVE, "nn2", ["session_lost"], False),
+        (HAState.ACTIVE, None, [], True),
+        (HAState.ACTIVE, "nn1", [], True),
+        (HAState.ACTIVE, ServiceFailedError("ZooKeeper unreachable"), [], True),
+        (HAState.STANDBY, "nn2", [], False),
+    ],
+    ids=["another holds the lock", "nobody holds it", "we hold it again",
+         "holder unreadable: read again later", "no longer active"],
+)
+def test_rejoining_as_the_active(
+    state: HAState, holder: str | Exception | None, steps: list[str], still_rejoining: bool
+) -> None:
+    r = Rejoining(state, holder)
+    r.check()
+    assert (r.steps, r.rejoin.as_active) == (steps, still_rejoining)
+    r.check()  # once stepped down, never again
+    assert r.steps == steps
+
+
+def test_not_rejoining_checks_nothing() -> None:
+    r = Rejoining(HAState.ACTIVE, "nn2")
+    r.rejoin.end()
+    r.check()
+    assert r.steps == []
