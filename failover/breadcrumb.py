@@ -10,6 +10,7 @@ holding the lock, so two NameNodes never both believe they wrote it::
     ...fence old if it names another NameNode...
     crumb.write(stat, wait)               # BreadcrumbChanged if someone wrote it meanwhile
     crumb.delete_own(wait)                # after a clean step-down: nothing to fence next time
+    crumb.take_over(wait, fence)          # read, fence(old) if another NameNode, write
 """
 
 from __future__ import annotations
@@ -75,6 +76,17 @@ class Breadcrumb:
                 f"the breadcrumb changed while this NameNode held the lock "
                 f"({type(exc).__name__})"
             ) from None
+
+    def take_over(self, wait: Wait, fence: Callable[[ActiveNodeInfo], str]) -> str:
+        """What the lock holder does before its NameNode becomes active: read the
+        breadcrumb, ``fence`` the NameNode it names if that is another one, and name this one
+        (``write``). Returns what ``fence`` said, or "nothing to fence"."""
+        old, stat = self.read(wait)
+        fenced = "nothing to fence"
+        if old is not None and old.namenode_id != self.info.namenode_id:
+            fenced = fence(old)
+        self.write(stat, wait)
+        return fenced
 
     def delete_own(self, wait: Wait) -> bool:
         """Delete the breadcrumb if it names this NameNode (version-checked: one written by

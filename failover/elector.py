@@ -466,26 +466,11 @@ class ActiveStandbyElector:
             cede_left = self._cede.left()
             self._thread.pause(min(0.5, cede_left) if cede_left > 0 else 0.5)
 
-    def _working_znode_exists(self) -> bool:
-        try:
-            stat = self._zk.wait(self._zk.client.exists_async(self.paths.working),
-                                 "checking the working znode")
-        except (KazooException, TimeoutError) as exc:
-            self._log.warning("cannot check the working znode", error=f"{type(exc).__name__}")
-            return False
-        if stat is None:
-            self._log.error(
-                "ZooKeeper is not formatted for automatic failover: run `hactl format-zk`",
-                missing=self.paths.working,
-            )
-            return False
-        return True
-
     def _round(self) -> None:
         self._board.set(ElectorState.OUT)
         if not self._wait_until_eligible():
             return
-        if not self._working_znode_exists():
+        if not self._zk.working_znode_exists(self.paths.working):
             self._thread.pause(self.failure_backoff)
             return
         self._check_rejoin()
@@ -558,21 +543,9 @@ class ActiveStandbyElector:
     def _become_active(self, generation: int) -> None:
         self._board.set(ElectorState.BECOMING_ACTIVE)
         started = time.monotonic()
-        fenced = "nothing to fence"
-
-        def wait(result: Any, what: str) -> Any:
-            return self._wait(result, what, generation)
-
         try:
-            old, stat = self._breadcrumb.read(wait)
-            if old is not None and old.namenode_id != self.nn_id:
-                try:
-                    fenced = self._fence(old)
-                except _Abort as exc:
-                    self.last_fencing = (time.time(), f"failed: {exc}")
-                    raise
-                self.last_fencing = (time.time(), fenced)
-            self._breadcrumb.write(stat, wait)
+            fenced = self._breadcrumb.take_over(
+                lambda result, what: self._wait(result, what, generation), self._fence)
         except (UnreadableBreadcrumb, BreadcrumbChanged) as exc:
             raise _Abort(str(exc)) from None
         except KazooException as exc:
@@ -593,18 +566,22 @@ class ActiveStandbyElector:
                        seconds=round(elapsed, 3))
 
     def _fence(self, old: ActiveNodeInfo) -> str:
-        """``fence_old_active``: what worked; _Abort when nothing did."""
+        """``fence_old_active``: what worked; _Abort when nothing did. Either way
+        ``last_fencing`` says what happened."""
         def count(method: str, succeeded: bool) -> None:
             outcome = "success" if succeeded else "failure"
             self.metrics.fencing_attempts.labels(method, outcome).inc()
 
         target = HAServiceTarget(old.namenode_id, old.address, self.settings.tls)
         try:
-            return fence_old_active(target, self.fencer, nameservice=old.nameservice,
-                                    graceful_timeout=self.graceful_fence_timeout, count=count,
-                                    log=self._log)
+            fenced = fence_old_active(target, self.fencer, nameservice=old.nameservice,
+                                      graceful_timeout=self.graceful_fence_timeout,
+                                      count=count, log=self._log)
         except FencingFailedError as exc:
+            self.last_fencing = (time.time(), f"failed: {exc}")
             raise _Abort(str(exc)) from None
+        self.last_fencing = (time.time(), fenced)
+        return fenced
 
     def _stay_active(self, lock: ElectorLock, generation: int) -> bool:
         """Watch for a reason to step down; step down; True when the next round should wait

@@ -6,7 +6,8 @@ that follows its state and counts the sessions lost, and neutral mode's clock
                              on_change=on_change)
     session.start()                       # connects in the background
     session.connected, session.state, session.sessions_lost
-    session.wait(session.client.exists_async(path), "checking the working znode")
+    session.wait(session.client.exists_async(path), "reading the lock")
+    session.working_znode_exists(paths.working)   # False, logged, until `hactl format-zk`
     session.close(10.0)                   # ends the session: its ephemeral znodes go
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
 from conf import Settings
@@ -46,6 +48,7 @@ class ElectorSession:
         self.op_timeout = max(5.0, settings.zk.session_timeout)
         """How long a request made outside the lock is waited for."""
         self.neutral = NeutralClock(log)
+        self._log = log
         self._nn_state = nn_state
         self._on_change = on_change
         self._started = False
@@ -79,6 +82,22 @@ class ElectorSession:
         if not result.wait(self.op_timeout):
             raise TimeoutError(f"{what}: no answer from ZooKeeper in {self.op_timeout:g}s")
         return result.get(block=False)
+
+    def working_znode_exists(self, path: str) -> bool:
+        """Whether ZooKeeper is formatted for automatic failover (``hactl format-zk``); a
+        missing znode is logged as an error, an unanswered check as a warning."""
+        try:
+            stat = self.wait(self.client.exists_async(path), "checking the working znode")
+        except (KazooException, TimeoutError) as exc:
+            self._log.warning("cannot check the working znode", error=f"{type(exc).__name__}")
+            return False
+        if stat is None:
+            self._log.error(
+                "ZooKeeper is not formatted for automatic failover: run `hactl format-zk`",
+                missing=path,
+            )
+            return False
+        return True
 
     def join_timeout(self, timeout: float) -> float:
         """How long stopping waits for a thread: without ZooKeeper a thread blocked in a

@@ -1,6 +1,7 @@
 """The small parts of the elector (failover/attempts.py, cede.py, health.py's status,
-lock_watch.py, election_lock.py, elector_state.py, elector_thread.py, rejoin.py), without
-ZooKeeper or a NameNode. The elector over them runs in tests/failover/test_elector.py."""
+lock_watch.py, election_lock.py, elector_state.py, elector_thread.py, rejoin.py,
+breadcrumb.py's take-over), without ZooKeeper or a NameNode. The elector over them runs in
+tests/failover/test_elector.py."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from typing import cast
 import pytest
 import structlog
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeStat
 from kazoo.recipe.lock import Lock
 
 from failover.attempts import ActiveAttempt, AttemptLog
+from failover.breadcrumb import Breadcrumb
 from failover.cede import Cede
 from failover.election_lock import ElectionLock
 from failover.election_rules import Decision, ElectionInputs, step_down
@@ -26,6 +29,7 @@ from failover.rejoin import Rejoin
 from hanamenode.errors import HealthCheckFailedError, ServiceFailedError
 from hanamenode.ha import HAState
 from zk.client import SessionWatcher
+from zk.paths import ActiveNodeInfo
 
 
 class Clock:
@@ -324,3 +328,54 @@ def test_not_rejoining_checks_nothing() -> None:
     r.rejoin.end()
     r.check()
     assert r.steps == []
+
+
+class CrumbClient:
+    """The breadcrumb's znode in a dict: ``get_async``, ``create_async``, ``set_async``."""
+
+    def __init__(self, data: bytes | None) -> None:
+        self.data = data
+        self.version = 0
+
+    def get_async(self, path: str) -> FakeResult:
+        if self.data is None:
+            return FakeResult(NoNodeError())
+        return FakeResult((self.data, owned_by(0)._replace(version=self.version)))
+
+    def create_async(self, path: str, data: bytes) -> FakeResult:
+        self.data = data
+        return FakeResult(path)
+
+    def set_async(self, path: str, data: bytes, version: int) -> FakeResult:
+        assert version == self.version
+        self.data, self.version = data, version + 1
+        return FakeResult(None)
+
+
+NN1 = ActiveNodeInfo("ns1", "nn1", "10.0.0.1:8020")
+NN2 = ActiveNodeInfo("ns1", "nn2", "10.0.0.2:8020")
+
+
+@pytest.mark.parametrize(
+    ("before", "fenced", "told"),
+    [
+        (None, [], "nothing to fence"),
+        (NN2, [], "nothing to fence"),
+        (NN1, ["nn1"], "nn1 stepped down"),
+    ],
+    ids=["no breadcrumb", "names this NameNode", "names another"],
+)
+def test_taking_over_fences_whom_the_breadcrumb_names_then_names_this_namenode(
+    before: ActiveNodeInfo | None, fenced: list[str], told: str
+) -> None:
+    client = CrumbClient(None if before is None else before.to_bytes())
+    crumb = Breadcrumb(cast(KazooClient, client), "/crumb", NN2)
+    calls: list[str] = []
+
+    def fence(old: ActiveNodeInfo) -> str:
+        calls.append(old.namenode_id)
+        return f"{old.namenode_id} stepped down"
+
+    assert crumb.take_over(lambda result, what: result.get(), fence) == told
+    assert calls == fenced
+    assert client.data == NN2.to_bytes()
