@@ -112,6 +112,17 @@ class SimJournalStorage(MemoryJournalStorage):
         self.purged_below = max(self.purged_below, min_txid_to_keep)
         return super().purge(min_txid_to_keep)
 
+    def last_txid(self) -> int:
+        """The highest txid on this "disk", finalized or in progress (0: none). Reads only:
+        a torn tail is not repaired here, the Journal's next scan does that."""
+        last = 0
+        for start, (data, end) in self.segments.items():
+            if end is None:
+                result = records.scan(bytes(data[records.HEADER_LEN :]), start)
+                end = result.last_txid if result.count else start - 1
+            last = max(last, end)
+        return last
+
     def finalized(self) -> list[tuple[int, int]]:
         """``(start, end)`` of every finalized segment on this "disk", in txid order."""
         return [(s, e) for s, (_, e) in sorted(self.segments.items()) if e is not None]

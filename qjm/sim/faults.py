@@ -151,6 +151,12 @@ class FaultPlan:
     """Per step, when no JournalNode is cut off: cut one off (``FaultKind.PARTITION``)."""
     partition_steps: tuple[int, ...] = (1, 2, 3, 4, 6)
     """How many steps a partition lasts, chosen uniformly."""
+    isolate_longest: float = 0.0
+    """Per take-over, when no JournalNode is cut off and one alone holds the highest txid:
+    cut that one off for the take-over and a few steps after (``FaultKind.PARTITION``)."""
+    read_on_heal: float = 0.0
+    """Per healed partition: a reader reads at once, while the JournalNode that was away may
+    still hold (and cache) an abandoned writer's edits of txids the others rewrote."""
     max_batch: int = 20
     """A writer's batch holds 1..max_batch transactions."""
     roll: float = 0.14
@@ -186,6 +192,12 @@ class Buggify:
     """Each segment's first transaction is unique to its writer instead of the canonical
     OP_START_LOG_SEGMENT: two writers' copies of a segment can then have the same length
     and other records."""
+    stale_journalnode: bool = False
+    """The JournalNode that alone holds an abandoned writer's longer tail is often cut off
+    while the next writer takes over, and a reader reads as soon as it is back: it misses
+    newEpoch, recovery and startLogSegment, keeps the old tail on disk and in its edit cache,
+    and the next recovery or in-progress read meets it beside the new writer's copies of the
+    same txids (HDFS-3845; design doc 2.10.7)."""
 
     @classmethod
     def draw(cls, rng: random.Random, share: float = 0.5) -> Buggify:
@@ -219,6 +231,8 @@ class Buggify:
             changes |= {"power_loss": 0.5, "jn_crash": 0.02, "jn_restart_between_steps": 0.04}
         if self.partitions:
             changes |= {"partition": 0.1}
+        if self.stale_journalnode:
+            changes |= {"isolate_longest": 0.5, "read_on_heal": 0.5}
         return dataclasses.replace(plan, **changes)  # type: ignore[arg-type]
 
 

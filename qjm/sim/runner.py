@@ -44,9 +44,10 @@ from proto.values import NamespaceInfo
 from qjm.async_logger import AsyncLogger, AsyncLoggerSet, DirectExecutor
 from qjm.errors import QJMError, RecoveryError
 from qjm.journal_manager import QuorumJournalManager, QuorumOutputStream
+from qjm.quorum import majority
 from qjm.reader import EditLogReadError, journaled_edits_quorum
 from qjm.recovery import RecoveryCandidate, choose_recovery_source
-from qjm.sim.cluster import Client, SimNetwork, batch_key, new_epoch_key
+from qjm.sim.cluster import Client, SimJournalNode, SimNetwork, batch_key, new_epoch_key
 from qjm.sim.faults import DEFAULT_FAULT_PLAN, Buggify, FaultInjector, FaultKind, FaultPlan
 from qjm.sim.invariants import (
     ACKED_DURABLE,
@@ -354,11 +355,7 @@ class Simulation:
     def _between_steps(self) -> None:
         for node in self.net.nodes:
             if not node.up:
-                if node.down_steps == 0:
-                    node.restart()
-                    self.trace(f"{node.address} restarted (incarnation {node.incarnation})")
-                else:
-                    node.down_steps -= 1
+                self._count_down(node)
             elif self.faults.chance(self.plan.jn_restart_between_steps):
                 self.faults.count(FaultKind.JN_RESTART)
                 self.net.crash_node(node, "restart between steps")
@@ -369,14 +366,51 @@ class Simulation:
         if self.faults.chance(self.plan.reader):
             self._read()
 
-    def _partitions(self) -> None:
-        """Heal partitions whose time is up; maybe cut one JournalNode off (one at a time)."""
+    def _count_down(self, node: SimJournalNode) -> None:
+        """One step of a down JournalNode's downtime: restart it when the time is up."""
+        if node.down_steps == 0:
+            node.restart()
+            self.trace(f"{node.address} restarted (incarnation {node.incarnation})")
+        else:
+            node.down_steps -= 1
+
+    def _heal(self) -> None:
+        """One step of every partition: heal those whose time is up."""
         cut = self.net.partitioned
+        healed = False
         for address in sorted(cut):
             cut[address] -= 1
             if cut[address] <= 0:
                 del cut[address]
+                healed = True
                 self.trace(f"{address} reachable again")
+        if healed and self.faults.chance(self.plan.read_on_heal):
+            self.trace("  >> reader reads as the partition heals")
+            self._read()
+
+    def _wait_for_a_quorum(self) -> None:
+        """With no live writer and fewer than a majority of JournalNodes reachable, a new
+        writer could only fail getJournalState, which changes nothing: let downtimes and
+        partitions run out instead, as a NameNode retries until a quorum answers, so that the
+        run's steps go to take-overs and writes (without this, over half of them went to
+        writers that died at once)."""
+        need = majority(len(self.net.nodes))
+        while True:
+            reachable = [
+                n for n in self.net.nodes if n.up and n.address not in self.net.partitioned
+            ]
+            if len(reachable) >= need or self.violation is not None:
+                return
+            self.trace("  no quorum reachable: time passes")
+            for node in self.net.nodes:
+                if not node.up:
+                    self._count_down(node)
+            self._heal()
+
+    def _partitions(self) -> None:
+        """Heal partitions whose time is up; maybe cut one JournalNode off (one at a time)."""
+        self._heal()
+        cut = self.net.partitioned
         if not cut and self.faults.chance(self.plan.partition):
             node = self.rng.choice(self.net.nodes)
             steps = self.rng.choice(self.plan.partition_steps)
@@ -384,10 +418,34 @@ class Simulation:
             self.faults.count(FaultKind.PARTITION)
             self.trace(f"{node.address} PARTITIONED for {steps} step(s)")
 
+    def _isolate_longest_copy(self, writer: SimWriter) -> None:
+        """Buggify ``stale_journalnode``: before ``writer`` takes over, cut off the one
+        JournalNode that holds the highest txid (an abandoned writer's tail that reached it
+        alone), so that the take-over recovers from the others and that node comes back
+        stale."""
+        if self.net.partitioned or not self.faults.chance(self.plan.isolate_longest):
+            return
+        ends = {node.address: node.storage.last_txid() for node in self.net.nodes if node.up}
+        if not ends:
+            return
+        top = max(ends.values())
+        holders = [address for address, end in ends.items() if end == top]
+        if len(holders) != 1:
+            return
+        steps = self.rng.choice(self.plan.partition_steps)
+        self.net.partitioned[holders[0]] = steps
+        self.faults.count(FaultKind.PARTITION)
+        self.trace(
+            f"{holders[0]} PARTITIONED for {steps} step(s): it alone holds txid {top} as "
+            f"{writer.name} takes over"
+        )
+
     def _live(self) -> list[SimWriter]:
         return [w for w in self.writers if w.state is not WriterState.DEAD]
 
     def _scheduled_action(self) -> None:
+        if not self._live():
+            self._wait_for_a_quorum()
         if not self._live() or self.faults.chance(self.plan.failover):
             self._new_writer()
         writer = self.rng.choice(self._live())
@@ -472,6 +530,7 @@ class Simulation:
 
     def _take_over(self, writer: SimWriter) -> None:
         self.trace(f"{writer.name} takes over")
+        self._isolate_longest_copy(writer)
         writer.client.taking_over = True
         try:
             end = writer.qjm.recover_unfinalized_segments()
