@@ -67,7 +67,7 @@ EQUIVALENT_IN_SIMULATION: dict[Mutant, str] = {
     # and that JournalNode refuses prepareRecovery while a majority of the others recovers.
     Mutant.START_KEEPS_ACCEPTED: (
         "tests/unit/test_journal.py::"
-        "test_start_log_segment_drops_an_abandoned_recovery_of_that_segment"
+        "test_starting_a_segment_discards_an_abandoned_accepted_recovery"
     ),
 }
 

@@ -6,7 +6,6 @@ from collections.abc import Iterable
 
 import pytest
 
-from conf.mutants import Mutant, planted
 from journalnode.epochs import EPOCH_WINDOW, MAX_EPOCH, epoch_out_of_range
 from journalnode.errors import (
     EpochError,
@@ -418,44 +417,6 @@ def test_start_log_segment_may_restart_a_segment_holding_only_its_first_txn() ->
     w2.start(1)
     w2.write(1, 1, 2, payload=b"epoch2")
     assert journal.segments() == [SegmentState(1, 2, True)]
-
-
-def _abandoned_recovery_then_a_new_writer_restarts_segment_1(journal: Journal) -> Writer:
-    """A recovery (epoch 2) accepted segment 1 holding only its first txn and died before
-    finalizing; the writer of epoch 3 restarts segment 1 (allowed with one txn) and writes on."""
-    w = writer_with_segment(journal)
-    w.write(1, 1, 1)
-    w2 = Writer(journal, 2)
-    w2.new_epoch()
-    journal.accept_recovery(w2.req(), SegmentState(1, 1, True), "", fetch_from(journal))
-    w3 = Writer(journal, 3)
-    w3.new_epoch()
-    w3.start(1)
-    w3.write(1, 1, 3, payload=b"epoch3")
-    w4 = Writer(journal, 4)
-    w4.new_epoch()
-    return w4
-
-
-def test_start_log_segment_drops_an_abandoned_recovery_of_that_segment() -> None:
-    journal = formatted()
-    w4 = _abandoned_recovery_then_a_new_writer_restarts_segment_1(journal)
-    result = journal.prepare_recovery(w4.req(), 1)
-    assert result.accepted_in_epoch is None
-    state = result.segment_state
-    assert state is not None and (state.start_txid, state.end_txid) == (1, 3)
-    assert result.last_writer_epoch == 3
-
-
-def test_a_kept_abandoned_recovery_makes_prepare_refuse_the_segment() -> None:
-    # The mutant start-keeps-accepted: the old decision no longer matches the segment, so this
-    # JournalNode can take no part in recovering it. No simulator invariant sees it (a majority
-    # of the others still recovers, and rule 3a ranks by lastWriterEpoch, which is 3 here).
-    journal = formatted()
-    with planted(Mutant.START_KEEPS_ACCEPTED):
-        w4 = _abandoned_recovery_then_a_new_writer_restarts_segment_1(journal)
-        with pytest.raises(JournalStateError, match="does not match the recovery accepted"):
-            journal.prepare_recovery(w4.req(), 1)
 
 
 def test_finalize_is_idempotent_and_never_unfinalizes() -> None:
