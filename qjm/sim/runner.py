@@ -265,6 +265,8 @@ class Simulation:
         )
         self.history = History()
         self.writers: list[SimWriter] = []
+        self._alive: list[SimWriter] = []
+        """The writers not DEAD, in creation order (``writers`` grows to hundreds)."""
         self.violation: InvariantViolation | None = None
         self.depth = 0
         self.failovers = 0
@@ -441,7 +443,7 @@ class Simulation:
         )
 
     def _live(self) -> list[SimWriter]:
-        return [w for w in self.writers if w.state is not WriterState.DEAD]
+        return list(self._alive)
 
     def _scheduled_action(self) -> None:
         if not self._live():
@@ -459,6 +461,7 @@ class Simulation:
         )
         writer = SimWriter(client, qjm)
         self.writers.append(writer)
+        self._alive.append(writer)
         alive = [w.name for w in self._live() if w is not writer]
         self.trace(f"{writer.name} created (alive: {','.join(alive) or '-'})")
         return writer
@@ -515,6 +518,8 @@ class Simulation:
 
     def _die(self, writer: SimWriter, why: str) -> None:
         writer.state = WriterState.DEAD
+        if writer in self._alive:
+            self._alive.remove(writer)
         # A dead NameNode sends nothing more.
         writer.client.crashed = True
         self.trace(f"{writer.label} DEAD: {why}")
