@@ -19,7 +19,7 @@ TestEpochsAreUnique race).
 from qjm.sim.epochs import EpochRaceResult, run_epoch_race
 from qjm.sim.faults import DEFAULT_FAULT_PLAN, FaultKind, FaultPlan
 from qjm.sim.invariants import INVARIANTS
-from qjm.sim.runner import SimResult, replay_command, run_simulation
+from qjm.sim.runner import SimResult, replay_command, run_simulation, run_simulations
 
 __all__ = [
     "DEFAULT_FAULT_PLAN",
@@ -31,4 +31,5 @@ __all__ = [
     "replay_command",
     "run_epoch_race",
     "run_simulation",
+    "run_simulations",
 ]

@@ -29,10 +29,12 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+import multiprocessing
 import random
 import shlex
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import structlog
@@ -766,3 +768,26 @@ def run_simulation(
             echo=echo,
         )
         return sim.run()
+
+
+def _run_seed(seed: int, steps: int, mutants: tuple[str, ...]) -> SimResult:
+    return run_simulation(seed, steps, mutants=mutants)
+
+
+def run_simulations(
+    seeds: Iterable[int], steps: int = 200, *, mutants: tuple[str, ...] = (), jobs: int = 1
+) -> list[SimResult]:
+    """``run_simulation`` of each seed, in seed order; ``jobs`` worker processes (1: in this
+    process). The workers are spawned, not forked: the caller may hold gRPC threads (a test
+    run does), and a fork would copy them half-stopped."""
+    seeds = list(seeds)
+    if jobs <= 1 or len(seeds) < 2:
+        return [_run_seed(seed, steps, mutants) for seed in seeds]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        chunk = max(1, len(seeds) // (4 * jobs))
+        return list(
+            pool.map(
+                _run_seed, seeds, [steps] * len(seeds), [mutants] * len(seeds), chunksize=chunk
+            )
+        )

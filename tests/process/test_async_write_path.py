@@ -74,23 +74,44 @@ def txns_synced(url: str) -> float:
 def test_one_sync_carries_more_edits_than_the_old_handler_count(
     cluster: NameNodeProcessCluster,
 ) -> None:
-    url = cluster["nn1"].metrics_url
-    assert url is not None
+    # A JournalNode majority is held with SIGSTOP while the creates arrive, so the one sync in
+    # flight waits and every later edit queues behind it; once they resume, the next sync
+    # takes what queued. (Without the hold the batches depend on how the creates and the
+    # syncs interleave, and on a quiet machine a sync of 1-2 ms can keep them small.)
+    nn1 = cluster["nn1"]
+    url = nn1.metrics_url
+    assert url is not None and nn1.http_address is not None
+    paused = [cluster.journal[0], cluster.journal[1]]
     before = batch_histogram(url)
     calls = 400
 
+    def written_txid() -> int:
+        with urllib.request.urlopen(f"http://{nn1.http_address}/status.json", timeout=5) as r:
+            return int(json.loads(r.read())["namespace"]["last_written_txid"])
+
+    first = written_txid()
+
     async def creates() -> None:
-        async with make_aio_channel(cluster["nn1"].address) as channel:
+        async with make_aio_channel(nn1.address) as channel:
             stub = namenode_pb2_grpc.ClientProtocolStub(channel)
-            answers = await asyncio.gather(
-                *(
-                    stub.Create(
-                        namenode_pb2.CreateRequest(header=header(), path=f"/f{i}"), timeout=60
+            for jn in paused:
+                jn.kill(signal.SIGSTOP)
+            try:
+                answers = asyncio.gather(
+                    *(
+                        stub.Create(
+                            namenode_pb2.CreateRequest(header=header(), path=f"/f{i}"), timeout=60
+                        )
+                        for i in range(calls)
                     )
-                    for i in range(calls)
                 )
-            )
-        assert len({a.txid for a in answers}) == calls
+                # Every create is applied (and waits for its sync) before the quorum returns.
+                await wait_until(lambda: written_txid() >= first + calls)
+            finally:
+                for jn in paused:
+                    jn.kill(signal.SIGCONT)
+            done = await answers
+        assert len({a.txid for a in done}) == calls
 
     asyncio.run(creates())
     after = batch_histogram(url)

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from proto import records
-from qjm.sim import FaultKind, SimResult, run_simulation
+from qjm.sim import FaultKind, SimResult, run_simulation, run_simulations
 from qjm.sim.__main__ import main
 from qjm.sim.faults import Buggify
 from qjm.sim.invariants import (
@@ -31,6 +31,9 @@ from qjm.sim.invariants import (
 from qjm.sim.runner import Simulation, quiet_protocol_logs
 
 STEPS = 120
+JOBS = min(4, os.cpu_count() or 1)
+"""Worker processes for the sweeps: each seed is independent, and the results come in seed
+order, so the sweep is the same with any number."""
 SOAK_SEEDS = 2000
 SOAK_STEPS = 300
 
@@ -47,7 +50,7 @@ def _failures(results: list[SimResult]) -> str:
 def sweep(request: pytest.FixtureRequest) -> list[SimResult]:
     n = request.config.getoption("--sim-seeds")
     print(f"\nqjm.sim sweep: seeds 0..{n - 1}, {STEPS} steps each")
-    results = [run_simulation(seed, STEPS) for seed in range(n)]
+    results = run_simulations(range(n), STEPS, jobs=JOBS)
     for r in results:
         if not r.ok:
             print(r.summary(), f"\n  replay: {r.replay_command}")
