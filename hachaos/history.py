@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
@@ -105,6 +105,19 @@ class History:
         if error is not None:
             record["error"] = error[:300]
         self.write(record)
+
+    def record(
+        self, process: int, key: str, f: str, call: Callable[[], Any], **args: Any
+    ) -> Outcome:
+        """Invoke ``f`` on ``key`` as ``process``: run ``call``, record its outcome (a raised
+        error too: the checker judges it) and return it."""
+        self.invoke(process, key, f, **args)
+        try:
+            result = outcome(f, call())
+        except Exception as exc:
+            result = outcome(f, error=exc)
+        self.complete(process, key, f, result)
+        return result
 
     def close(self) -> None:
         with self._lock:

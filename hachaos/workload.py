@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
 
 from conf import Settings
-from hachaos.history import History, outcome
+from hachaos.history import History
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.errors import NamenodeError
 from hanamenode.peers import connect_address
@@ -145,21 +146,14 @@ class Workload:
     def _call(self, fs: HaFsClient, index: int, f: str, key: str, parents: bool) -> bool:
         """One call, recorded; whether it was answered."""
         path = key_path(key)
-        self.history.invoke(index, key, f, parents=parents)
-        try:
-            if f == "mkdir":
-                result = outcome(f, fs.mkdirs(path, parents=parents))
-            elif f == "create":
-                result = outcome(f, fs.create(path))
-            elif f == "delete":
-                result = outcome(f, fs.delete(path))
-            elif f == "stat":
-                result = outcome(f, fs.stat(path))
-            else:
-                result = outcome(f, fs.list(ROOT))
-        except Exception as exc:
-            result = outcome(f, error=exc)
-        self.history.complete(index, key, f, result)
+        calls: dict[str, Callable[[], object]] = {
+            "mkdir": lambda: fs.mkdirs(path, parents=parents),
+            "create": lambda: fs.create(path),
+            "delete": lambda: fs.delete(path),
+            "stat": lambda: fs.stat(path),
+            "ls": lambda: fs.list(ROOT),
+        }
+        result = self.history.record(index, key, f, calls[f], parents=parents)
         counts = self.counts[index]
         if result[0] == "ok":
             counts.ok += 1

@@ -16,15 +16,13 @@ often than not; here it is shown every time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from conf.mutants import MUTANTS_ENV, Mutant
 from hachaos.checker import check_history, format_ops, read_history
-from hachaos.history import History, outcome
+from hachaos.history import History
 from hachaos.workload import ROOT, key_path
 from hadev.namenodes import NameNodeProcessCluster
 from hanamenode.client import HaFsClient, RetryPolicy
@@ -40,19 +38,6 @@ FAST_CONF: dict[str, str | int | float | bool] = {
 }
 ONE_TRY = RetryPolicy(max_attempts=1, rpc_timeout=5.0)
 FINDING_1 = (Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED, Mutant.READ_WITHOUT_QUORUM_CONFIRMATION)
-
-
-def recorded(
-    history: History, process: int, f: str, call: Callable[[], Any]
-) -> tuple[str, Any, str | None]:
-    """Run ``call`` as operation ``f`` on key ``k`` of ``history``; its recorded outcome."""
-    history.invoke(process, "k", f, parents=False)
-    try:
-        result = outcome(f, call())
-    except Exception as exc:  # recorded: the checker judges it
-        result = outcome(f, error=exc)
-    history.complete(process, "k", f, result)
-    return result
 
 
 @pytest.mark.parametrize("planted", [(), FINDING_1], ids=["shipped", "finding-1-fixes-off"])
@@ -71,10 +56,12 @@ def test_the_checker_flags_a_fenced_active_only_when_its_fixes_are_off(
             HaFsClient([cluster["nn2"].address], policy=ONE_TRY) as new,
         ):
             old.mkdirs(ROOT, parents=True)
-            assert recorded(history, 0, "mkdir", lambda: old.mkdirs(path))[:2] == ("ok", "created")
+            made = history.record(0, "k", "mkdir", lambda: old.mkdirs(path), parents=False)
+            assert made[:2] == ("ok", "created")
             cluster.transition_to_active("nn2")  # newEpoch: nn1 is fenced at the JournalNodes
-            assert recorded(history, 1, "delete", lambda: new.delete(path))[:2] == ("ok", "deleted")
-            answer = recorded(history, 0, "stat", lambda: old.stat(path))
+            gone = history.record(1, "k", "delete", lambda: new.delete(path), parents=False)
+            assert gone[:2] == ("ok", "deleted")
+            answer = history.record(0, "k", "stat", lambda: old.stat(path), parents=False)
             nn1_state = cluster.state("nn1")
         if planted:
             # The fenced active stayed ACTIVE and answered from its frozen namespace.
