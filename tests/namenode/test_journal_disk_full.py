@@ -85,8 +85,13 @@ def test_a_full_journalnode_says_so_and_catches_up_when_space_returns(
         assert any(e["event"].startswith("disk full") and "[ENOSPC]" in e["error"] for e in logs), [
             e["event"] for e in logs
         ]
+        # The JournalNode sets its gauge before it answers; the writer marks its logger out of
+        # sync when that answer arrives, a moment later.
+        wait_for(
+            lambda: "No space left on device [ENOSPC]" in dict(fsn.journal_status())[address],
+            what="the NameNode to name JN0's full disk",
+        )
         status = dict(fsn.journal_status())
-        assert "No space left on device [ENOSPC]" in status[address], status
         assert all(cause == "" for a, cause in status.items() if a != address), status
         metrics = c.server("nn1").metrics
         assert (
