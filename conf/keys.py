@@ -155,6 +155,22 @@ def parse_qjournal_uri(uri: str) -> QJournalUri:
     return QJournalUri(addresses, journal_id)
 
 
+PROXY_PROVIDERS = ("ConfiguredFailoverProxyProvider", "ObserverReadProxyProvider")
+"""The client's proxy providers, by HDFS's class names (a package prefix is accepted)."""
+
+
+def parse_proxy_provider(text: str) -> str:
+    """HDFS's proxy provider class name, with or without its package.
+
+    >>> parse_proxy_provider("org.apache.hadoop.hdfs.server.namenode.ha.ObserverReadProxyProvider")
+    'ObserverReadProxyProvider'
+    """
+    name = text.strip().rsplit(".", 1)[-1]
+    if name not in PROXY_PROVIDERS:
+        raise ValueError(f"expected one of {', '.join(PROXY_PROVIDERS)}, got {text!r}")
+    return name
+
+
 def parse_fencing_methods(text: str) -> tuple[str, ...]:
     """One fencing method per line, tried in order: ``shell(/path/to/script args)``, ..."""
     methods = tuple(line.strip() for line in text.splitlines() if line.strip())
@@ -377,6 +393,18 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("dfs.namenode.name.dir", parse_path, "/tmp/hanamenode/name", "NameNode local name dir"),
     Key("dfs.namenode.name.dir.<ns>.<id>", parse_path, None, "the same, for one NameNode"),
+    Key(
+        "dfs.namenode.observer.<ns>.<id>",
+        parse_bool,
+        "false",
+        "NameNode <id> starts as an observer (HDFS-12943): it tails the log and serves reads",
+    ),
+    Key(
+        "dfs.namenode.observer.read.max-wait.ms",
+        _duration("ms", positive=False),
+        "1000",
+        "longest an observer holds a read until it has applied the txid the client has seen",
+    ),
     # Quorum Journal Manager.
     _qjm_timeout("start-segment", 20000, "QJM startLogSegment quorum timeout"),
     _qjm_timeout("prepare-recovery", 120000, "QJM prepareRecovery quorum timeout"),
@@ -528,6 +556,14 @@ KEYS: tuple[Key, ...] = (
         "longest sleep between failovers (before jitter)",
     ),
     Key("dfs.client.rpc-timeout.ms", _duration("ms"), "20000", "deadline of one client RPC"),
+    Key(
+        "dfs.client.failover.proxy.provider.<ns>",
+        parse_proxy_provider,
+        None,
+        "ConfiguredFailoverProxyProvider (every call to the active) or "
+        "ObserverReadProxyProvider (reads to observers); default: the latter when a "
+        "NameNode is configured as an observer",
+    ),
 )
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS if not k.is_pattern}

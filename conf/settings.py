@@ -68,6 +68,8 @@ class NameNodeSettings:
     rpc_address: str = "0.0.0.0:8020"
     http_address: str = "0.0.0.0:9870"
     name_dir: Path = Path("/tmp/hanamenode/name")
+    observer: bool = False
+    """Starts as an observer (``dfs.namenode.observer.<ns>.<id>``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,7 @@ class HASettings:
     health_check_interval: float = 1.0
     new_active_timeout: float = 60.0
     cli_check_timeout: float = 20.0
+    observer_read_max_wait: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +149,8 @@ class ClientSettings:
     failover_sleep_base: float = 0.05
     failover_sleep_max: float = 1.0
     rpc_timeout: float = 20.0
+    observer_reads: bool = False
+    """Reads go to observers first (``ObserverReadProxyProvider``), writes to the active."""
 
 
 @dataclass(frozen=True)
@@ -245,6 +250,7 @@ class Settings:
             rpc_address=self._lookup(f"dfs.namenode.rpc-address.{suffix}"),
             http_address=self._lookup(f"dfs.namenode.http-address.{suffix}"),
             name_dir=self._lookup(f"dfs.namenode.name.dir.{suffix}", "dfs.namenode.name.dir"),
+            observer=self._lookup(f"dfs.namenode.observer.{suffix}"),
         )
 
 
@@ -401,6 +407,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         health_check_interval=get("ha.health-monitor.check-interval.ms"),
         new_active_timeout=get("ha.failover-controller.new-active.rpc-timeout.ms"),
         cli_check_timeout=get("ha.failover-controller.cli-check.rpc-timeout.ms"),
+        observer_read_max_wait=get("dfs.namenode.observer.read.max-wait.ms"),
     )
     max_message_bytes: int = get("hanamenode.rpc.max-message.mb")
     if qjm.queued_edits_limit_bytes >= max_message_bytes:
@@ -447,8 +454,20 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
             failover_sleep_base=get("dfs.client.failover.sleep.base.millis"),
             failover_sleep_max=get("dfs.client.failover.sleep.max.millis"),
             rpc_timeout=get("dfs.client.rpc-timeout.ms"),
+            observer_reads=_observer_reads(values, nameservice, namenode_ids),
         ),
     )
+
+
+def _observer_reads(
+    values: Mapping[str, Any], nameservice: str, namenode_ids: tuple[str, ...]
+) -> bool:
+    """Whether the client sends reads to observers: the proxy provider named, else whether a
+    NameNode is configured as an observer."""
+    provider = values.get(f"dfs.client.failover.proxy.provider.{nameservice}")
+    if provider is not None:
+        return bool(provider == "ObserverReadProxyProvider")
+    return any(values.get(f"dfs.namenode.observer.{nameservice}.{nn}") for nn in namenode_ids)
 
 
 def _tls(get: Callable[[str], Any], source: str) -> TLSSettings:

@@ -129,6 +129,9 @@ class HAServiceTarget:
     def transition_to_standby(self, source: namenode_pb2.RequestSource, timeout: float) -> None:
         self._call("TransitionToStandby", namenode_pb2.TransitionRequest(source=source), timeout)
 
+    def transition_to_observer(self, source: namenode_pb2.RequestSource, timeout: float) -> None:
+        self._call("TransitionToObserver", namenode_pb2.TransitionRequest(source=source), timeout)
+
     def monitor_health(self, timeout: float) -> None:
         """Returns when healthy; ``HealthCheckFailedError`` naming the problem otherwise."""
         self._call("MonitorHealth", namenode_pb2.HAEmpty(), timeout)

@@ -65,6 +65,8 @@ class Reason(enum.Enum):
     LOCK_LOST = "lock_lost"
     LEFT_ACTIVE = "left_active"
     """The NameNode left ACTIVE on its own (its edit log failed)."""
+    OBSERVER = "observer"
+    """An observer never stands for election (HDFS-12943)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,8 @@ def stand_for_election(i: ElectionInputs) -> Decision | None:
     """Why this NameNode may not queue for the lock now; None when it may."""
     if i.stopping:
         return Decision(Reason.STOPPING, "stopping")
+    if i.nn_state is HAState.OBSERVER:
+        return Decision(Reason.OBSERVER, "an observer does not stand for election")
     if not i.healthy:
         return Decision(Reason.UNHEALTHY, f"unhealthy: {i.health_reason}")
     if i.cede_left > 0:

@@ -331,6 +331,11 @@ class ActiveStandbyElector:
         if self._target.state is HAState.ACTIVE and self.state is ElectorState.ACTIVE:
             self._log.info("graceful failover asked of the active NameNode: nothing to do")
             return ""
+        if self._target.state is HAState.OBSERVER:
+            raise ServiceFailedError(
+                f"NameNode {self.nn_id} is an observer, which never becomes active; make it "
+                "standby first (hactl transition-to-standby)"
+            )
         self._require_zookeeper("become active")
         healthy, reason = self._health.check_now()
         if not healthy:
@@ -398,6 +403,10 @@ class ActiveStandbyElector:
         if client_id is not None:
             self._membership.keep(client_id[0])
         if self.state is ElectorState.WAITING:
+            if self._target.state is HAState.OBSERVER:
+                # Made an observer while queued: leave the queue (and never take the lock).
+                self._board.interrupt(cancel=True)
+                return
             self._check_rejoin()
 
     def _check_rejoin(self) -> None:

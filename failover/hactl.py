@@ -7,7 +7,12 @@
     hactl --conf C failover nn1 nn2               # make nn2 active (graceful)
     hactl --conf C transition-to-active [--forcemanual] nn1
     hactl --conf C transition-to-standby [--forcemanual] nn1
+    hactl --conf C transition-to-observer nn3     # a standby becomes an observer
     hactl --conf C format-zk [--force] [--non-interactive]
+
+``transition-to-observer`` and ``transition-to-standby`` of an observer move a NameNode
+between standby and observer; neither takes part in the election, so they need no
+``--forcemanual`` (HDFS-14067); an active is refused.
 
 ``failover``: with automatic failover, nn2 asks the active to cede and wins the election lock
 itself (no fencing); without it, hactl asks nn1 to step down (fencing it with
@@ -240,12 +245,30 @@ def transition_to_active(
 @click.argument("nn_id")
 @pass_context
 def transition_to_standby(c: _Context, nn_id: str, forcemanual: bool, yes: bool) -> None:
-    """Make NN_ID standby (refused while automatic failover is on, unless --forcemanual)."""
+    """Make NN_ID standby (refused while automatic failover is on, unless --forcemanual or
+    NN_ID is an observer)."""
     target = c.target(nn_id)
-    forced = _check_manual(c, target, forcemanual, yes)
+    try:
+        observer = target.state(c.rpc_timeout) is HAState.OBSERVER
+    except NamenodeError as exc:
+        _fail(f"Operation failed: {exc}")
+    forced = not observer and _check_manual(c, target, forcemanual, yes)
     source = REQUEST_BY_USER_FORCED if forced else REQUEST_BY_USER
     try:
         target.transition_to_standby(source, c.transition_timeout)
+    except NamenodeError as exc:
+        _fail(f"Operation failed: {exc}")
+
+
+@cli.command("transition-to-observer")
+@click.argument("nn_id")
+@pass_context
+def transition_to_observer(c: _Context, nn_id: str) -> None:
+    """Make the standby NN_ID an observer: it keeps tailing the log, answers reads and
+    leaves the election (refused for an active NameNode: make it standby first)."""
+    target = c.target(nn_id)
+    try:
+        target.transition_to_observer(REQUEST_BY_USER, c.transition_timeout)
     except NamenodeError as exc:
         _fail(f"Operation failed: {exc}")
 

@@ -1,6 +1,7 @@
 """``hadev``: the one-command local cluster (docs/architecture.md §1, ``hadev.devcluster``)::
 
-    hadev up [--dir D] [--journalnodes 3] [--namenodes 2] [--session-timeout 1s] [--insecure]
+    hadev up [--dir D] [--journalnodes 3] [--namenodes 2] [--observers 0] [--session-timeout 1s]
+             [--insecure]
     hadev down [--dir D]
     hadev jn-wipe jnN [--dir D] [--timeout 60s]
 
@@ -131,6 +132,10 @@ _DIR_OPTION = click.option(
 @click.option("--journalnodes", type=click.IntRange(1, 9), default=3, show_default=True)
 @click.option("--namenodes", type=click.IntRange(2, 9), default=2, show_default=True)
 @click.option(
+    "--observers", type=click.IntRange(0, 9), default=0, show_default=True,
+    help="Observer NameNodes beside --namenodes (never elected; they serve reads).",
+)
+@click.option(
     "--session-timeout",
     default=f"{DEFAULT_SESSION_TIMEOUT:g}s",
     show_default=True,
@@ -144,7 +149,12 @@ _DIR_OPTION = click.option(
     "reaches a port may call any RPC.",
 )
 def up(
-    directory: Path, journalnodes: int, namenodes: int, session_timeout: str, insecure: bool
+    directory: Path,
+    journalnodes: int,
+    namenodes: int,
+    observers: int,
+    session_timeout: str,
+    insecure: bool,
 ) -> None:
     """Start the cluster in the foreground; Ctrl-C stops it."""
     setup_logging("console", "warning")
@@ -168,6 +178,7 @@ def up(
         directory,
         journalnodes=journalnodes,
         namenodes=namenodes,
+        observers=observers,
         session_timeout=session,
         tls=not insecure,
     )

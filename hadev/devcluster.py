@@ -90,12 +90,18 @@ class DevShape:
 
     journalnodes: int
     namenodes: int
+    observers: int = 0
+    """Observer NameNodes after the ``namenodes`` (a file of before issue 14 has none)."""
 
     @classmethod
     def read(cls, path: Path) -> DevShape | None:
         try:
             fields = json.loads(path.read_text())
-            return cls(int(fields["journalnodes"]), int(fields["namenodes"]))
+            return cls(
+                int(fields["journalnodes"]),
+                int(fields["namenodes"]),
+                int(fields.get("observers", 0)),
+            )
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError) as exc:
@@ -183,6 +189,7 @@ class DevCluster:
         *,
         journalnodes: int = 3,
         namenodes: int = 2,
+        observers: int = 0,
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
         quorum_timeout: str = DEFAULT_QUORUM_TIMEOUT,
         extra_conf: Mapping[str, ConfigValue] | None = None,
@@ -196,8 +203,10 @@ class DevCluster:
             )
         if journalnodes < 1:
             raise DevClusterError(f"the edit log needs a JournalNode or more, got {journalnodes}")
+        if observers < 0:
+            raise DevClusterError(f"observers must be 0 or more, got {observers}")
         self.base_dir = Path(base_dir).absolute()
-        self.shape = DevShape(journalnodes, namenodes)
+        self.shape = DevShape(journalnodes, namenodes, observers)
         self.session_timeout = session_timeout
         self.quorum_timeout = quorum_timeout
         self.extra_conf = dict(extra_conf or {})
@@ -221,8 +230,9 @@ class DevCluster:
         )
         self.nodes = NameNodeProcessCluster(
             self.data_dir,
-            namenodes,
+            namenodes + observers,
             journalnodes,
+            observers=observers,
             nameservice=NAMESERVICE,
             journal_id=JOURNAL_ID,
             log_format=log_format,
@@ -291,8 +301,9 @@ class DevCluster:
         shape = DevShape.read(self.shape_path)
         if shape is not None and shape != self.shape:
             raise DevClusterError(
-                f"{self.base_dir} holds a cluster of {shape.journalnodes} JournalNodes and "
-                f"{shape.namenodes} NameNodes; start it with those counts, or use a new --dir"
+                f"{self.base_dir} holds a cluster of {shape.journalnodes} JournalNodes, "
+                f"{shape.namenodes} NameNodes and {shape.observers} observers; start it with "
+                "those counts, or use a new --dir"
             )
         reused = (self.zookeeper.data_dir / "version-2").is_dir()
         for directory in (self.run_dir, self.log_dir, self.data_dir):

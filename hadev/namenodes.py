@@ -152,9 +152,13 @@ def transition(
     forced: bool = False,
     timeout: float = TRANSITION_TIMEOUT,
 ) -> None:
-    """Ask the NameNode at ``address`` to become ``to`` (ACTIVE or STANDBY), as a user
+    """Ask the NameNode at ``address`` to become ``to`` (ACTIVE, STANDBY or OBSERVER), as a user
     (``forced``: as ``--forcemanual``); its refusal is raised as a ``NamenodeError``."""
-    rpc = {HAState.ACTIVE: "TransitionToActive", HAState.STANDBY: "TransitionToStandby"}[to]
+    rpc = {
+        HAState.ACTIVE: "TransitionToActive",
+        HAState.STANDBY: "TransitionToStandby",
+        HAState.OBSERVER: "TransitionToObserver",
+    }[to]
     source = namenode_pb2.REQUEST_BY_USER_FORCED if forced else namenode_pb2.REQUEST_BY_USER
     _ha_call(address, tls, rpc, namenode_pb2.TransitionRequest(source=source), timeout)
 
@@ -250,19 +254,21 @@ class NameNodeProcess(DaemonProcess):
         return self.proc
 
     def wait_serving(self, timeout: float = START_TIMEOUT) -> None:
-        """Block until it reports STANDBY or ACTIVE; NameNodeStartError when the process
+        """Block until it reports STANDBY, OBSERVER or ACTIVE; NameNodeStartError when the process
         exits first, or (after killing it) when ``timeout`` passes."""
 
         def serving() -> bool:
             try:
-                return self.state(timeout=1.0) in (HAState.STANDBY, HAState.ACTIVE)
+                return self.state(timeout=1.0) in (
+                    HAState.STANDBY, HAState.ACTIVE, HAState.OBSERVER
+                )
             except NamenodeUnavailableError:
                 return False  # not listening yet
 
         self.wait_until_serving(serving, self.address, timeout)
 
     def start(self, timeout: float = START_TIMEOUT) -> NameNodeProcess:
-        """Spawn and wait until it serves (as STANDBY: a NameNode always starts standby)."""
+        """Spawn and wait until it serves (as STANDBY, or OBSERVER when configured so)."""
         self.spawn()
         self.wait_serving(timeout)
         return self
@@ -286,6 +292,8 @@ class NameNodeProcessCluster:
     ``base_dir`` keeps the namespace), and starts every NameNode; all are then STANDBY.
     Leaving stops every process it started (and removes ``base_dir`` if it made it).
     ``hosts`` places daemons by id (``nn1``, ``jn2``...) on other hosts (``DaemonHost``).
+    The last ``observers`` NameNodes are configured as observers
+    (``dfs.namenode.observer.<ns>.<id>``): they start as OBSERVER.
     """
 
     def __init__(
@@ -301,6 +309,7 @@ class NameNodeProcessCluster:
         conf_path: Path | None = None,
         log_dir: Path | None = None,
         hosts: Mapping[str, DaemonHost] | None = None,
+        observers: int = 0,
     ) -> None:
         if namenodes < 1:
             raise ValueError(f"a nameservice needs at least one NameNode, got {namenodes}")
@@ -321,6 +330,9 @@ class NameNodeProcessCluster:
             hosts=hosts,
         )
         ids = [f"nn{i}" for i in range(1, namenodes + 1)]
+        if not 0 <= observers < namenodes:
+            raise ValueError(f"{observers} observers among {namenodes} NameNodes: one must not be")
+        self.observer_ids = ids[namenodes - observers :]
         hosts = hosts or {}
         ports = free_ports(2 * len(ids))
         self.namenodes: dict[str, NameNodeProcess] = {}
@@ -358,6 +370,8 @@ class NameNodeProcessCluster:
             if proc.http_address is not None:
                 props[f"dfs.namenode.http-address.{ns}.{nn}"] = proc.http_address
             props[f"dfs.namenode.name.dir.{ns}.{nn}"] = self.name_dir(nn)
+            if nn in self.observer_ids:
+                props[f"dfs.namenode.observer.{ns}.{nn}"] = True
         return plaintext_unless_tls({**props, **self.extra_conf})
 
     def write_conf(self) -> Settings:

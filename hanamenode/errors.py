@@ -90,6 +90,13 @@ class StandbyError(NamenodeError):
         return cls(f"Operation category {category} is not supported in state {state}")
 
 
+class ObserverBehindError(StandbyError):
+    """An observer has not applied the txid the client has seen within
+    ``dfs.namenode.observer.read.max-wait.ms``: the client asks another NameNode (HDFS's
+    ObserverRetryOnActiveException plays this part). A ``StandbyError``, so that a client
+    that knows nothing of observers fails over as from a standby."""
+
+
 class EditLogError(NamenodeError):
     """The edit could not be made durable (quorum of JournalNodes lost, writer fenced). The
     NameNode stops writing; whether the mutation survived is decided by the next active."""
@@ -167,6 +174,7 @@ CODEC: ErrorCodec[NamenodeError] = ErrorCodec(
         InvalidOperationError,
         InvalidRenameError,
         StandbyError,
+        ObserverBehindError,
         EditLogError,
         EditLogReplayError,
         FSImageError,

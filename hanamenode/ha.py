@@ -16,7 +16,26 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hanamenode.errors import ServiceFailedError
+from hanamenode.errors import InvalidArgumentError, ServiceFailedError
+
+SEEN_TXID_KEY = "hn-seen-txid"
+"""gRPC request metadata: the highest txid the client has seen (docs/consistency.md §9)."""
+STATE_TXID_KEY = "hn-state-txid"
+"""gRPC trailing metadata of every ClientProtocol answer: the txid of the state it reflects."""
+MAX_TXID = 2**63 - 1
+
+
+def parse_txid(key: str, text: str) -> int:
+    """A txid carried in gRPC metadata; InvalidArgumentError naming the key otherwise.
+
+    >>> parse_txid(SEEN_TXID_KEY, "42")
+    42
+    """
+    if not text.isascii() or not text.isdigit() or int(text) > MAX_TXID:
+        raise InvalidArgumentError(
+            f"{key}: expected a txid (an integer from 0 to {MAX_TXID}), got {text[:40]!r}"
+        )
+    return int(text)
 
 
 class HAState(enum.Enum):
@@ -24,6 +43,13 @@ class HAState(enum.Enum):
     STANDBY = "standby"
     ACTIVE = "active"
     STOPPING = "stopping"
+    OBSERVER = "observer"
+    """Tails the log as a standby does and answers reads once it has applied the txid the
+    client has seen; never elected, never made active (HDFS-12943, docs/consistency.md §9)."""
+
+
+TAILING_STATES = frozenset({HAState.STANDBY, HAState.OBSERVER})
+"""The states in which the NameNode tails the shared log and checkpoints."""
 
 
 @dataclass(frozen=True, slots=True)

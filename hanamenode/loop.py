@@ -219,3 +219,51 @@ class SharedRounds:
         self._finished = number
         self._last_error = error
         self._current = None
+
+
+class AppliedTxid:
+    """Coroutines on the loop waiting until the namespace has applied a txid: an observer
+    holds a read until it has applied the txid the client has seen (docs/consistency.md §9).
+    The tailer's applies call ``advanced(last_applied)`` on the loop; a waiter is woken as
+    soon as its txid is reached, and ``wait_for`` gives up after ``timeout``::
+
+        applied = AppliedTxid(lambda: namespace.last_applied_txid)
+        if await applied.wait_for(client_txid, timeout=1.0): ...   # else: behind
+        applied.advanced(namespace.last_applied_txid)              # after each batch
+    """
+
+    def __init__(self, last_applied: Callable[[], int]) -> None:
+        self._last_applied = last_applied
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    async def wait_for(self, txid: int, timeout: float) -> bool:
+        """True once ``txid`` is applied (at once if it is), False after ``timeout``."""
+        if self._last_applied() >= txid:
+            return True
+        if timeout <= 0:
+            return False
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (txid, waiter)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+        return self._last_applied() >= txid
+
+    def advanced(self, last_applied: int) -> None:
+        """Wake every waiter whose txid ``last_applied`` reaches (on the loop)."""
+        if not self._waiters:
+            return
+        ready = [entry for entry in self._waiters if entry[0] <= last_applied]
+        for entry in ready:
+            self._waiters.remove(entry)
+            if not entry[1].done():
+                entry[1].set_result(None)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)

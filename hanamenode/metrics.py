@@ -48,7 +48,7 @@ class StateSnapshot:
     inodes loaded or edits applied, None for a phase without one)."""
 
 
-HA_STATES = ("initializing", "standby", "active", "stopping")
+HA_STATES = ("initializing", "standby", "active", "stopping", "observer")
 
 
 class NameNodeMetrics:
@@ -117,6 +117,12 @@ class NameNodeMetrics:
         )
         self.purges = Counter(
             "hanamenode_edit_log_purges", "PurgeLogs calls made to the JournalNodes", registry=r
+        )
+        self.observer_reads = Counter(
+            "hanamenode_observer_reads",
+            "Reads an observer held for the client's txid: served, or refused as behind",
+            ["outcome"],
+            registry=r,
         )
         self.rpc_seconds = Histogram(
             "hanamenode_rpc_seconds",

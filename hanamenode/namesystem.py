@@ -12,7 +12,11 @@ Every mutation, on the active only, is one coroutine::
         -- no await from the check to here --
     await log_sync(txid) (the syncer ships it with whatever else accumulated), then answer
 
-Reads are served by the active, and by a standby only when the client accepts stale answers.
+Reads are served by the active, by an observer once it has applied the txid the client has
+seen (waiting up to ``dfs.namenode.observer.read.max-wait.ms``, else ``ObserverBehindError``;
+docs/consistency.md §9), and by a standby only when the client accepts stale answers. Every
+client answer records the txid of the state it reflects in ``ANSWER_TXID`` (the servicer sends
+it to the client in a trailer).
 Every answer of the active that logs nothing (a read, a no-op or refused mutation) is
 linearizable (issue 11, docs/consistency.md §4.1): it waits until the edits it observed are
 durable and for a read-index round (``qjm.read_index``) that confirms the writer's epoch on a
@@ -21,6 +25,9 @@ the step-down's I/O, and a fenced writer (a newer epoch learned from any Journal
 fails its edit log at once, which refuses every answer and leaves ACTIVE.
 
 Transitions are serialized and idempotent:
+
+- STANDBY <-> OBSERVER: only the state changes; both tail and checkpoint alike. An observer
+  is never made active (a clear ``ServiceFailedError``); it must be made standby first.
 
 - STANDBY -> ACTIVE: stop the tailer and checkpointer; a new QJM writer takes a new epoch and
   recovers the unfinalized segment (fencing every older writer); the tailer's ``catch_up``
@@ -48,6 +55,7 @@ Threads (the elector, the health monitor, tests) call the same methods without t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -67,11 +75,12 @@ from hanamenode.errors import (
     EditLogReplayError,
     HealthCheckFailedError,
     NamenodeError,
+    ObserverBehindError,
     ServiceFailedError,
     StandbyError,
 )
-from hanamenode.ha import HAState, ServiceStatus
-from hanamenode.loop import NameNodeLoop, SharedRounds
+from hanamenode.ha import TAILING_STATES, HAState, ServiceStatus
+from hanamenode.loop import AppliedTxid, NameNodeLoop, SharedRounds
 from hanamenode.metrics import NameNodeMetrics, StateSnapshot
 from hanamenode.namespace import (
     DEFAULT_REPLICATION,
@@ -95,6 +104,11 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 QJMFactory = Callable[[NamespaceInfo], QuorumJournalManager]
+
+ANSWER_TXID: contextvars.ContextVar[int] = contextvars.ContextVar("answer_txid", default=0)
+"""The txid of the state the client call being answered reflects (0: none was decided, e.g.
+a refusal by state). Set by the client calls below in the caller's context: a grpc.aio call
+is one task, so the servicer reads what the namesystem set for its own call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +187,10 @@ class FSNamesystem:
         self.startup = StartupProgress()
         """The phases of this NameNode's start (hanamenode.startup; the status page)."""
         self._edits_from_txid = 1
+        self._applied = AppliedTxid(lambda: self._namespace.last_applied_txid)
+        self._observer_at_start = nn_id in settings.namenode_ids and (
+            settings.namenode(nn_id).observer
+        )
         self._log = log.bind(nn=nn_id)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -246,14 +264,14 @@ class FSNamesystem:
                 nn_id=self.nn_id,
                 nn_loop=self.nn_loop,
             )
-            self._state = HAState.STANDBY
+            self._state = HAState.OBSERVER if self._observer_at_start else HAState.STANDBY
             self._edits_from_txid = image_txid + 1
             # Begun before the tailer starts: its first good round ends it.
             progress.begin(Phase.LOADING_EDITS, from_txid=image_txid + 1, by="tailer")
             await self._start_standby_services()
             progress.end(Phase.BECOMING_STANDBY)
             self._log.info(
-                "namesystem started as standby",
+                f"namesystem started as {self._state.value}",
                 last_applied_txid=self._namespace.last_applied_txid,
                 inodes=self._namespace.inode_count,
                 seconds=round(time.perf_counter() - started, 3),
@@ -308,6 +326,8 @@ class FSNamesystem:
         state = self._state
         ready = state in (HAState.STANDBY, HAState.ACTIVE)
         reason = "" if ready else f"the NameNode is {state.value}"
+        if state is HAState.OBSERVER:
+            reason = "an observer is never made active (make it standby first)"
         writer = self._writer_qjm
         return ServiceStatus(
             namenode_id=self.nn_id,
@@ -327,7 +347,7 @@ class FSNamesystem:
         if state is HAState.ACTIVE and edit_log is not None and edit_log.failure is not None:
             raise HealthCheckFailedError(f"the edit log failed: {edit_log.failure}")
         tailer = self._tailer
-        if state is HAState.STANDBY and tailer is not None:
+        if state in TAILING_STATES and tailer is not None:
             exc = tailer.last_exception
             if isinstance(exc, EditLogReplayError):
                 raise HealthCheckFailedError(f"the standby cannot apply the edit log: {exc}")
@@ -335,7 +355,7 @@ class FSNamesystem:
     def metrics_snapshot(self) -> StateSnapshot:
         edit_log = self._edit_log
         tailer = self._tailer
-        standby = self._state is HAState.STANDBY
+        standby = self._state in TAILING_STATES
         startup = self.startup_status()
         return StateSnapshot(
             ha_state=self._state.value,
@@ -543,13 +563,18 @@ class FSNamesystem:
         except NamenodeError as exc:
             cache.record_failure(client_id, call_id, exc)
             # What this refusal observed: the state it decided on.
-            await self._confirm_answer(edit_log, edit_log.last_written_txid, "WRITE")
+            observed = edit_log.last_written_txid
+            ANSWER_TXID.set(observed)
+            await self._confirm_answer(edit_log, observed, "WRITE")
             raise
         if op is None:
             cache.record_success(client_id, call_id, none_result, txid=0)
-            await self._confirm_answer(edit_log, edit_log.last_written_txid, "WRITE")
+            observed = edit_log.last_written_txid
+            ANSWER_TXID.set(observed)
+            await self._confirm_answer(edit_log, observed, "WRITE")
             return none_result, 0
         txid, result = edit_log.log_and_apply(op, namespace.apply)
+        ANSWER_TXID.set(txid)
         await edit_log.log_sync(txid)
         return result, txid
 
@@ -557,6 +582,7 @@ class FSNamesystem:
         """The first answer to a retried call, once the transaction that made it is durable
         (an answer that logged nothing, once what it observed is, confirmed as a read)."""
         edit_log = self._serving_edit_log("WRITE")
+        ANSWER_TXID.set(min(entry.txid, edit_log.last_written_txid) or edit_log.last_written_txid)
         if entry.txid and active(Mutant.RETRY_ANSWER_BEFORE_DURABLE):
             pass
         elif entry.txid:
@@ -570,32 +596,76 @@ class FSNamesystem:
 
     # -- client reads (coroutines on the loop) ---------------------------------------------------
 
-    async def _read(self, allow_stale_read: bool, read: Callable[[Namespace], T]) -> T:
+    async def _read(
+        self, allow_stale_read: bool, read: Callable[[Namespace], T], seen_txid: int = 0
+    ) -> T:
         """Answer ``read`` of the namespace. A stale read (asked for by the client) is served
-        at once by an active or a standby. Any other read only by a serving active, once the
-        edits it observed are durable and a JournalNode quorum confirmed the epoch after
-        the read arrived (issue 11, docs/consistency.md §4.1): linearizable."""
+        at once by an active, an observer or a standby. An observer serves any other read
+        once it has applied ``seen_txid``, the highest txid the client has seen (§9 of
+        docs/consistency.md: read-your-writes, monotonic reads). Any other read only by a
+        serving active, once the edits it observed are durable and a JournalNode quorum
+        confirmed the epoch after the read arrived (issue 11, docs/consistency.md §4.1):
+        linearizable."""
         state = self._state
-        if allow_stale_read and state in (HAState.ACTIVE, HAState.STANDBY):
+        if allow_stale_read and state in (HAState.ACTIVE, *TAILING_STATES):
+            ANSWER_TXID.set(self._namespace.last_applied_txid)
+            return read(self._namespace)
+        if state is HAState.OBSERVER:
+            await self._await_applied(seen_txid)
+            ANSWER_TXID.set(self._namespace.last_applied_txid)
             return read(self._namespace)
         edit_log = self._serving_edit_log("READ")
+        observed = edit_log.last_written_txid
+        ANSWER_TXID.set(observed)
         try:
             answer: T | None = read(self._namespace)
             error: NamenodeError | None = None
         except NamenodeError as exc:
             answer, error = None, exc
-        await self._confirm_answer(edit_log, edit_log.last_written_txid)
+        await self._confirm_answer(edit_log, observed)
         if error is not None:
             raise error
         return cast(T, answer)
 
-    async def get_file_info_async(self, path: str, *, allow_stale_read: bool = False) -> StatInfo:
-        return await self._read(allow_stale_read, lambda ns: ns.stat(path))
+    async def _await_applied(self, seen_txid: int) -> None:
+        """On an observer: return once ``seen_txid`` is applied; ObserverBehindError after
+        ``dfs.namenode.observer.read.max-wait.ms`` (the client asks another NameNode)."""
+        wait = self.settings.ha.observer_read_max_wait
+        if await self._applied.wait_for(seen_txid, wait):
+            self.metrics.observer_reads.labels("served").inc()
+            return
+        self.metrics.observer_reads.labels("behind").inc()
+        if self._state is not HAState.OBSERVER:
+            raise StandbyError.for_category("READ", self._state.value)
+        raise ObserverBehindError(
+            f"Operation category READ: observer {self.nn_id} has applied txid "
+            f"{self._namespace.last_applied_txid}, behind txid {seen_txid} that the client has "
+            f"seen, after waiting {wait:g}s; ask another NameNode"
+        )
+
+    async def get_file_info_async(
+        self, path: str, *, allow_stale_read: bool = False, seen_txid: int = 0
+    ) -> StatInfo:
+        return await self._read(allow_stale_read, lambda ns: ns.stat(path), seen_txid)
 
     async def get_listing_async(
-        self, path: str, *, allow_stale_read: bool = False
+        self, path: str, *, allow_stale_read: bool = False, seen_txid: int = 0
     ) -> list[StatInfo]:
-        return await self._read(allow_stale_read, lambda ns: ns.list(path))
+        return await self._read(allow_stale_read, lambda ns: ns.list(path), seen_txid)
+
+    async def msync_async(self) -> int:
+        """The active's latest txid, once it is durable and a read-index round confirmed this
+        NameNode is still the active (HDFS-13688's msync): what a client must have seen to
+        see every mutation acknowledged before it called. A standby or observer refuses
+        with StandbyError, so the client asks the active."""
+        edit_log = self._serving_edit_log("READ")
+        txid = edit_log.last_written_txid
+        ANSWER_TXID.set(txid)
+        await self._confirm_answer(edit_log, txid)
+        return txid
+
+    def msync(self) -> int:
+        return self.nn_loop.run(self.msync_async())
 
     def get_file_info(self, path: str, *, allow_stale_read: bool = False) -> StatInfo:
         return self.nn_loop.run(self.get_file_info_async(path, allow_stale_read=allow_stale_read))
@@ -617,6 +687,7 @@ class FSNamesystem:
         namespace = self._namespace
         for op in ops:
             namespace.apply(op)
+        self._applied.advanced(namespace.last_applied_txid)
         return len(ops)
 
     def _apply_for_catch_up(self, op: edits_pb2.EditOp) -> bool:
@@ -700,12 +771,36 @@ class FSNamesystem:
     def transition_to_standby(self) -> None:
         self.nn_loop.run(self.transition_to_standby_async())
 
+    def transition_to_observer(self) -> None:
+        self.nn_loop.run(self.transition_to_observer_async())
+
+    async def transition_to_observer_async(self) -> None:
+        """STANDBY -> OBSERVER (a no-op when already an observer): only the state changes,
+        since both tail the log alike. Refused from any other state: an active must be made
+        standby first, by the elector or by hand."""
+        async with self._transition():
+            if self._state is HAState.OBSERVER:
+                return
+            if self._state is not HAState.STANDBY:
+                raise ServiceFailedError(
+                    f"cannot become an observer: NameNode {self.nn_id} is "
+                    f"{self._state.value}; only a standby can (make it standby first)"
+                )
+            self._state = HAState.OBSERVER
+            self.metrics.transitions.labels("observer").inc()
+            self._log.info("now observer")
+
     async def transition_to_active_async(self) -> None:
         """STANDBY -> ACTIVE (a no-op when already active). ServiceFailedError naming the
         failed step otherwise; the NameNode is then standby again."""
         async with self._transition():
             if self._state is HAState.ACTIVE:
                 return
+            if self._state is HAState.OBSERVER:
+                raise ServiceFailedError(
+                    f"cannot become active: NameNode {self.nn_id} is an observer, which is "
+                    "never made active; make it standby first (hactl transition-to-standby)"
+                )
             if self._state is not HAState.STANDBY:
                 raise ServiceFailedError(
                     f"cannot become active: the NameNode is {self._state.value}"
@@ -803,6 +898,11 @@ class FSNamesystem:
         """ACTIVE -> STANDBY (a no-op when already standby)."""
         async with self._transition():
             if self._state is HAState.STANDBY:
+                return
+            if self._state is HAState.OBSERVER:
+                self._state = HAState.STANDBY
+                self.metrics.transitions.labels("standby").inc()
+                self._log.info("now standby", reason="requested, was an observer")
                 return
             if self._state is not HAState.ACTIVE:
                 raise ServiceFailedError(

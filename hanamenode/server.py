@@ -47,11 +47,11 @@ from hanamenode.errors import (
     ServiceFailedError,
     to_status,
 )
-from hanamenode.ha import HAState
+from hanamenode.ha import SEEN_TXID_KEY, STATE_TXID_KEY, HAState, parse_txid
 from hanamenode.loop import NameNodeLoop
 from hanamenode.metrics import NameNodeMetrics
 from hanamenode.namespace import StatInfo
-from hanamenode.namesystem import FSNamesystem, QJMFactory
+from hanamenode.namesystem import ANSWER_TXID, FSNamesystem, QJMFactory
 from hanamenode.peers import NameNodePeers, connect_address
 from hanamenode.storage import NameDirectory
 from proto import namenode_pb2, namenode_pb2_grpc
@@ -82,13 +82,16 @@ def _rules() -> dict[str, MethodRule]:
     namenode = MethodRule(frozenset({Role.NAMENODE}))
     namenode_or_admin = MethodRule(frozenset({Role.NAMENODE, Role.ADMIN}))
     rules: dict[str, MethodRule] = {}
-    for method in ("Mkdirs", "Create", "Delete", "Rename", "GetListing", "GetFileInfo"):
+    for method in (
+        "Mkdirs", "Create", "Delete", "Rename", "GetListing", "GetFileInfo", "Msync"
+    ):
         rules[f"/hanamenode.namenode.ClientProtocol/{method}"] = client
     ha = "/hanamenode.namenode.HAServiceProtocol/"
     rules[ha + "GetServiceStatus"] = MethodRule(ANY_ROLE)
     rules[ha + "MonitorHealth"] = MethodRule(ANY_ROLE)
     rules[ha + "TransitionToActive"] = MethodRule(roles_for=_transition_roles)
     rules[ha + "TransitionToStandby"] = MethodRule(roles_for=_transition_roles)
+    rules[ha + "TransitionToObserver"] = MethodRule(roles_for=_transition_roles)
     rules[ha + "CedeActive"] = namenode  # one elector to the other, in a graceful failover
     rules[ha + "GracefulFailover"] = MethodRule(frozenset({Role.ADMIN}))
     nnp = "/hanamenode.namenode.NamenodeProtocol/"
@@ -166,9 +169,11 @@ class ElectorFactory(Protocol):
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-async def _abort(context: Context, exc: NamenodeError) -> None:
+async def _abort(
+    context: Context, exc: NamenodeError, extra: tuple[tuple[str, str], ...] = ()
+) -> None:
     code, details, trailers = to_status(exc)
-    context.set_trailing_metadata(trailers)
+    context.set_trailing_metadata((*trailers, *extra))
     await context.abort(code, details)
 
 
@@ -185,10 +190,15 @@ def _rpc(method: F) -> F:
     @functools.wraps(method)
     async def wrapper(self: _Servicer, request: Any, context: Context) -> Any:
         started = time.perf_counter()
+        ANSWER_TXID.set(0)
         try:
-            return await method(self, request, context)
+            reply = await method(self, request, context)
+            trailer = self.state_trailer()
+            if trailer:
+                context.set_trailing_metadata(trailer)
+            return reply
         except NamenodeError as exc:
-            await _abort(context, exc)
+            await _abort(context, exc, self.state_trailer())
         except Exception as exc:
             await _unexpected(context, name, exc)
         finally:
@@ -217,10 +227,29 @@ class _Servicer:
         self.fsn = fsn
         self.metrics = fsn.metrics
 
+    def state_trailer(self) -> tuple[tuple[str, str], ...]:
+        """Trailing metadata every answer of this service carries (none but ClientProtocol's)."""
+        return ()
+
 
 class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer):
     """What ``hafs`` calls: mutations (retry-cached by the header's client and call ids) and
-    reads (refused by a standby unless the header allows stale reads)."""
+    reads (refused by a standby unless the header allows stale reads; held by an observer
+    until it has applied the txid of the request's ``hn-seen-txid`` metadata). Every answer,
+    a refusal included, carries the txid of the state it reflects in the trailer
+    ``hn-state-txid`` when the namesystem decided one (docs/consistency.md §9)."""
+
+    def state_trailer(self) -> tuple[tuple[str, str], ...]:
+        txid = ANSWER_TXID.get()
+        return ((STATE_TXID_KEY, str(txid)),) if txid > 0 else ()
+
+    @staticmethod
+    def _seen_txid(context: Context) -> int:
+        for key, value in context.invocation_metadata() or ():
+            if key == SEEN_TXID_KEY:
+                text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+                return parse_txid(SEEN_TXID_KEY, text)
+        return 0
 
     @_rpc
     async def Mkdirs(self, request: Any, context: Context) -> Any:
@@ -267,16 +296,24 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
     @_rpc
     async def GetListing(self, request: Any, context: Context) -> Any:
         entries = await self.fsn.get_listing_async(
-            request.path, allow_stale_read=request.header.allow_stale_read
+            request.path,
+            allow_stale_read=request.header.allow_stale_read,
+            seen_txid=self._seen_txid(context),
         )
         return namenode_pb2.GetListingResponse(entries=[file_status(e) for e in entries])
 
     @_rpc
     async def GetFileInfo(self, request: Any, context: Context) -> Any:
         info = await self.fsn.get_file_info_async(
-            request.path, allow_stale_read=request.header.allow_stale_read
+            request.path,
+            allow_stale_read=request.header.allow_stale_read,
+            seen_txid=self._seen_txid(context),
         )
         return namenode_pb2.GetFileInfoResponse(status=file_status(info))
+
+    @_rpc
+    async def Msync(self, request: Any, context: Context) -> Any:
+        return namenode_pb2.MsyncResponse(txid=await self.fsn.msync_async())
 
 
 class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolServicer):
@@ -333,8 +370,16 @@ class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolSe
 
     @_rpc
     async def TransitionToStandby(self, request: Any, context: Context) -> Any:
-        self._check_manual_control(request)
+        # Between observer and standby by hand even with automatic failover (HDFS-14067):
+        # neither state takes part in the election's decisions.
+        if self.fsn.state is not HAState.OBSERVER:
+            self._check_manual_control(request)
         await self.fsn.transition_to_standby_async()
+        return EMPTY
+
+    @_rpc
+    async def TransitionToObserver(self, request: Any, context: Context) -> Any:
+        await self.fsn.transition_to_observer_async()
         return EMPTY
 
     @_rpc

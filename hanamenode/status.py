@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from conf.web import esc, table
+from hanamenode.ha import TAILING_STATES
 
 if TYPE_CHECKING:
     from conf.web import Status
@@ -123,7 +124,7 @@ def collect(server: NameNodeServer) -> dict[str, Any]:
             _journal_row(lg, edit_log.synced_txid, threshold, now) for lg in qjm.loggers.loggers
         ]
     tailer = fsn.tailer
-    if tailer is not None and fsn.state.value == "standby":
+    if tailer is not None and fsn.state in TAILING_STATES:
         error = tailer.last_exception
         # Before the first round that read the log to its end (the startup's replay), the
         # tailer knows no lag: null, not 0.
@@ -239,7 +240,7 @@ def _render_startup(startup: Mapping[str, Any]) -> list[str]:
 def render(status: Status) -> str:
     """The HTML of ``<main>``."""
     state = status["ha_state"]
-    state_class = {"active": "good", "standby": "warn"}.get(state, "bad")
+    state_class = {"active": "good", "standby": "warn", "observer": "warn"}.get(state, "bad")
     ns = status["namespace"]
     checkpoint = ns["last_checkpoint"]
     parts = [

@@ -25,17 +25,17 @@ _sym_db = _symbol_database.Default()
 from proto import journal_pb2 as proto_dot_journal__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14proto/namenode.proto\x12\x13hanamenode.namenode\x1a\x13proto/journal.proto\"I\n\tRpcHeader\x12\x11\n\tclient_id\x18\x01 \x01(\x0c\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\x04\x12\x18\n\x10\x61llow_stale_read\x18\x03 \x01(\x08\"\xa9\x01\n\nFileStatus\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06is_dir\x18\x02 \x01(\x08\x12\x0e\n\x06length\x18\x03 \x01(\x04\x12\x10\n\x08mtime_ms\x18\x04 \x01(\x04\x12\x12\n\npermission\x18\x05 \x01(\r\x12\r\n\x05owner\x18\x06 \x01(\t\x12\r\n\x05group\x18\x07 \x01(\t\x12\x13\n\x0breplication\x18\x08 \x01(\r\x12\x14\n\x0c\x63hildren_num\x18\t \x01(\x04\"x\n\rMkdirsRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x15\n\rcreate_parent\x18\x03 \x01(\x08\x12\x12\n\npermission\x18\x04 \x01(\r\"/\n\x0eMkdirsResponse\x12\x0f\n\x07\x63reated\x18\x01 \x01(\x08\x12\x0c\n\x04txid\x18\x02 \x01(\x04\"\x99\x01\n\rCreateRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\toverwrite\x18\x03 \x01(\x08\x12\x12\n\npermission\x18\x04 \x01(\r\x12\x0e\n\x06length\x18\x05 \x01(\x04\x12\x13\n\x0breplication\x18\x06 \x01(\r\"O\n\x0e\x43reateResponse\x12/\n\x06status\x18\x01 \x01(\x0b\x32\x1f.hanamenode.namenode.FileStatus\x12\x0c\n\x04txid\x18\x02 \x01(\x04\"`\n\rDeleteRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\trecursive\x18\x03 \x01(\x08\"/\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\x12\x0c\n\x04txid\x18\x02 \x01(\x04\"Y\n\rRenameRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0b\n\x03src\x18\x02 \x01(\t\x12\x0b\n\x03\x64st\x18\x03 \x01(\t\"2\n\x0eRenameResponse\x12\x12\n\nfinal_path\x18\x01 \x01(\t\x12\x0c\n\x04txid\x18\x02 \x01(\x04\"Q\n\x11GetListingRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0c\n\x04path\x18\x02 \x01(\t\"F\n\x12GetListingResponse\x12\x30\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1f.hanamenode.namenode.FileStatus\"R\n\x12GetFileInfoRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0c\n\x04path\x18\x02 \x01(\t\"F\n\x13GetFileInfoResponse\x12/\n\x06status\x18\x01 \x01(\x0b\x32\x1f.hanamenode.namenode.FileStatus\"\t\n\x07HAEmpty\"\xcc\x01\n\rServiceStatus\x12+\n\x05state\x18\x01 \x01(\x0e\x32\x1c.hanamenode.namenode.HAState\x12\x1e\n\x16ready_to_become_active\x18\x02 \x01(\x08\x12\x18\n\x10not_ready_reason\x18\x03 \x01(\t\x12\x19\n\x11last_applied_txid\x18\x04 \x01(\x04\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\x12\x13\n\x0bnamenode_id\x18\x06 \x01(\t\x12\x15\n\rfailover_note\x18\x07 \x01(\t\"G\n\x11TransitionRequest\x12\x32\n\x06source\x18\x01 \x01(\x0e\x32\".hanamenode.namenode.RequestSource\"%\n\x0b\x43\x65\x64\x65Request\x12\x16\n\x0emillis_to_cede\x18\x01 \x01(\x03\"3\n\x18GracefulFailoverResponse\x12\x17\n\x0fprevious_active\x18\x01 \x01(\t\"+\n\x13RollEditLogResponse\x12\x14\n\x0csegment_txid\x18\x01 \x01(\x04\"9\n\x0e\x43heckpointInfo\x12\x0c\n\x04txid\x18\x01 \x01(\x04\x12\x0b\n\x03md5\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\"\x1f\n\x0fGetImageRequest\x12\x0c\n\x04txid\x18\x01 \x01(\x04\"\x1a\n\nImageChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"N\n\x0bImageUpload\x12\x31\n\x04info\x18\x01 \x01(\x0b\x32#.hanamenode.namenode.CheckpointInfo\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"(\n\x0cPurgeRequest\x12\x18\n\x10min_txid_to_keep\x18\x01 \x01(\x04\"g\n\x15NamespaceInfoResponse\x12\x39\n\x0enamespace_info\x18\x01 \x01(\x0b\x32!.hanamenode.journal.NamespaceInfo\x12\x13\n\x0bjournal_uri\x18\x02 \x01(\t*X\n\x07HAState\x12\x14\n\x10HA_STATE_UNKNOWN\x10\x00\x12\x10\n\x0cINITIALIZING\x10\x01\x12\x0b\n\x07STANDBY\x10\x02\x12\n\n\x06\x41\x43TIVE\x10\x03\x12\x0c\n\x08STOPPING\x10\x04*U\n\rRequestSource\x12\x13\n\x0fREQUEST_BY_USER\x10\x00\x12\x1a\n\x16REQUEST_BY_USER_FORCED\x10\x01\x12\x13\n\x0fREQUEST_BY_ZKFC\x10\x02\x32\x9d\x04\n\x0e\x43lientProtocol\x12Q\n\x06Mkdirs\x12\".hanamenode.namenode.MkdirsRequest\x1a#.hanamenode.namenode.MkdirsResponse\x12Q\n\x06\x43reate\x12\".hanamenode.namenode.CreateRequest\x1a#.hanamenode.namenode.CreateResponse\x12Q\n\x06\x44\x65lete\x12\".hanamenode.namenode.DeleteRequest\x1a#.hanamenode.namenode.DeleteResponse\x12Q\n\x06Rename\x12\".hanamenode.namenode.RenameRequest\x1a#.hanamenode.namenode.RenameResponse\x12]\n\nGetListing\x12&.hanamenode.namenode.GetListingRequest\x1a\'.hanamenode.namenode.GetListingResponse\x12`\n\x0bGetFileInfo\x12\'.hanamenode.namenode.GetFileInfoRequest\x1a(.hanamenode.namenode.GetFileInfoResponse2\x9e\x04\n\x11HAServiceProtocol\x12T\n\x10GetServiceStatus\x12\x1c.hanamenode.namenode.HAEmpty\x1a\".hanamenode.namenode.ServiceStatus\x12Z\n\x12TransitionToActive\x12&.hanamenode.namenode.TransitionRequest\x1a\x1c.hanamenode.namenode.HAEmpty\x12[\n\x13TransitionToStandby\x12&.hanamenode.namenode.TransitionRequest\x1a\x1c.hanamenode.namenode.HAEmpty\x12K\n\rMonitorHealth\x12\x1c.hanamenode.namenode.HAEmpty\x1a\x1c.hanamenode.namenode.HAEmpty\x12L\n\nCedeActive\x12 .hanamenode.namenode.CedeRequest\x1a\x1c.hanamenode.namenode.HAEmpty\x12_\n\x10GracefulFailover\x12\x1c.hanamenode.namenode.HAEmpty\x1a-.hanamenode.namenode.GracefulFailoverResponse2\x9d\x04\n\x10NamenodeProtocol\x12U\n\x0bRollEditLog\x12\x1c.hanamenode.namenode.HAEmpty\x1a(.hanamenode.namenode.RollEditLogResponse\x12\\\n\x17GetMostRecentCheckpoint\x12\x1c.hanamenode.namenode.HAEmpty\x1a#.hanamenode.namenode.CheckpointInfo\x12S\n\x08GetImage\x12$.hanamenode.namenode.GetImageRequest\x1a\x1f.hanamenode.namenode.ImageChunk0\x01\x12S\n\x08PutImage\x12 .hanamenode.namenode.ImageUpload\x1a#.hanamenode.namenode.CheckpointInfo(\x01\x12L\n\tPurgeLogs\x12!.hanamenode.namenode.PurgeRequest\x1a\x1c.hanamenode.namenode.HAEmpty\x12\\\n\x10GetNamespaceInfo\x12\x1c.hanamenode.namenode.HAEmpty\x1a*.hanamenode.namenode.NamespaceInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14proto/namenode.proto\x12\x13hanamenode.namenode\x1a\x13proto/journal.proto\"I\n\tRpcHeader\x12\x11\n\tclient_id\x18\x01 \x01(\x0c\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\x04\x12\x18\n\x10\x61llow_stale_read\x18\x03 \x01(\x08\"\xa9\x01\n\nFileStatus\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06is_dir\x18\x02 \x01(\x08\x12\x0e\n\x06length\x18\x03 \x01(\x04\x12\x10\n\x08mtime_ms\x18\x04 \x01(\x04\x12\x12\n\npermission\x18\x05 \x01(\r\x12\r\n\x05owner\x18\x06 \x01(\t\x12\r\n\x05group\x18\x07 \x01(\t\x12\x13\n\x0breplication\x18\x08 \x01(\r\x12\x14\n\x0c\x63hildren_num\x18\t \x01(\x04\"x\n\rMkdirsRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x15\n\rcreate_parent\x18\x03 \x01(\x08\x12\x12\n\npermission\x18\x04 \x01(\r\"/\n\x0eMkdirsResponse\x12\x0f\n\x07\x63reated\x18\x01 \x01(\x08\x12\x0c\n\x04txid\x18\x02 \x01(\x04\"\x99\x01\n\rCreateRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\toverwrite\x18\x03 \x01(\x08\x12\x12\n\npermission\x18\x04 \x01(\r\x12\x0e\n\x06length\x18\x05 \x01(\x04\x12\x13\n\x0breplication\x18\x06 \x01(\r\"O\n\x0e\x43reateResponse\x12/\n\x06status\x18\x01 \x01(\x0b\x32\x1f.hanamenode.namenode.FileStatus\x12\x0c\n\x04txid\x18\x02 \x01(\x04\"`\n\rDeleteRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\trecursive\x18\x03 \x01(\x08\"/\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\x12\x0c\n\x04txid\x18\x02 \x01(\x04\"Y\n\rRenameRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0b\n\x03src\x18\x02 \x01(\t\x12\x0b\n\x03\x64st\x18\x03 \x01(\t\"2\n\x0eRenameResponse\x12\x12\n\nfinal_path\x18\x01 \x01(\t\x12\x0c\n\x04txid\x18\x02 \x01(\x04\"Q\n\x11GetListingRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0c\n\x04path\x18\x02 \x01(\t\"F\n\x12GetListingResponse\x12\x30\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1f.hanamenode.namenode.FileStatus\"R\n\x12GetFileInfoRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\x12\x0c\n\x04path\x18\x02 \x01(\t\"F\n\x13GetFileInfoResponse\x12/\n\x06status\x18\x01 \x01(\x0b\x32\x1f.hanamenode.namenode.FileStatus\">\n\x0cMsyncRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1e.hanamenode.namenode.RpcHeader\"\x1d\n\rMsyncResponse\x12\x0c\n\x04txid\x18\x01 \x01(\x04\"\t\n\x07HAEmpty\"\xcc\x01\n\rServiceStatus\x12+\n\x05state\x18\x01 \x01(\x0e\x32\x1c.hanamenode.namenode.HAState\x12\x1e\n\x16ready_to_become_active\x18\x02 \x01(\x08\x12\x18\n\x10not_ready_reason\x18\x03 \x01(\t\x12\x19\n\x11last_applied_txid\x18\x04 \x01(\x04\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\x12\x13\n\x0bnamenode_id\x18\x06 \x01(\t\x12\x15\n\rfailover_note\x18\x07 \x01(\t\"G\n\x11TransitionRequest\x12\x32\n\x06source\x18\x01 \x01(\x0e\x32\".hanamenode.namenode.RequestSource\"%\n\x0b\x43\x65\x64\x65Request\x12\x16\n\x0emillis_to_cede\x18\x01 \x01(\x03\"3\n\x18GracefulFailoverResponse\x12\x17\n\x0fprevious_active\x18\x01 \x01(\t\"+\n\x13RollEditLogResponse\x12\x14\n\x0csegment_txid\x18\x01 \x01(\x04\"9\n\x0e\x43heckpointInfo\x12\x0c\n\x04txid\x18\x01 \x01(\x04\x12\x0b\n\x03md5\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\"\x1f\n\x0fGetImageRequest\x12\x0c\n\x04txid\x18\x01 \x01(\x04\"\x1a\n\nImageChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"N\n\x0bImageUpload\x12\x31\n\x04info\x18\x01 \x01(\x0b\x32#.hanamenode.namenode.CheckpointInfo\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"(\n\x0cPurgeRequest\x12\x18\n\x10min_txid_to_keep\x18\x01 \x01(\x04\"g\n\x15NamespaceInfoResponse\x12\x39\n\x0enamespace_info\x18\x01 \x01(\x0b\x32!.hanamenode.journal.NamespaceInfo\x12\x13\n\x0bjournal_uri\x18\x02 \x01(\t*f\n\x07HAState\x12\x14\n\x10HA_STATE_UNKNOWN\x10\x00\x12\x10\n\x0cINITIALIZING\x10\x01\x12\x0b\n\x07STANDBY\x10\x02\x12\n\n\x06\x41\x43TIVE\x10\x03\x12\x0c\n\x08STOPPING\x10\x04\x12\x0c\n\x08OBSERVER\x10\x05*U\n\rRequestSource\x12\x13\n\x0fREQUEST_BY_USER\x10\x00\x12\x1a\n\x16REQUEST_BY_USER_FORCED\x10\x01\x12\x13\n\x0fREQUEST_BY_ZKFC\x10\x02\x32\xed\x04\n\x0e\x43lientProtocol\x12Q\n\x06Mkdirs\x12\".hanamenode.namenode.MkdirsRequest\x1a#.hanamenode.namenode.MkdirsResponse\x12Q\n\x06\x43reate\x12\".hanamenode.namenode.CreateRequest\x1a#.hanamenode.namenode.CreateResponse\x12Q\n\x06\x44\x65lete\x12\".hanamenode.namenode.DeleteRequest\x1a#.hanamenode.namenode.DeleteResponse\x12Q\n\x06Rename\x12\".hanamenode.namenode.RenameRequest\x1a#.hanamenode.namenode.RenameResponse\x12]\n\nGetListing\x12&.hanamenode.namenode.GetListingRequest\x1a\'.hanamenode.namenode.GetListingResponse\x12`\n\x0bGetFileInfo\x12\'.hanamenode.namenode.GetFileInfoRequest\x1a(.hanamenode.namenode.GetFileInfoResponse\x12N\n\x05Msync\x12!.hanamenode.namenode.MsyncRequest\x1a\".hanamenode.namenode.MsyncResponse2\xfc\x04\n\x11HAServiceProtocol\x12T\n\x10GetServiceStatus\x12\x1c.hanamenode.namenode.HAEmpty\x1a\".hanamenode.namenode.ServiceStatus\x12Z\n\x12TransitionToActive\x12&.hanamenode.namenode.TransitionRequest\x1a\x1c.hanamenode.namenode.HAEmpty\x12[\n\x13TransitionToStandby\x12&.hanamenode.namenode.TransitionRequest\x1a\x1c.hanamenode.namenode.HAEmpty\x12\\\n\x14TransitionToObserver\x12&.hanamenode.namenode.TransitionRequest\x1a\x1c.hanamenode.namenode.HAEmpty\x12K\n\rMonitorHealth\x12\x1c.hanamenode.namenode.HAEmpty\x1a\x1c.hanamenode.namenode.HAEmpty\x12L\n\nCedeActive\x12 .hanamenode.namenode.CedeRequest\x1a\x1c.hanamenode.namenode.HAEmpty\x12_\n\x10GracefulFailover\x12\x1c.hanamenode.namenode.HAEmpty\x1a-.hanamenode.namenode.GracefulFailoverResponse2\x9d\x04\n\x10NamenodeProtocol\x12U\n\x0bRollEditLog\x12\x1c.hanamenode.namenode.HAEmpty\x1a(.hanamenode.namenode.RollEditLogResponse\x12\\\n\x17GetMostRecentCheckpoint\x12\x1c.hanamenode.namenode.HAEmpty\x1a#.hanamenode.namenode.CheckpointInfo\x12S\n\x08GetImage\x12$.hanamenode.namenode.GetImageRequest\x1a\x1f.hanamenode.namenode.ImageChunk0\x01\x12S\n\x08PutImage\x12 .hanamenode.namenode.ImageUpload\x1a#.hanamenode.namenode.CheckpointInfo(\x01\x12L\n\tPurgeLogs\x12!.hanamenode.namenode.PurgeRequest\x1a\x1c.hanamenode.namenode.HAEmpty\x12\\\n\x10GetNamespaceInfo\x12\x1c.hanamenode.namenode.HAEmpty\x1a*.hanamenode.namenode.NamespaceInfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.namenode_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HASTATE']._serialized_start=2097
-  _globals['_HASTATE']._serialized_end=2185
-  _globals['_REQUESTSOURCE']._serialized_start=2187
-  _globals['_REQUESTSOURCE']._serialized_end=2272
+  _globals['_HASTATE']._serialized_start=2192
+  _globals['_HASTATE']._serialized_end=2294
+  _globals['_REQUESTSOURCE']._serialized_start=2296
+  _globals['_REQUESTSOURCE']._serialized_end=2381
   _globals['_RPCHEADER']._serialized_start=66
   _globals['_RPCHEADER']._serialized_end=139
   _globals['_FILESTATUS']._serialized_start=142
@@ -64,34 +64,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETFILEINFOREQUEST']._serialized_end=1248
   _globals['_GETFILEINFORESPONSE']._serialized_start=1250
   _globals['_GETFILEINFORESPONSE']._serialized_end=1320
-  _globals['_HAEMPTY']._serialized_start=1322
-  _globals['_HAEMPTY']._serialized_end=1331
-  _globals['_SERVICESTATUS']._serialized_start=1334
-  _globals['_SERVICESTATUS']._serialized_end=1538
-  _globals['_TRANSITIONREQUEST']._serialized_start=1540
-  _globals['_TRANSITIONREQUEST']._serialized_end=1611
-  _globals['_CEDEREQUEST']._serialized_start=1613
-  _globals['_CEDEREQUEST']._serialized_end=1650
-  _globals['_GRACEFULFAILOVERRESPONSE']._serialized_start=1652
-  _globals['_GRACEFULFAILOVERRESPONSE']._serialized_end=1703
-  _globals['_ROLLEDITLOGRESPONSE']._serialized_start=1705
-  _globals['_ROLLEDITLOGRESPONSE']._serialized_end=1748
-  _globals['_CHECKPOINTINFO']._serialized_start=1750
-  _globals['_CHECKPOINTINFO']._serialized_end=1807
-  _globals['_GETIMAGEREQUEST']._serialized_start=1809
-  _globals['_GETIMAGEREQUEST']._serialized_end=1840
-  _globals['_IMAGECHUNK']._serialized_start=1842
-  _globals['_IMAGECHUNK']._serialized_end=1868
-  _globals['_IMAGEUPLOAD']._serialized_start=1870
-  _globals['_IMAGEUPLOAD']._serialized_end=1948
-  _globals['_PURGEREQUEST']._serialized_start=1950
-  _globals['_PURGEREQUEST']._serialized_end=1990
-  _globals['_NAMESPACEINFORESPONSE']._serialized_start=1992
-  _globals['_NAMESPACEINFORESPONSE']._serialized_end=2095
-  _globals['_CLIENTPROTOCOL']._serialized_start=2275
-  _globals['_CLIENTPROTOCOL']._serialized_end=2816
-  _globals['_HASERVICEPROTOCOL']._serialized_start=2819
-  _globals['_HASERVICEPROTOCOL']._serialized_end=3361
-  _globals['_NAMENODEPROTOCOL']._serialized_start=3364
-  _globals['_NAMENODEPROTOCOL']._serialized_end=3905
+  _globals['_MSYNCREQUEST']._serialized_start=1322
+  _globals['_MSYNCREQUEST']._serialized_end=1384
+  _globals['_MSYNCRESPONSE']._serialized_start=1386
+  _globals['_MSYNCRESPONSE']._serialized_end=1415
+  _globals['_HAEMPTY']._serialized_start=1417
+  _globals['_HAEMPTY']._serialized_end=1426
+  _globals['_SERVICESTATUS']._serialized_start=1429
+  _globals['_SERVICESTATUS']._serialized_end=1633
+  _globals['_TRANSITIONREQUEST']._serialized_start=1635
+  _globals['_TRANSITIONREQUEST']._serialized_end=1706
+  _globals['_CEDEREQUEST']._serialized_start=1708
+  _globals['_CEDEREQUEST']._serialized_end=1745
+  _globals['_GRACEFULFAILOVERRESPONSE']._serialized_start=1747
+  _globals['_GRACEFULFAILOVERRESPONSE']._serialized_end=1798
+  _globals['_ROLLEDITLOGRESPONSE']._serialized_start=1800
+  _globals['_ROLLEDITLOGRESPONSE']._serialized_end=1843
+  _globals['_CHECKPOINTINFO']._serialized_start=1845
+  _globals['_CHECKPOINTINFO']._serialized_end=1902
+  _globals['_GETIMAGEREQUEST']._serialized_start=1904
+  _globals['_GETIMAGEREQUEST']._serialized_end=1935
+  _globals['_IMAGECHUNK']._serialized_start=1937
+  _globals['_IMAGECHUNK']._serialized_end=1963
+  _globals['_IMAGEUPLOAD']._serialized_start=1965
+  _globals['_IMAGEUPLOAD']._serialized_end=2043
+  _globals['_PURGEREQUEST']._serialized_start=2045
+  _globals['_PURGEREQUEST']._serialized_end=2085
+  _globals['_NAMESPACEINFORESPONSE']._serialized_start=2087
+  _globals['_NAMESPACEINFORESPONSE']._serialized_end=2190
+  _globals['_CLIENTPROTOCOL']._serialized_start=2384
+  _globals['_CLIENTPROTOCOL']._serialized_end=3005
+  _globals['_HASERVICEPROTOCOL']._serialized_start=3008
+  _globals['_HASERVICEPROTOCOL']._serialized_end=3644
+  _globals['_NAMENODEPROTOCOL']._serialized_start=3647
+  _globals['_NAMENODEPROTOCOL']._serialized_end=4188
 # @@protoc_insertion_point(module_scope)

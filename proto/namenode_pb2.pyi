@@ -15,6 +15,7 @@ class HAState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STANDBY: _ClassVar[HAState]
     ACTIVE: _ClassVar[HAState]
     STOPPING: _ClassVar[HAState]
+    OBSERVER: _ClassVar[HAState]
 
 class RequestSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -26,6 +27,7 @@ INITIALIZING: HAState
 STANDBY: HAState
 ACTIVE: HAState
 STOPPING: HAState
+OBSERVER: HAState
 REQUEST_BY_USER: RequestSource
 REQUEST_BY_USER_FORCED: RequestSource
 REQUEST_BY_ZKFC: RequestSource
@@ -169,6 +171,18 @@ class GetFileInfoResponse(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     status: FileStatus
     def __init__(self, status: _Optional[_Union[FileStatus, _Mapping]] = ...) -> None: ...
+
+class MsyncRequest(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: RpcHeader
+    def __init__(self, header: _Optional[_Union[RpcHeader, _Mapping]] = ...) -> None: ...
+
+class MsyncResponse(_message.Message):
+    __slots__ = ("txid",)
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    txid: int
+    def __init__(self, txid: _Optional[int] = ...) -> None: ...
 
 class HAEmpty(_message.Message):
     __slots__ = ()

@@ -64,6 +64,11 @@ class ClientProtocolStub:
                 request_serializer=proto_dot_namenode__pb2.GetFileInfoRequest.SerializeToString,
                 response_deserializer=proto_dot_namenode__pb2.GetFileInfoResponse.FromString,
                 _registered_method=True)
+        self.Msync = channel.unary_unary(
+                '/hanamenode.namenode.ClientProtocol/Msync',
+                request_serializer=proto_dot_namenode__pb2.MsyncRequest.SerializeToString,
+                response_deserializer=proto_dot_namenode__pb2.MsyncResponse.FromString,
+                _registered_method=True)
 
 
 class ClientProtocolServicer:
@@ -105,6 +110,12 @@ class ClientProtocolServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Msync(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClientProtocolServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +148,11 @@ def add_ClientProtocolServicer_to_server(servicer, server):
                     servicer.GetFileInfo,
                     request_deserializer=proto_dot_namenode__pb2.GetFileInfoRequest.FromString,
                     response_serializer=proto_dot_namenode__pb2.GetFileInfoResponse.SerializeToString,
+            ),
+            'Msync': grpc.unary_unary_rpc_method_handler(
+                    servicer.Msync,
+                    request_deserializer=proto_dot_namenode__pb2.MsyncRequest.FromString,
+                    response_serializer=proto_dot_namenode__pb2.MsyncResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -311,6 +327,33 @@ class ClientProtocol:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def Msync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hanamenode.namenode.ClientProtocol/Msync',
+            proto_dot_namenode__pb2.MsyncRequest.SerializeToString,
+            proto_dot_namenode__pb2.MsyncResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class HAServiceProtocolStub:
     """Missing associated documentation comment in .proto file."""
@@ -333,6 +376,11 @@ class HAServiceProtocolStub:
                 _registered_method=True)
         self.TransitionToStandby = channel.unary_unary(
                 '/hanamenode.namenode.HAServiceProtocol/TransitionToStandby',
+                request_serializer=proto_dot_namenode__pb2.TransitionRequest.SerializeToString,
+                response_deserializer=proto_dot_namenode__pb2.HAEmpty.FromString,
+                _registered_method=True)
+        self.TransitionToObserver = channel.unary_unary(
+                '/hanamenode.namenode.HAServiceProtocol/TransitionToObserver',
                 request_serializer=proto_dot_namenode__pb2.TransitionRequest.SerializeToString,
                 response_deserializer=proto_dot_namenode__pb2.HAEmpty.FromString,
                 _registered_method=True)
@@ -370,6 +418,13 @@ class HAServiceProtocolServicer:
 
     def TransitionToStandby(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TransitionToObserver(self, request, context):
+        """STANDBY -> OBSERVER (refused from ACTIVE); TransitionToStandby moves it back.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -412,6 +467,11 @@ def add_HAServiceProtocolServicer_to_server(servicer, server):
             ),
             'TransitionToStandby': grpc.unary_unary_rpc_method_handler(
                     servicer.TransitionToStandby,
+                    request_deserializer=proto_dot_namenode__pb2.TransitionRequest.FromString,
+                    response_serializer=proto_dot_namenode__pb2.HAEmpty.SerializeToString,
+            ),
+            'TransitionToObserver': grpc.unary_unary_rpc_method_handler(
+                    servicer.TransitionToObserver,
                     request_deserializer=proto_dot_namenode__pb2.TransitionRequest.FromString,
                     response_serializer=proto_dot_namenode__pb2.HAEmpty.SerializeToString,
             ),
@@ -510,6 +570,33 @@ class HAServiceProtocol:
             request,
             target,
             '/hanamenode.namenode.HAServiceProtocol/TransitionToStandby',
+            proto_dot_namenode__pb2.TransitionRequest.SerializeToString,
+            proto_dot_namenode__pb2.HAEmpty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TransitionToObserver(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hanamenode.namenode.HAServiceProtocol/TransitionToObserver',
             proto_dot_namenode__pb2.TransitionRequest.SerializeToString,
             proto_dot_namenode__pb2.HAEmpty.FromString,
             options,

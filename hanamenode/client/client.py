@@ -157,7 +157,7 @@ class HaFsClient:
             return stub.GetListing(request, timeout=timeout)
 
         return [status_from_pb(e) for e in self.proxy.call(
-            "list", invoke, allow_stale_read=self.allow_stale_read
+            "list", invoke, allow_stale_read=self.allow_stale_read, read=True
         ).entries]
 
     def stat(self, path: str) -> StatInfo:
@@ -171,8 +171,15 @@ class HaFsClient:
             return stub.GetFileInfo(request, timeout=timeout)
 
         return status_from_pb(
-            self.proxy.call("stat", invoke, allow_stale_read=self.allow_stale_read).status
+            self.proxy.call(
+                "stat", invoke, allow_stale_read=self.allow_stale_read, read=True
+            ).status
         )
+
+    def msync(self) -> int:
+        """Make this client's next reads, on observers too, see every mutation acknowledged
+        before this call (docs/consistency.md §9); the active's latest durable txid."""
+        return self.proxy.msync()
 
     # -- lifetime ------------------------------------------------------------------------------
 

@@ -14,6 +14,16 @@ refused, a dead or paused process), moves on to the next NameNode, after a sleep
 once as its own ``NamenodeError`` class (``PathExistsError``, ``InvalidPathError``, ...). The
 NameNode that answered last is tried first by the next call.
 
+Consistent reads on observers (HDFS-12943's ``ObserverReadProxyProvider``; docs/consistency.md
+§9): every call sends the highest txid this proxy has seen (request metadata
+``hn-seen-txid``) and takes the txid of each answer's trailer ``hn-state-txid``. With
+``observer_reads``, a read goes first to one observer (found by asking every NameNode its
+state, again every ``OBSERVER_PROBE_PERIOD``), which answers once it has applied that txid;
+a refusal (``ObserverBehindError``), a dead or a paused observer costs that one attempt, and
+the read then goes to the active as any call does. Writes always go to the active. Before
+its first observer read a proxy calls ``msync`` (as HDFS's proxy does), so it never reads
+older state than what was acknowledged before it started.
+
     proxy = FailoverProxy.from_settings(settings)
     reply = proxy.call(
         "Mkdirs",
@@ -25,6 +35,7 @@ NameNode that answered last is tried first by the next call.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import random
@@ -33,7 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 import structlog
@@ -45,9 +56,11 @@ from hanamenode.errors import (
     EditLogError,
     NamenodeError,
     NamenodeUnavailableError,
+    ObserverBehindError,
     StandbyError,
     from_rpc_error,
 )
+from hanamenode.ha import SEEN_TXID_KEY, STATE_TXID_KEY, parse_txid
 from hanamenode.peers import connect_address
 from proto import namenode_pb2, namenode_pb2_grpc
 
@@ -69,6 +82,12 @@ CLIENT_ID_BYTES = 16
 
 # Status codes that say "this NameNode could not answer", not "the namespace refuses".
 _UNREACHABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+OBSERVER_PROBE_PERIOD = 10.0
+"""Seconds between two rounds of asking every NameNode its state to find the observers, and
+how long an observer that failed to answer is passed over."""
+OBSERVER_PROBE_TIMEOUT = 2.0
+"""Deadline of one GetServiceStatus of that round (a dead NameNode must not hold a read)."""
 
 Invoke = Callable[[namenode_pb2_grpc.ClientProtocolStub, namenode_pb2.RpcHeader, float], T]
 """One attempt of a call: ``(stub, header, timeout) -> reply``; it must put ``header`` in
@@ -129,6 +148,47 @@ class RetryPolicy:
         return min(self.sleep_max, self.sleep_base * 2 ** (failovers - 2)) * jitter
 
 
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails",
+        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
+    ),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class _TxidInterceptor(grpc.UnaryUnaryClientInterceptor):
+    """Sends the highest txid seen with every call and keeps the txid of every answer, a
+    refusal included (docs/consistency.md §9)."""
+
+    def __init__(self, seen: Callable[[], int], saw: Callable[[int], None]) -> None:
+        self._seen = seen
+        self._saw = saw
+
+    def intercept_unary_unary(
+        self,
+        continuation: Callable[[grpc.ClientCallDetails, Any], Any],
+        details: grpc.ClientCallDetails,
+        request: Any,
+    ) -> Any:
+        metadata = [*(details.metadata or ()), (SEEN_TXID_KEY, str(self._seen()))]
+        outcome = continuation(
+            _CallDetails(
+                details.method, details.timeout, metadata, details.credentials,
+                details.wait_for_ready, details.compression,
+            ),
+            request,
+        )
+        for key, value in outcome.trailing_metadata() or ():
+            if key == STATE_TXID_KEY:
+                try:
+                    self._saw(parse_txid(key, str(value)))
+                except NamenodeError as exc:
+                    log.warning("ignored a malformed state txid", error=str(exc))
+        return outcome
+
+
 def classify(err: grpc.RpcError) -> tuple[NamenodeError, bool]:
     """The ``NamenodeError`` a failed attempt stands for, and whether another NameNode (or
     the same one, later) may be asked.
@@ -171,6 +231,7 @@ class FailoverProxy:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         pinned: bool = False,
+        observer_reads: bool = False,
     ) -> None:
         if not namenodes:
             raise ValueError("a failover proxy needs at least one NameNode address")
@@ -195,6 +256,15 @@ class FailoverProxy:
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, namenode_pb2_grpc.ClientProtocolStub] = {}
         self._closed = False
+        self.observer_reads = observer_reads and not pinned
+        """Reads go to an observer first (HDFS's ObserverReadProxyProvider)."""
+        self._seen_txid = 0
+        self._msynced = False
+        self._observers: tuple[int, ...] = ()
+        self._probed_at: float | None = None
+        self._passed_over: dict[int, float] = {}
+        self._next_observer = self._rng.randrange(len(self.namenodes))
+        self._interceptor = _TxidInterceptor(lambda: self._seen_txid, self._saw)
         self._log = log.bind(client=self.client_id.hex()[:8])
 
     @classmethod
@@ -226,6 +296,7 @@ class FailoverProxy:
             tls=settings.tls,
             client_id=client_id,
             channel_factory=channel_factory,
+            observer_reads=settings.client.observer_reads,
         )
 
     @classmethod
@@ -260,13 +331,25 @@ class FailoverProxy:
         with self._lock:
             return next(self._call_ids)
 
+    @property
+    def seen_txid(self) -> int:
+        """The highest txid this client has seen in an answer (or from ``msync``)."""
+        return self._seen_txid
+
+    def _saw(self, txid: int) -> None:
+        with self._lock:
+            if txid > self._seen_txid:
+                self._seen_txid = txid
+
     def _stub(self, nn: NameNodeAddress) -> namenode_pb2_grpc.ClientProtocolStub:
         with self._lock:
             if self._closed:
                 raise NamenodeError("the client is closed")
             stub = self._stubs.get(nn.address)
             if stub is None:
-                channel = self._channel_factory(nn.address)
+                channel = grpc.intercept_channel(
+                    self._channel_factory(nn.address), self._interceptor
+                )
                 self._channels[nn.address] = channel
                 stub = namenode_pb2_grpc.ClientProtocolStub(channel)
                 self._stubs[nn.address] = stub
@@ -293,10 +376,12 @@ class FailoverProxy:
         *,
         call_id: int | None = None,
         allow_stale_read: bool = False,
+        read: bool = False,
     ) -> T:
         """Run one logical call: ``invoke(stub, header, timeout)`` on the current NameNode,
         failing over as the policy allows. ``call_id`` pins the call id (a caller's own
-        retry of a call it made before); ``name`` is for messages and logs.
+        retry of a call it made before); ``name`` is for messages and logs. A ``read``
+        goes to an observer first when the proxy has ``observer_reads``.
 
         Raises the NameNode's refusal as its ``NamenodeError`` class, or, when every attempt
         failed over, ``NamenodeUnavailableError`` naming each NameNode's last answer.
@@ -306,6 +391,10 @@ class FailoverProxy:
             call_id=self.next_call_id() if call_id is None else call_id,
             allow_stale_read=allow_stale_read,
         )
+        if read and self.observer_reads:
+            answered, reply = self._call_observer(name, invoke, header)
+            if answered:
+                return cast(T, reply)
         policy = self.policy
         index = self._current
         answers: dict[NameNodeAddress, str] = {}
@@ -342,6 +431,86 @@ class FailoverProxy:
         raise NamenodeUnavailableError(
             f"{name}: no active NameNode answered in {policy.max_attempts} attempt(s): {summary}"
         ) from last
+
+    # -- observer reads ------------------------------------------------------------------------
+
+    def msync(self) -> int:
+        """Make the txid this client has seen the active's latest durable txid (HDFS-13688):
+        its next read, on an observer too, sees every mutation acknowledged before this call
+        began. Returns that txid."""
+        reply = self.call(
+            "msync",
+            lambda stub, header, timeout: stub.Msync(
+                namenode_pb2.MsyncRequest(header=header), timeout=timeout
+            ),
+        )
+        self._saw(reply.txid)
+        self._msynced = True
+        return int(reply.txid)
+
+    def _call_observer(
+        self, name: str, invoke: Invoke[T], header: namenode_pb2.RpcHeader
+    ) -> tuple[bool, T | None]:
+        """One attempt of a read on an observer: ``(True, reply)``, or ``(False, None)`` when
+        there is none or it could not answer (the caller goes to the active). A refusal that
+        is the namespace's verdict (PathNotFoundError) is raised: it is the answer."""
+        index = self._pick_observer()
+        if index is None:
+            return False, None
+        if not self._msynced:
+            self.msync()
+        nn = self.namenodes[index]
+        try:
+            return True, invoke(self._stub(nn), header, self.policy.rpc_timeout)
+        except grpc.RpcError as err:
+            error, retriable = classify(err)
+            if not retriable:
+                raise error from None
+        if not isinstance(error, ObserverBehindError):
+            # Dead, paused, or no longer an observer: pass it over until the next probe.
+            with self._lock:
+                self._passed_over[index] = time.monotonic() + OBSERVER_PROBE_PERIOD
+        self._log.info(
+            "observer could not answer; asking the active",
+            call=name,
+            observer=nn.nn_id,
+            reason=f"{type(error).__name__}: {error}",
+        )
+        return False, None
+
+    def _pick_observer(self) -> int | None:
+        """The next observer in turn that is not passed over (probing when due), or None."""
+        now = time.monotonic()
+        if self._probed_at is None or now - self._probed_at >= OBSERVER_PROBE_PERIOD:
+            self._probe_observers()
+        with self._lock:
+            live = [i for i in self._observers if self._passed_over.get(i, 0.0) <= now]
+            if not live:
+                return None
+            self._next_observer += 1
+            return live[self._next_observer % len(live)]
+
+    def _probe_observers(self) -> None:
+        """Ask every NameNode its HA state; the observers are those that answer OBSERVER."""
+        found: list[int] = []
+        timeout = min(self.policy.rpc_timeout, OBSERVER_PROBE_TIMEOUT)
+        for index, nn in enumerate(self.namenodes):
+            self._stub(nn)  # makes the channel
+            channel = self._channels[nn.address]
+            try:
+                status = namenode_pb2_grpc.HAServiceProtocolStub(channel).GetServiceStatus(
+                    namenode_pb2.HAEmpty(), timeout=timeout
+                )
+            except grpc.RpcError as err:
+                self._log.debug("observer probe: no answer", nn=nn.nn_id, error=str(err.code()))
+                continue
+            if status.state == namenode_pb2.OBSERVER:
+                found.append(index)
+        with self._lock:
+            self._observers = tuple(found)
+            self._probed_at = time.monotonic()
+            self._passed_over.clear()
+        self._log.debug("observers found", observers=[self.namenodes[i].nn_id for i in found])
 
     # -- lifetime ------------------------------------------------------------------------------
 

@@ -75,6 +75,11 @@ class LostResponse(grpc.RpcError, grpc.Call):
     def add_callback(self, callback: Any) -> bool:
         return False
 
+    def result(self, timeout: float | None = None) -> Any:
+        # As grpc's own failed calls do, for an interceptor further out (the proxy's txid
+        # interceptor) that hands this outcome on.
+        raise self
+
 
 @dataclass(frozen=True)
 class Attempt:

@@ -35,6 +35,10 @@ STAND_CASES: list[tuple[str, ElectionInputs, Reason | None]] = [
     ("active, disconnected (neutral): does not queue until reconnected",
      ElectionInputs(zk=SUSPENDED, nn_state=ACTIVE), Reason.NOT_CONNECTED),
     ("session lost, not reconnected yet", ElectionInputs(zk=LOST), Reason.NOT_CONNECTED),
+    ("an observer never stands (HDFS-12943)", ElectionInputs(nn_state=HAState.OBSERVER),
+     Reason.OBSERVER),
+    ("an unhealthy observer: still because it is an observer",
+     ElectionInputs(nn_state=HAState.OBSERVER, healthy=False), Reason.OBSERVER),
 ]
 
 
