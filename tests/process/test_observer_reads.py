@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import pytest
