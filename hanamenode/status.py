@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from conf.web import esc, table
-from hanamenode.ha import TAILING_STATES
+from hanamenode.ha import TAILING_STATES, HAState
 
 if TYPE_CHECKING:
     from conf.web import Status
@@ -93,6 +93,16 @@ def collect(server: NameNodeServer) -> dict[str, Any]:
         # Why automatic failover is suspended, if it is (docs/consistency.md §6): the same
         # words as `hactl get-service-state`.
         "failover_note": server.elector.failover_note if server.elector is not None else "",
+        # An observer's reads held for the clients' txids (docs/consistency.md §9).
+        "observer": {
+            "max_wait_seconds": settings.ha.observer_read_max_wait,
+            "reads_served": int(server.metrics.value(
+                "hanamenode_observer_reads_total", {"outcome": "served"}
+            )),
+            "reads_behind": int(server.metrics.value(
+                "hanamenode_observer_reads_total", {"outcome": "behind"}
+            )),
+        } if fsn.state is HAState.OBSERVER else None,
         "namespace": {
             "directories": namespace.dir_count,
             "files": namespace.file_count,
@@ -253,6 +263,15 @@ def render(status: Status) -> str:
             else ""
         )
         + ".</p>",
+        *(
+            [
+                f"<p id='observer'>Observer: {_num(observer['reads_served'])} reads served, "
+                f"{_num(observer['reads_behind'])} refused as behind the client's txid "
+                f"(waited {observer['max_wait_seconds']:g} s each).</p>"
+            ]
+            if (observer := status.get("observer"))
+            else []
+        ),
         "<h2>Namespace</h2>",
         table(
             ["directories", "files", "last applied txid", "last written txid",

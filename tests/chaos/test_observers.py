@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from hadev.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
 from hanamenode.client import HaFsClient
 from hanamenode.ha import HAState
 from tests.chaos.conftest import QUORUM_TIMEOUT, SESSION_TIMEOUT
+from tests.prom import metric_value
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -45,16 +44,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
 
 
 def metric(dev: DevCluster, nn: str, name: str, **labels: str) -> float:
-    url = dev.namenode(nn).metrics_url
-    assert url is not None
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
+    return metric_value(dev.namenode(nn).metrics_url, name, **labels)
 
 
 class ReadYourWrites:

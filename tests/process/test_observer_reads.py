@@ -12,12 +12,12 @@ up.
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from collections.abc import Iterator
 
 import grpc
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from conf.rpc import make_channel
 from hadev.namenodes import NameNodeProcessCluster, get_service_status, transition
@@ -33,6 +33,8 @@ from hanamenode.errors import (
 from hanamenode.ha import SEEN_TXID_KEY, STATE_TXID_KEY, HAState
 from proto import namenode_pb2, namenode_pb2_grpc
 from tests.namenode.cluster import header, wait_for
+from tests.prom import metric_value
+from tests.status_schema import schema_problems
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -59,18 +61,12 @@ def stub(c: NameNodeProcessCluster, nn: str) -> namenode_pb2_grpc.ClientProtocol
     return namenode_pb2_grpc.ClientProtocolStub(make_channel(c[nn].address))
 
 
+def metric(c: NameNodeProcessCluster, nn: str, name: str, **labels: str) -> float:
+    return metric_value(c[nn].metrics_url, name, **labels)
+
+
 def observer_reads(c: NameNodeProcessCluster, outcome: str) -> float:
-    url = c["nn3"].metrics_url
-    assert url is not None
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "hanamenode_observer_reads_total"
-        and sample.labels.get("outcome") == outcome
-    )
+    return metric(c, "nn3", "hanamenode_observer_reads_total", outcome=outcome)
 
 
 def applied(c: NameNodeProcessCluster, nn: str) -> int:
@@ -213,3 +209,24 @@ def refused_transition(call: object) -> NamenodeError:
     with pytest.raises(NamenodeError) as info:
         call()
     return info.value
+
+
+def test_the_status_pages_and_metrics_show_the_observer(cluster: NameNodeProcessCluster) -> None:
+    documents = []
+    for nn in ("nn1", "nn2", "nn3"):
+        url = cluster[nn].status_url
+        assert url is not None
+        with urllib.request.urlopen(url + ".json", timeout=10) as answer:
+            documents.append(json.load(answer))
+    assert [d["ha_state"] for d in documents] == ["active", "standby", "observer"]
+    assert schema_problems("NameNode", documents) == []
+    observer = documents[2]["observer"]
+    assert observer["max_wait_seconds"] == 0.3 and observer["reads_served"] >= 1
+    assert documents[0]["observer"] is None and documents[2]["tailer"] is not None
+    url = cluster["nn3"].status_url
+    assert url is not None
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        page = answer.read().decode()
+    assert "class='state warn'>observer</span>" in page and "id='observer'" in page
+    assert metric(cluster, "nn3", "hanamenode_ha_state", state="observer") == 1
+    assert metric(cluster, "nn1", "hanamenode_ha_state", state="observer") == 0
