@@ -36,6 +36,15 @@ It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run
     ``/proc/PID/stat`` per successful call; edits per sync from the active's group-commit
     counters. Without h2load the bench says how to install it and runs (a) and (b) alone.
 
+(d) observers (issue 14, docs/consistency.md §9), on a second cluster of four NameNodes (nn1
+    active, nn2 standby, nn3 and nn4 observers, in-progress tailing at the same tail period):
+    ``stat`` of ``/`` by 32 clients through the failover proxy (observer reads on, from the
+    configuration) with nn3 and nn4 made standbys (0 observers: every read goes to the
+    active, confirmed by a read-index round) and then made observers again (2 observers),
+    in the same run, on the same processes; and the observer's lag under 32 writer threads:
+    a mkdir acknowledged by nn1, then nn3 polled (``allow_stale_read``) until it shows it.
+    ``--no-observers`` leaves it out.
+
 ``--loop uvloop|asyncio`` runs every daemon's event loop on that loop (``HANAMENODE_UVLOOP``);
 by default each daemon chooses (the NameNode uvloop when installed, the JournalNodes asyncio).
 
@@ -65,8 +74,10 @@ from bench import h2load
 from bench.common import percentile, print_json, print_table
 from bench.grpc_floor import echo_count, echo_server
 from conf.rpc import UVLOOP_ENV, make_channel
-from hadev.namenodes import NameNodeProcessCluster
+from hadev.devcluster import MkdirLoad
+from hadev.namenodes import NameNodeProcessCluster, transition
 from hanamenode.client import HaFsClient, RetryPolicy
+from hanamenode.ha import HAState
 from proto import namenode_pb2, namenode_pb2_grpc
 
 CLIENTS = (1, 8, 32)
@@ -319,12 +330,13 @@ def run_load(
 
 
 def standby_lag(
-    cluster: NameNodeProcessCluster, samples: int, spread: float
+    cluster: NameNodeProcessCluster, samples: int, spread: float, follower: str = "nn2"
 ) -> list[float]:
-    """Milliseconds from a mkdir's acknowledgement by the active to the standby showing it,
-    over ``samples`` samples each started after a random pause in ``[0, spread)``."""
+    """Milliseconds from a mkdir's acknowledgement by the active to the standby (or observer)
+    ``follower`` showing it, over ``samples`` samples each started after a random pause in
+    ``[0, spread)``."""
     settings = cluster.settings()
-    standby = cluster["nn2"]
+    standby = cluster[follower]
     rng = random.Random(4)
     lags: list[float] = []
     channel = make_channel(standby.address, settings.tls)
@@ -332,10 +344,10 @@ def standby_lag(
     stale = namenode_pb2.RpcHeader(allow_stale_read=True)
     try:
         with HaFsClient(settings, policy=POLICY) as fs:
-            fs.mkdirs("/lag")
+            fs.mkdirs(f"/lag-{follower}")
             for i in range(samples):
                 time.sleep(rng.uniform(0.0, spread))
-                path = f"/lag/s{i}"
+                path = f"/lag-{follower}/s{i}"
                 fs.mkdirs(path)
                 acked = time.perf_counter()
                 request = namenode_pb2.GetFileInfoRequest(header=stale, path=path)
@@ -364,6 +376,7 @@ def run(
     h2load_seconds: float = 3.0,
     in_flight: tuple[int, ...] = IN_FLIGHT,
     connections: int = 4,
+    observers: bool = True,
 ) -> dict[str, float | int | str]:
     conf: dict[str, str | int | float | bool] = {
         "dfs.ha.tail-edits.period": f"{tail_period}s",
@@ -431,9 +444,108 @@ def run(
         result["standby_lag_max_ms"] = round(lags[-1], 1) if lags else 0.0
         result["standby_lag_samples"] = len(lags)
         result["load_average_1m"] = round(os.getloadavg()[0], 2)
+    if observers:
+        result.update(
+            observer_series(workdir / "observers", conf, seconds, max(clients), lag_samples)
+        )
+        result["load_average_1m"] = round(os.getloadavg()[0], 2)
     for n in clients:
         result[f"mkdirs_p99_ms_{n}"] = result[f"p99_ms_{n}"]
     return result
+
+
+def observer_series(
+    workdir: Path,
+    conf: dict[str, str | int | float | bool],
+    seconds: float,
+    clients: int,
+    lag_samples: int,
+) -> dict[str, float | int | str]:
+    """(d): reads through the proxy with 0 then 2 observers, and the observer's lag under
+    ``clients`` writer threads, on a cluster of its own (nn3, nn4 observers)."""
+    result: dict[str, float | int | str] = {"observer_clients": clients}
+    conf = {**conf, "dfs.ha.tail-edits.in-progress": True}
+    with NameNodeProcessCluster(workdir, namenodes=4, observers=2, extra_conf=conf) as cluster:
+        cluster.transition_to_active("nn1")
+        observers = ("nn3", "nn4")
+        for count, state in ((0, HAState.STANDBY), (2, HAState.OBSERVER)):
+            for nn in observers:
+                transition(cluster[nn].address, state, tls=cluster.settings().tls)
+            served = [_observer_reads(cluster, nn) for nn in observers]
+            reads = run_load(cluster, clients, seconds, op="stat")
+            by_observers = sum(_observer_reads(cluster, nn) for nn in observers) - sum(served)
+            result[f"reads_per_s_{count}_observers"] = round(reads.per_s, 1)
+            result[f"reads_p50_ms_{count}_observers"] = round(
+                percentile(reads.latencies_ms, 0.50), 2
+            )
+            result[f"reads_p99_ms_{count}_observers"] = round(
+                percentile(reads.latencies_ms, 0.99), 2
+            )
+            result[f"reads_errors_{count}_observers"] = reads.errors
+            result[f"reads_on_observers_{count}_observers"] = int(by_observers)
+            result[f"cpu_active_reads_{count}_observers"] = round(reads.cpu["active"], 2)
+        result["observer_read_ratio"] = round(
+            float(result["reads_per_s_2_observers"])
+            / max(float(result["reads_per_s_0_observers"]), 1e-9),
+            2,
+        )
+        with MkdirLoad(cluster.settings(), "/observer-load", writers=clients) as load:
+            lags = standby_lag(cluster, lag_samples, spread=0.05, follower="nn3")
+            load.stop()
+        result["observer_lag_write_acks"] = load.ack_count
+        result["observer_lag_write_failures"] = len(load.failures)
+    result["observer_lag_p50_ms"] = round(percentile(lags, 0.50), 1)
+    result["observer_lag_p99_ms"] = round(percentile(lags, 0.99), 1)
+    result["observer_lag_max_ms"] = round(lags[-1], 1) if lags else 0.0
+    result["observer_lag_samples"] = len(lags)
+    return result
+
+
+def _observer_reads(cluster: NameNodeProcessCluster, nn: str) -> float:
+    """Reads observer ``nn`` answered (``hanamenode_observer_reads_total{outcome=served}``)."""
+    url = cluster[nn].metrics_url
+    assert url is not None
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "hanamenode_observer_reads_total"
+        and sample.labels.get("outcome") == "served"
+    )
+
+
+def report_observers(result: dict[str, float | int | str]) -> None:
+    rows = [
+        [
+            f"{count} observers",
+            result[f"reads_per_s_{count}_observers"],
+            result[f"reads_p50_ms_{count}_observers"],
+            result[f"reads_p99_ms_{count}_observers"],
+            result[f"reads_errors_{count}_observers"],
+            result[f"reads_on_observers_{count}_observers"],
+            result[f"cpu_active_reads_{count}_observers"],
+        ]
+        for count in (0, 2)
+    ]
+    print_table(
+        f"stat of / by {result['observer_clients']} clients through the failover proxy "
+        f"(ratio {result['observer_read_ratio']}, target >= 1.5)",
+        ["NameNodes", "reads/s", "p50 ms", "p99 ms", "errors", "on observers", "CPU nn1"],
+        rows,
+    )
+    print_table(
+        f"observer lag: ack on nn1 -> visible on nn3, under {result['observer_clients']} "
+        f"writers ({result['observer_lag_samples']} samples, "
+        f"{result['observer_lag_write_acks']} writes acknowledged meanwhile)",
+        ["measure", "value"],
+        [
+            ["p50 ms", result["observer_lag_p50_ms"]],
+            ["p99 ms", result["observer_lag_p99_ms"]],
+            ["max ms", result["observer_lag_max_ms"]],
+        ],
+    )
 
 
 def report_h2load(result: dict[str, float | int | str], levels: tuple[int, ...]) -> None:
@@ -626,6 +738,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the standby tails the open segment too (dfs.ha.tail-edits.in-progress)",
     )
+    parser.add_argument(
+        "--no-observers", action="store_true", help="leave out the observer series (d)"
+    )
     args = parser.parse_args(argv)
     if args.loop != "default":
         # The daemons inherit it (hadev.daemon.child_environment).
@@ -648,6 +763,7 @@ def main(argv: list[str] | None = None) -> int:
             args.h2load_seconds,
             in_flight,
             args.connections,
+            observers=not args.no_observers,
         )
     finally:
         if args.dir is None:
@@ -655,6 +771,8 @@ def main(argv: list[str] | None = None) -> int:
     if result["h2load"]:
         report_h2load(result, in_flight)
     report(result, clients)
+    if "observer_read_ratio" in result:
+        report_observers(result)
     print(f"load average (1 min): {result['load_average_1m_before']} before, "
           f"{result['load_average_1m']} after", flush=True)
     result["loop"] = args.loop
