@@ -76,6 +76,7 @@ from bench.grpc_floor import echo_count, echo_server
 from conf.rpc import UVLOOP_ENV, make_channel
 from hadev.devcluster import MkdirLoad
 from hadev.namenodes import NameNodeProcessCluster, transition
+from hadev.scrape import metric_value
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.ha import HAState
 from proto import namenode_pb2, namenode_pb2_grpc
@@ -503,16 +504,8 @@ def observer_series(
 
 def _observer_reads(cluster: NameNodeProcessCluster, nn: str) -> float:
     """Reads observer ``nn`` answered (``hanamenode_observer_reads_total{outcome=served}``)."""
-    url = cluster[nn].metrics_url
-    assert url is not None
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "hanamenode_observer_reads_total"
-        and sample.labels.get("outcome") == "served"
+    return metric_value(
+        cluster[nn].metrics_url, "hanamenode_observer_reads_total", outcome="served"
     )
 
 

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 import pytest
 
 from hadev.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
+from hadev.scrape import metric_value
 from hanamenode.client import HaFsClient
 from hanamenode.ha import HAState
 from tests.chaos.conftest import QUORUM_TIMEOUT, SESSION_TIMEOUT
-from tests.prom import metric_value
 
 pytestmark = pytest.mark.timeout(600)
 

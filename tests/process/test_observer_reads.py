@@ -21,6 +21,7 @@ import pytest
 
 from conf.rpc import make_channel
 from hadev.namenodes import NameNodeProcessCluster, get_service_status, transition
+from hadev.scrape import metric_value
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.errors import (
     NamenodeError,
@@ -33,7 +34,6 @@ from hanamenode.errors import (
 from hanamenode.ha import SEEN_TXID_KEY, STATE_TXID_KEY, HAState
 from proto import namenode_pb2, namenode_pb2_grpc
 from tests.namenode.cluster import header, wait_for
-from tests.prom import metric_value
 from tests.status_schema import schema_problems
 
 pytestmark = pytest.mark.timeout(180)

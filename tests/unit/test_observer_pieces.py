@@ -92,9 +92,9 @@ def test_the_proxy_provider_named_wins(provider: str, observer_reads: bool) -> N
 
 
 def test_bad_observer_settings_are_refused_with_the_key() -> None:
-    with pytest.raises(ConfigError, match="dfs.client.failover.proxy.provider.hanamenode"):
+    with pytest.raises(ConfigError, match=r"dfs\.client\.failover\.proxy\.provider\.hanamenode"):
         Settings.from_mapping({**NNS, "dfs.client.failover.proxy.provider.hanamenode": "Nope"})
-    with pytest.raises(ConfigError, match="'nn9' is not in dfs.ha.namenodes"):
+    with pytest.raises(ConfigError, match=r"'nn9' is not in dfs\.ha\.namenodes"):
         Settings.from_mapping({**NNS, "dfs.namenode.observer.hanamenode.nn9": True})
-    with pytest.raises(ConfigError, match="dfs.namenode.observer.read.max-wait.ms"):
+    with pytest.raises(ConfigError, match=r"dfs\.namenode\.observer\.read\.max-wait\.ms"):
         Settings.from_mapping({**NNS, "dfs.namenode.observer.read.max-wait.ms": "soon"})

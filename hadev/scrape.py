@@ -1,4 +1,5 @@
-"""Reading a daemon's Prometheus ``/metrics`` page in tests."""
+"""Reading a daemon's Prometheus ``/metrics`` page: one sample summed over its labels
+(tests and benchmarks)."""
 
 from __future__ import annotations
 
