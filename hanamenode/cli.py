@@ -8,7 +8,8 @@
 - ``hanamenode bootstrap-standby --conf C --id nn2``: copies the namespace identity and the
   newest image from another configured NameNode, checks its md5 and that the JournalNodes hold
   every edit after it, and writes them into this NameNode's name dir.
-- ``hanamenode run --conf C --id nn1``: serves until SIGTERM/SIGINT, starting as standby.
+- ``hanamenode run --conf C --id nn1``: serves until SIGTERM/SIGINT, starting as standby (as an
+  observer when ``dfs.namenode.observer.<ns>.<id>`` is true, docs/consistency.md §9).
 
 The work is ``hanamenode.bootstrap`` and ``hanamenode.server``; this module parses options,
 asks for confirmation, and turns every failure into one line on stderr and exit status 1.
