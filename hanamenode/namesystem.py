@@ -564,31 +564,32 @@ class FSNamesystem:
             cache.record_failure(client_id, call_id, exc)
             # What this refusal observed: the state it decided on.
             observed = edit_log.last_written_txid
-            ANSWER_TXID.set(observed)
             await self._confirm_answer(edit_log, observed, "WRITE")
+            ANSWER_TXID.set(observed)  # only once durable: a client never waits for less
             raise
         if op is None:
             cache.record_success(client_id, call_id, none_result, txid=0)
             observed = edit_log.last_written_txid
-            ANSWER_TXID.set(observed)
             await self._confirm_answer(edit_log, observed, "WRITE")
+            ANSWER_TXID.set(observed)
             return none_result, 0
         txid, result = edit_log.log_and_apply(op, namespace.apply)
-        ANSWER_TXID.set(txid)
         await edit_log.log_sync(txid)
+        ANSWER_TXID.set(txid)
         return result, txid
 
     async def _answer_retry(self, entry: CacheEntry) -> tuple[object, int]:
         """The first answer to a retried call, once the transaction that made it is durable
         (an answer that logged nothing, once what it observed is, confirmed as a read)."""
         edit_log = self._serving_edit_log("WRITE")
-        ANSWER_TXID.set(min(entry.txid, edit_log.last_written_txid) or edit_log.last_written_txid)
+        observed = min(entry.txid, edit_log.last_written_txid) or edit_log.last_written_txid
         if entry.txid and active(Mutant.RETRY_ANSWER_BEFORE_DURABLE):
             pass
         elif entry.txid:
-            await edit_log.log_sync(min(entry.txid, edit_log.last_written_txid))
+            await edit_log.log_sync(observed)
         else:
-            await self._confirm_answer(edit_log, edit_log.last_written_txid, "WRITE")
+            await self._confirm_answer(edit_log, observed, "WRITE")
+        ANSWER_TXID.set(observed)
         self._log.debug(
             "answered a retry from the retry cache", call_id=entry.call_id, txid=entry.txid
         )
@@ -612,17 +613,19 @@ class FSNamesystem:
             return read(self._namespace)
         if state is HAState.OBSERVER:
             await self._await_applied(seen_txid)
+            if self._state is not HAState.OBSERVER:  # made a standby meanwhile
+                raise StandbyError.for_category("READ", self._state.value)
             ANSWER_TXID.set(self._namespace.last_applied_txid)
             return read(self._namespace)
         edit_log = self._serving_edit_log("READ")
         observed = edit_log.last_written_txid
-        ANSWER_TXID.set(observed)
         try:
             answer: T | None = read(self._namespace)
             error: NamenodeError | None = None
         except NamenodeError as exc:
             answer, error = None, exc
         await self._confirm_answer(edit_log, observed)
+        ANSWER_TXID.set(observed)  # only once durable and confirmed
         if error is not None:
             raise error
         return cast(T, answer)
@@ -660,8 +663,8 @@ class FSNamesystem:
         with StandbyError, so the client asks the active."""
         edit_log = self._serving_edit_log("READ")
         txid = edit_log.last_written_txid
-        ANSWER_TXID.set(txid)
         await self._confirm_answer(edit_log, txid)
+        ANSWER_TXID.set(txid)
         return txid
 
     def msync(self) -> int:
