@@ -3,6 +3,7 @@ docs/consistency.md §9): three electable NameNodes and one observer (``hadev up
 --observers 1``), a real ZooKeeper, real signals.
 
 - ``hactl get-all-service-state`` shows the observer, and ``hactl failover`` to it is refused;
+- ``hafs`` sends its reads to the observer with no flag;
 - SIGKILL of the observer while clients write and read their own writes through it: no client
   call fails, and every read sees the reader's own write;
 - kill -9 of the active, twice: a standby is elected each time, never the observer, whose
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from hadev.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
+from hadev.namenodes import run_hafs
 from hadev.scrape import metric_value
 from hanamenode.client import HaFsClient
 from hanamenode.ha import HAState
@@ -117,6 +119,26 @@ def test_hactl_shows_the_observer_and_never_fails_over_to_it(dev: DevCluster) ->
     assert refused.returncode == 255
     assert "is an observer, which never becomes active" in refused.stderr
     assert dev.wait_active() == active
+
+
+def test_hafs_reads_from_the_observer_with_no_flag(dev: DevCluster) -> None:
+    """Each ``hafs`` command is a new client: msync on the active, then its read goes to the
+    observer (which answers once it has applied that txid, or refuses and the active
+    answers); its write goes to the active."""
+    assert run_hafs(dev.conf_path, "mkdir", "-p", "/hafs/a").returncode == 0
+    before = [
+        metric(dev, OBSERVER, "hanamenode_observer_reads_total", outcome=outcome)
+        for outcome in ("served", "behind")
+    ]
+    listing = run_hafs(dev.conf_path, "ls", "/hafs")
+    assert listing.returncode == 0, listing.stderr
+    assert "/hafs/a" in listing.stdout
+    after = [
+        metric(dev, OBSERVER, "hanamenode_observer_reads_total", outcome=outcome)
+        for outcome in ("served", "behind")
+    ]
+    # hafs ls reads twice (stat, then list): each went to the observer first.
+    assert sum(after) >= sum(before) + 1, (before, after)
 
 
 def test_killing_the_observer_under_load_fails_no_call(dev: DevCluster) -> None:

@@ -70,7 +70,7 @@ def observer_reads(c: NameNodeProcessCluster, outcome: str) -> float:
 
 
 def applied(c: NameNodeProcessCluster, nn: str) -> int:
-    return int(get_service_status(c[nn].address).last_applied_txid)
+    return int(get_service_status(c[nn].address, timeout=20).last_applied_txid)
 
 
 def roll(c: NameNodeProcessCluster) -> None:
@@ -230,3 +230,4 @@ def test_the_status_pages_and_metrics_show_the_observer(cluster: NameNodeProcess
     assert "class='state warn'>observer</span>" in page and "id='observer'" in page
     assert metric(cluster, "nn3", "hanamenode_ha_state", state="observer") == 1
     assert metric(cluster, "nn1", "hanamenode_ha_state", state="observer") == 0
+
