@@ -282,9 +282,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _pids_in(namespace: str) -> list[str]:
-    """The processes in ``namespace`` other than this one (the harness may live there)."""
+    """The live processes in ``namespace`` other than this one (the harness may live there).
+    When it does, ``ip netns pids`` runs there too and lists itself; it has exited by the
+    time its answer is read, so only the pids still alive count (otherwise ``_remove`` would
+    wait its whole deadline for a process that is gone)."""
     pids = run_ip("netns", "pids", namespace, check=False).stdout.split()
-    return [pid for pid in pids if pid != str(os.getpid())]
+    return [pid for pid in pids if pid != str(os.getpid()) and _pid_alive(int(pid))]
 
 
 def _remove(namespaces: Sequence[str], mounts: Sequence[str]) -> None:

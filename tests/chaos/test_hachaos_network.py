@@ -114,3 +114,30 @@ def test_cleanup_removes_what_a_dead_run_left() -> None:
     finally:
         sleeper.kill()
         net.destroy()
+
+
+INSIDE = textwrap.dedent(
+    """
+    import os
+    from hachaos.netns import ChaosNetwork, _pids_in
+    net = ChaosNetwork.create(["a"], tag=str(os.getpid()))
+    try:
+        net.enter("clients")  # as the harness does
+        print(_pids_in(net.namespace("clients")), _pids_in(net.namespace("a")))
+    finally:
+        net.destroy()
+    """
+)
+
+
+def test_a_harness_inside_the_clients_namespace_sees_nothing_left_running_there() -> None:
+    # The harness lives in the clients' namespace, so the ``ip netns pids`` it runs lives
+    # there too and lists itself: counted as a process to kill and wait for, every run's
+    # destroy waited its whole 10 s deadline for it.
+    before = _namespaces()
+    result = subprocess.run(
+        [sys.executable, "-c", INSIDE], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[] []", result.stdout
+    assert _namespaces() == before
