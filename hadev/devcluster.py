@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
@@ -42,7 +43,7 @@ from types import TracebackType
 from conf import Settings, load_settings
 from conf.guard import Role
 from conf.xmlconf import ConfigValue
-from hadev.daemon import LOOPBACK, DaemonHost
+from hadev.daemon import LOOPBACK, DaemonHost, free_ports
 from hadev.journalnodes import JournalNodeProcess
 from hadev.namenodes import NameNodeProcess, NameNodeProcessCluster, run_command
 from hadev.pki import make_pki
@@ -311,25 +312,36 @@ class DevCluster:
         self.shape.write(self.shape_path)
         self.started = True
         try:
-            self.zookeeper.start()
-            self.nodes.extra_conf = {
-                **dev_conf(
-                    self.zookeeper.connect_string, self.session_timeout, self.quorum_timeout
-                ),
-                **self.transport_conf(),
-                **self.extra_conf,
-            }
-            self.nodes.journal.start()
-            self.nodes.write_conf()
-            self._write_pid_files()
-            self._format_zk(reused)
-            self.nodes.start(timeout)  # formats nn1 and bootstraps the others on first use
+            if self.zookeeper.port == 0:  # named in the configuration the JournalNodes read
+                self.zookeeper.port = free_ports(1, self.zookeeper.host)[0]
+            # Each start is a process that imports for a second or more: what does not need
+            # the other runs alongside it. The JournalNodes need no ZooKeeper, and formatting
+            # ZooKeeper (hactl) and the first name dir (hanamenode format) are independent;
+            # only the NameNodes need both.
+            with ThreadPoolExecutor(1, thread_name_prefix="hadev-start") as helper:
+                zookeeper = helper.submit(self.zookeeper.start)
+                self.nodes.extra_conf = self._node_conf()
+                self.nodes.journal.start()
+                zookeeper.result()
+                self.nodes.extra_conf = self._node_conf()  # its port, if a retry changed it
+                self.nodes.write_conf()
+                self._write_pid_files()
+                zk_formatted = helper.submit(self._format_zk, reused)
+                # formats nn1 and bootstraps the others on first use
+                self.nodes.start(timeout, before_namenodes=zk_formatted.result)
             self._write_pid_files()
             self.wait_active(ACTIVE_TIMEOUT)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _node_conf(self) -> dict[str, ConfigValue]:
+        return {
+            **dev_conf(self.zookeeper.connect_string, self.session_timeout, self.quorum_timeout),
+            **self.transport_conf(),
+            **self.extra_conf,
+        }
 
     @property
     def tls_dir(self) -> Path:

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -398,15 +398,24 @@ class NameNodeProcessCluster:
                 result.stdout + result.stderr,
             )
 
-    def start(self, timeout: float = START_TIMEOUT) -> NameNodeProcessCluster:
+    def start(
+        self,
+        timeout: float = START_TIMEOUT,
+        *,
+        before_namenodes: Callable[[], object] | None = None,
+    ) -> NameNodeProcessCluster:
         """Start the JournalNodes and every NameNode (formatting/bootstrapping first when
-        their name dirs are empty). On failure, whatever started is stopped again."""
+        their name dirs are empty). ``before_namenodes`` is called once the first name dir
+        is formatted, before the first NameNode starts. On failure, whatever started is
+        stopped again."""
         try:
             self.journal.start()
             self.write_conf()
             for index, nn in enumerate(self.namenodes):
                 if not NameDirectory(self.name_dir(nn)).is_formatted():
                     self._command("format" if index == 0 else "bootstrap-standby", nn)
+                if index == 0 and before_namenodes is not None:
+                    before_namenodes()
                 self._start_namenode(nn, timeout)
         except BaseException:
             self.stop()
