@@ -354,6 +354,18 @@ KEYS: tuple[Key, ...] = (
         "recent edits kept in memory per journal for in-progress tailing",
     ),
     Key(
+        "dfs.journalnode.edit-subscription.queue.bytes",
+        _count(1, 1 << 30),
+        "4194304",
+        "edits queued for one SubscribeEdits reader at most; past it the reader is dropped",
+    ),
+    Key(
+        "dfs.journalnode.edit-subscription.max",
+        _count(1, 10_000),
+        "64",
+        "SubscribeEdits subscriptions one journal serves at once",
+    ),
+    Key(
         "dfs.journalnode.max-journals",
         _count(1, 1_000_000),
         "100",
@@ -462,6 +474,13 @@ KEYS: tuple[Key, ...] = (
         parse_bool,
         "false",
         "the standby also tails the in-progress segment (edits a JN majority holds)",
+    ),
+    Key(
+        "dfs.ha.tail-edits.push",
+        parse_bool,
+        "true",
+        "with in-progress tailing, subscribe to every JournalNode's pushed edits (SubscribeEdits)"
+        " and poll only as the fallback",
     ),
     Key(
         "dfs.ha.tail-edits.qjm.rpc.max-txns",

@@ -56,6 +56,8 @@ class JournalNodeSettings:
     http_address: str = "0.0.0.0:8480"
     edits_dir: Path = Path("/tmp/hanamenode/journal")
     edit_cache_bytes: int = 1 << 20
+    subscriber_queue_bytes: int = 4 << 20
+    max_subscribers: int = 64
     max_journals: int = 100
     sync_enabled: bool = True
     sync_interval: float = 120.0
@@ -106,6 +108,7 @@ class HASettings:
     fencing_methods: tuple[str, ...] = ("shell(/bin/true)",)
     tail_edits_period: float = 1.0
     tail_edits_in_progress: bool = False
+    tail_edits_push: bool = True
     tail_edits_max_txns: int = 5000
     log_roll_period: float = 120.0
     checkpoint_txns: int = 1_000_000
@@ -211,6 +214,8 @@ class Settings:
             ),
             edit_cache_bytes=self._lookup("dfs.journalnode.edit-cache-size.bytes"),
             max_journals=self._lookup("dfs.journalnode.max-journals"),
+            subscriber_queue_bytes=self._lookup("dfs.journalnode.edit-subscription.queue.bytes"),
+            max_subscribers=self._lookup("dfs.journalnode.edit-subscription.max"),
             sync_enabled=self._lookup("dfs.journalnode.enable.sync"),
             sync_interval=self._lookup("dfs.journalnode.sync.interval"),
             sync_format=self._lookup("dfs.journalnode.enable.sync.format"),
@@ -397,6 +402,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         fencing_methods=get("dfs.ha.fencing.methods"),
         tail_edits_period=get("dfs.ha.tail-edits.period"),
         tail_edits_in_progress=get("dfs.ha.tail-edits.in-progress"),
+        tail_edits_push=get("dfs.ha.tail-edits.push"),
         tail_edits_max_txns=get("dfs.ha.tail-edits.qjm.rpc.max-txns"),
         log_roll_period=get("dfs.ha.log-roll.period"),
         checkpoint_txns=get("dfs.namenode.checkpoint.txns"),

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -93,6 +93,23 @@ class NameNodeMetrics:
         )
         self.tailed_txns = Counter(
             "hanamenode_tailer_txns_applied", "Transactions applied by the standby tailer",
+            registry=r,
+        )
+        self.pushed_txns_applied = Counter(
+            "hanamenode_tailer_pushed_txns_applied",
+            "Transactions the tailer applied from edits the JournalNodes pushed (SubscribeEdits)",
+            registry=r,
+        )
+        self.edit_subscriptions = Gauge(
+            "hanamenode_tailer_edit_subscriptions",
+            "JournalNodes whose edits are pushed to this tailer now",
+            registry=r,
+        )
+        self.push_fallbacks = Counter(
+            "hanamenode_tailer_push_fallbacks",
+            "Rounds of reading from the segments or caches started because a subscription "
+            "ended or a push was refused, by reason",
+            ["reason"],
             registry=r,
         )
         self.tail_errors = Counter(

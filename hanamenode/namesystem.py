@@ -247,6 +247,7 @@ class FSNamesystem:
                 metrics=self.metrics,
                 nn_id=self.nn_id,
                 in_progress=ha_settings.tail_edits_in_progress,
+                push=ha_settings.tail_edits_push,
                 max_txns=ha_settings.tail_edits_max_txns,
                 nn_loop=self.nn_loop,
                 on_target=self._edits_target,
@@ -689,7 +690,10 @@ class FSNamesystem:
             return 0
         namespace = self._namespace
         for op in ops:
-            namespace.apply(op)
+            # Pushed edits and a fallback round may both bring a txid; both bring only
+            # txids no recovery takes back, so the copies are the same op: apply it once.
+            if op.txid > namespace.last_applied_txid:
+                namespace.apply(op)
         self._applied.advanced(namespace.last_applied_txid)
         return len(ops)
 

@@ -42,7 +42,8 @@ from proto import edits_pb2, namenode_pb2
 from proto.values import RemoteEditLog
 from qjm.errors import describe_exception
 from qjm.journal_manager import QuorumJournalManager
-from qjm.reader import SegmentSource, chain_segments
+from qjm.reader import EditLogReadError, SegmentSource, chain_segments
+from qjm.subscriber import EditSubscriber, subscription_targets
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +89,11 @@ class BatchedApply:
 
 # Do not spin when the configured tail period is 0 ("as often as possible").
 _MIN_PERIOD = 0.01
+
+PUSH_POLL_PERIOD = 1.0
+"""With pushed edits, how often a round runs anyway when no fallback was asked for: it
+catches what no push brought (say a JournalNode majority of which one lags until the next
+roll). Reasons to fall back (a cache miss, a dropped or broken stream) start one at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +171,7 @@ class EditLogTailer:
         nn_loop: NameNodeLoop,
         on_target: Callable[[int], None] | None = None,
         on_round: Callable[[LoadResult], None] | None = None,
+        push: bool = False,
     ) -> None:
         self._apply_many = apply_many
         self._on_target = on_target
@@ -182,6 +189,12 @@ class EditLogTailer:
         self.in_progress = in_progress
         """Also tail the in-progress segment (dfs.ha.tail-edits.in-progress)."""
         self.max_txns = max_txns
+        self.push = push and in_progress
+        """Apply the edits every JournalNode pushes (SubscribeEdits) as they come; rounds
+        are the fallback (dfs.ha.tail-edits.push, with in-progress tailing)."""
+        self._subscriber: EditSubscriber | None = None
+        self._fallback = asyncio.Event()
+        self.pushed_txns_applied = 0
         self._stop = threading.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -195,9 +208,22 @@ class EditLogTailer:
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def _sleep(self, seconds: float) -> None:
-        """Sleep, or less when ``stop`` is called meanwhile."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+        """Sleep, or less when ``stop`` is called (or, with pushes, a fallback is asked for)
+        meanwhile."""
+        if not self.push:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), seconds)
+            return
+        waits = {
+            asyncio.ensure_future(self._stopping.wait()),
+            asyncio.ensure_future(self._fallback.wait()),
+        }
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        self._fallback.clear()
 
     def start(self) -> None:
         """Start the task (on the loop)."""
@@ -212,12 +238,26 @@ class EditLogTailer:
         self._task = self.nn_loop.loop.create_task(
             self._run(stop), name=f"edit-log-tailer-{self.nn_id}"
         )
+        if self.push:
+            self._fallback = asyncio.Event()
+            self._subscriber = EditSubscriber(
+                subscription_targets(self.qjm.loggers.loggers, self.qjm.journal_id),
+                lambda: self._last_applied() + 1,
+                self._apply_pushed,
+                self._subscription_ended,
+            )
+            self._subscriber.start()
 
     async def stop(self, timeout: float = 30.0) -> bool:
         """Stop the task; False if its read in flight did not end within ``timeout`` (it then
         stops at its next op: the namesystem refuses its applies once tailing is disabled)."""
         self._stop.set()
         self._stopping.set()  # wakes the task's sleep at once
+        subscriber, self._subscriber = self._subscriber, None
+        if subscriber is not None:
+            await subscriber.stop()
+            if self.metrics is not None:
+                self.metrics.edit_subscriptions.set(0)
         task, self._task = self._task, None
         if task is None:
             return True
@@ -240,8 +280,11 @@ class EditLogTailer:
             "edit log tailer started", tail_period=self.tail_period, roll_period=self.roll_period
         )
         blocking = self.nn_loop.blocking
+        if self.push:
+            self._fallback.set()  # catch up from the finalized segments first
+        period = max(self.tail_period, PUSH_POLL_PERIOD) if self.push else self.tail_period
         while not stop.is_set():
-            await self._sleep(self.tail_period)
+            await self._sleep(period)
             if stop.is_set():
                 break
             try:
@@ -254,6 +297,46 @@ class EditLogTailer:
             if not stop.is_set() and time.monotonic() - self.last_roll_request >= self.roll_period:
                 await blocking(self.trigger_active_log_roll)
         self._log.info("edit log tailer stopped")
+
+    # -- pushed edits (on the loop) -------------------------------------------------------------
+
+    @property
+    def subscriptions(self) -> int:
+        """JournalNodes whose edits are pushed to this tailer now."""
+        return len(self._subscriber.subscribed) if self._subscriber is not None else 0
+
+    def _apply_pushed(self) -> None:
+        """After a push: apply what a majority of JournalNodes pushed in one writer epoch."""
+        subscriber = self._subscriber
+        if subscriber is None or self._stop.is_set():
+            return
+        if self.metrics is not None:
+            self.metrics.edit_subscriptions.set(len(subscriber.subscribed))
+        try:
+            ops = subscriber.feeds.decide(self._last_applied() + 1)
+        except EditLogReadError as exc:
+            self._log.warning("pushed edits refused", error=str(exc))
+            self._fall_back("bad_push")
+            return
+        if not ops:
+            return
+        done = self._apply_many(ops)
+        self.pushed_txns_applied += done
+        if self.metrics is not None:
+            self.metrics.pushed_txns_applied.inc(done)
+        self._after_load(LoadResult(done, ops[done - 1].txid if done else 0, ops[-1].txid))
+
+    def _subscription_ended(self, address: str, reason: str) -> None:
+        if self.metrics is not None and self._subscriber is not None:
+            self.metrics.edit_subscriptions.set(len(self._subscriber.subscribed))
+        if reason != "segment_finalized":
+            self._fall_back(reason)
+
+    def _fall_back(self, reason: str) -> None:
+        """Run a round (finalized segments, then GetJournaledEdits) now."""
+        if self.metrics is not None:
+            self.metrics.push_fallbacks.labels(reason).inc()
+        self._fallback.set()
 
     # -- tailing -------------------------------------------------------------------------------
 

@@ -57,6 +57,8 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
             max_message_bytes=settings.rpc.max_message_bytes,
             edit_cache_bytes=jn.edit_cache_bytes,
             max_journals=jn.max_journals,
+            subscriber_queue_bytes=jn.subscriber_queue_bytes,
+            max_subscribers=jn.max_subscribers,
             sync=sync,
         )
         server.start()

@@ -43,6 +43,7 @@ class _Batch:
     last: int
     epoch: int
     framed: bytes
+    segment: int = 0
 
 
 class JournaledEditsCache:
@@ -66,14 +67,16 @@ class JournaledEditsCache:
             return None
         return self._batches[0].first, self._batches[-1].last
 
-    def store(self, first_txid: int, last_txid: int, epoch: int, framed: bytes) -> None:
+    def store(
+        self, first_txid: int, last_txid: int, epoch: int, framed: bytes, segment: int = 0
+    ) -> None:
         newest = self._batches[-1] if self._batches else None
         if newest is not None and (newest.last + 1 != first_txid or newest.epoch != epoch):
             self.clear()
         if len(framed) > self.capacity_bytes:
             self.clear()  # one batch larger than the cache: keep nothing rather than a gap
             return
-        self._batches.append(_Batch(first_txid, last_txid, epoch, framed))
+        self._batches.append(_Batch(first_txid, last_txid, epoch, framed, segment))
         self._bytes += len(framed)
         while self._bytes > self.capacity_bytes:
             self._bytes -= len(self._batches.popleft().framed)
@@ -108,6 +111,23 @@ class JournaledEditsCache:
             if count >= max_txns:
                 break
         return CachedEdits(epoch, count, b"".join(parts))
+
+
+    def batches_from(self, since_txid: int) -> list[tuple[int, int, int, int, bytes]]:
+        """(epoch, segment, first txid, count, framed) of each held batch from ``since_txid``
+        on, the first one cut to start there; empty when ``since_txid`` is not held."""
+        held = self.txid_range
+        if held is None or not held[0] <= since_txid <= held[1]:
+            return []
+        out = []
+        for batch in self._batches:
+            if batch.last < since_txid:
+                continue
+            skip = max(0, since_txid - batch.first)
+            count = batch.last - batch.first + 1 - skip
+            framed = batch.framed if not skip else _slice_records(batch.framed, skip, count)
+            out.append((batch.epoch, batch.segment, batch.first + skip, count, framed))
+        return out
 
 
 def _slice_records(framed: bytes, skip: int, take: int) -> bytes:

@@ -50,6 +50,14 @@ from journalnode.errors import (
     StorageError,
 )
 from journalnode.storage import AcceptedRecovery, JournalStorage
+from journalnode.subscriptions import (
+    DEFAULT_MAX_SUBSCRIBERS,
+    DEFAULT_SUBSCRIBER_QUEUE_BYTES,
+    EditSubscribers,
+    EditSubscription,
+    EndReason,
+    PushedEdits,
+)
 from journalnode.sync import SegmentToSync, SyncPlan, covers, plan_sync
 from proto import records
 from proto.values import (
@@ -90,7 +98,9 @@ class JournalStats:
     journaled_edits_served: int = 0
     """Transactions answered from the edit cache (GetJournaledEdits)."""
     journaled_edits_misses: int = 0
-    """GetJournaledEdits for a txid this node wrote but no longer caches."""
+    """GetJournaledEdits or SubscribeEdits for a txid this node wrote but no longer caches."""
+    edits_pushed: int = 0
+    """Transactions pushed to subscribers (SubscribeEdits)."""
     disk_full: bool = False
     """The last write of a segment or small file failed for lack of space (ENOSPC/EDQUOT);
     cleared by the next write that succeeds."""
@@ -145,6 +155,8 @@ class Journal:
         edit_cache_bytes: int = DEFAULT_EDIT_CACHE_BYTES,
         writer_hold_seconds: float = DEFAULT_WRITER_HOLD_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        subscriber_queue_bytes: int = DEFAULT_SUBSCRIBER_QUEUE_BYTES,
+        max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
     ) -> None:
         self.journal_id = journal_id
         self.storage = storage
@@ -154,6 +166,10 @@ class Journal:
         self.stats = JournalStats()
         # Recent batches for GetJournaledEdits (standby tailing of the in-progress segment).
         self.edits_cache = JournaledEditsCache(edit_cache_bytes)
+        # Readers the batches are pushed to as they are written (SubscribeEdits).
+        self.subscribers = EditSubscribers()
+        self.subscriber_queue_bytes = subscriber_queue_bytes
+        self.max_subscribers = max_subscribers
         self._lock = threading.Lock()
         self._log = log.bind(journal=journal_id)
         self._load()
@@ -163,6 +179,7 @@ class Journal:
     def _load(self) -> None:
         loaded = self.storage.load()
         self.edits_cache.clear()
+        self.subscribers.end(EndReason.LOG_REPLACED, "the journal was reloaded (format)")
         self._ns = loaded.namespace_info
         self._last_promised_epoch = loaded.last_promised_epoch
         self._last_writer_epoch = loaded.last_writer_epoch
@@ -252,6 +269,7 @@ class Journal:
         if not active(Mutant.PROMISE_NOT_PERSISTED):
             self.storage.persist_last_promised_epoch(epoch)
         self._last_promised_epoch = epoch
+        self.subscribers.end(EndReason.EPOCH_CHANGED, f"epoch {epoch} was promised")
         self._ipc_serial = -1
         # A newer writer exists: whatever segment the old one had open is abandoned.
         self._cur_segment = None
@@ -497,6 +515,7 @@ class Journal:
                 self.storage.clear_accepted_recovery(txid)
                 del self._accepted[txid]
             self.edits_cache.invalidate_from(txid)
+            self._end_subscriptions_past(txid, f"segment {txid} was started again")
             self._storage_write(lambda: self.storage.start_segment(txid))
             # Tracked while empty so that a later newEpoch/prepareRecovery moves it aside.
             self._segments[txid] = SegmentState(txid, txid - 1, True)
@@ -529,7 +548,10 @@ class Journal:
                 problem = result.error or f"{result.count} records where {num_txns} were announced"
                 raise InvalidRequestError(f"malformed batch {first_txid}-{last}: {problem}")
             self._storage_write(lambda: self.storage.append(segment_txid, framed))
-            self.edits_cache.store(first_txid, last, req.epoch, framed)
+            self.edits_cache.store(first_txid, last, req.epoch, framed, segment_txid)
+            self.subscribers.publish(
+                PushedEdits(req.epoch, segment_txid, first_txid, num_txns, framed)
+            )
             self._next_txid = last + 1
             self._segments[segment_txid] = SegmentState(segment_txid, last, True)
             stats = self.stats
@@ -585,6 +607,11 @@ class Journal:
                     self._check_finalize_content(req, state, md5)
                 self.storage.finalize_segment(start_txid, end_txid)
                 self._segments[start_txid] = SegmentState(start_txid, end_txid, False)
+            self.subscribers.end(
+                EndReason.SEGMENT_FINALIZED,
+                f"segment {start_txid}-{end_txid} was finalized",
+                lambda sub: sub.next_txid <= end_txid + 1,
+            )
             # A finalized segment is itself the decision; the accepted recovery is moot.
             if start_txid in self._accepted:
                 self.storage.clear_accepted_recovery(start_txid)
@@ -677,6 +704,43 @@ class Journal:
                 self.stats.journaled_edits_misses += 1
             return cached
 
+    def subscribe_edits(
+        self, cluster_id: str, since_txid: int, wake: Callable[[], None]
+    ) -> EditSubscription:
+        """A subscription to the batches written from ``since_txid`` on (SubscribeEdits): the
+        cached ones from that txid at once, then each new one once it is synced. It ends at
+        once (CACHE_MISS) when this node wrote ``since_txid`` but no longer caches it. The
+        caller removes it from ``subscribers`` when its stream ends (an ended subscription
+        is removed at once)."""
+        if since_txid < 1:
+            raise InvalidRequestError(f"since_txid must be positive, got {since_txid}")
+        with self._lock:
+            self._check_cluster(cluster_id)
+            if len(self.subscribers) >= self.max_subscribers:
+                raise InvalidRequestError(
+                    f"journal {self.journal_id!r} already serves {len(self.subscribers)} edit "
+                    f"subscriptions, the most dfs.journalnode.edit-subscription.max "
+                    f"({self.max_subscribers}) allows"
+                )
+            sub = EditSubscription(since_txid, self.subscriber_queue_bytes, wake)
+            backlog = self.edits_cache.batches_from(since_txid)
+            for epoch, segment, first, count, framed in backlog:
+                sub.offer(PushedEdits(epoch, segment, first, count, framed))
+            written = max((seg.end_txid for seg in self._segments.values()), default=0)
+            if not backlog and since_txid <= written:
+                self.stats.journaled_edits_misses += 1
+                sub.end(
+                    EndReason.CACHE_MISS,
+                    f"txid {since_txid} is written here but no longer in the edit cache",
+                )
+            if sub.ended is None:
+                self.subscribers.add(sub)
+            return sub
+
+    def _end_subscriptions_past(self, txid: int, why: str) -> None:
+        """End the subscriptions that were pushed ``txid`` or later: those edits are replaced."""
+        self.subscribers.end(EndReason.LOG_REPLACED, why, lambda sub: sub.next_txid > txid)
+
     def prepare_recovery(self, req: RequestInfo, segment_txid: int) -> PrepareRecoveryResult:
         """Paxos phase 1 (HDFS-3077 §2.8 step 2): the segment as on disk, and what was accepted."""
         with self._lock:
@@ -719,6 +783,7 @@ class Journal:
             self._cur_segment = None
             # The segment may be replaced by another writer's copy: cache nothing of it.
             self.edits_cache.clear()
+            self.subscribers.end(EndReason.LOG_REPLACED, "a recovery replaces the open segment")
             start = state.start_txid
             if state.num_txns <= 0:
                 raise InvalidRequestError(f"can't accept recovery of an empty segment {state}")
@@ -868,6 +933,7 @@ class Journal:
                     del self._accepted[start]
                 if have is not None:
                     self.edits_cache.invalidate_from(start)  # the stale copy's edits
+                    self._end_subscriptions_past(start, f"segment {start} was synced")
                 self.stats.segments_synced += 1
                 self.stats.bytes_synced += staged.size
                 self.stats.segments_lacking = max(0, self.stats.segments_lacking - 1)

@@ -59,6 +59,12 @@ from journalnode.journal import (
     check_format_request,
 )
 from journalnode.log_throttle import LogThrottle
+from journalnode.subscriptions import (
+    DEFAULT_MAX_SUBSCRIBERS,
+    DEFAULT_SUBSCRIBER_QUEUE_BYTES,
+    EditSubscription,
+    EndReason,
+)
 from journalnode.syncer import JournalSyncer, SyncConfig
 from proto import journal_pb2, journal_pb2_grpc
 from proto.values import NamespaceInfo, RequestInfo, SegmentState
@@ -86,6 +92,7 @@ def _rules() -> dict[str, MethodRule]:
         )
     }
     rules[service + "GetJournaledEdits"] = reader
+    rules[service + "SubscribeEdits"] = reader
     rules[service + "Format"] = MethodRule(frozenset({Role.ADMIN}))
     # A JournalNode accepting a recovery downloads the segment from another one; a syncing
     # JournalNode reads its peers' manifests, promises and segments (docs/protocol.md §10).
@@ -143,6 +150,18 @@ class JournalMetricsCollector(Collector):
                 "In-progress reads of written txids the edit cache no longer holds",
                 CounterMetricFamily,
                 lambda j: j.stats.journaled_edits_misses,
+            ),
+            (
+                "journalnode_edits_pushed_txns",
+                "Transactions pushed to edit subscribers (SubscribeEdits)",
+                CounterMetricFamily,
+                lambda j: j.stats.edits_pushed,
+            ),
+            (
+                "journalnode_edit_subscriptions",
+                "Edit subscriptions open now (SubscribeEdits)",
+                GaugeMetricFamily,
+                lambda j: len(j.subscribers),
             ),
             (
                 "journalnode_edit_cache_bytes",
@@ -552,6 +571,53 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         )
         return journal_pb2.GetSegmentMd5Response(end_txid=end, md5=md5)
 
+    async def SubscribeEdits(
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        """Each batch this node writes from ``since_txid`` on, once synced, then one last
+        message saying why the subscription ended (docs/protocol.md §11). The queue between
+        the Journal's thread and this stream is bounded (``EditSubscription``)."""
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(ready.set)
+
+        try:
+            journal = await self._offload(self._journal, request.journal_id)
+            sub = await self._offload(
+                journal.subscribe_edits, request.cluster_id, request.since_txid, wake
+            )
+        except Exception as exc:
+            await self._abort(context, request, exc, "SubscribeEdits")
+        self._server.subscription_opened(sub)
+        if self._server.stopping:
+            sub.end(EndReason.SHUTTING_DOWN, "the JournalNode is stopping")
+        try:
+            while True:
+                await ready.wait()
+                ready.clear()
+                batches, ended = sub.take()
+                for batch in batches:
+                    yield journal_pb2.SubscribedEdits(
+                        writer_epoch=batch.epoch,
+                        segment_txid=batch.segment_txid,
+                        first_txid=batch.first_txid,
+                        txn_count=batch.count,
+                        records=batch.framed,
+                    )
+                    journal.stats.edits_pushed += batch.count
+                if ended is not None:
+                    reason, details = ended
+                    self._server.subscription_ended(request.journal_id, reason, details)
+                    yield journal_pb2.SubscribedEdits(
+                        end=journal_pb2.SubscriptionEnd.Name(reason.value), end_details=details
+                    )
+                    return
+        finally:
+            self._server.subscription_closed(sub)
+            journal.subscribers.remove(sub)
+
     @_unary
     def GetJournaledEdits(self, request: Any, context: grpc.ServicerContext) -> Any:
         # Like IsFormatted: a journal this node never stored has nothing cached, and asking
@@ -581,7 +647,11 @@ class JournalNodeServer:
         max_journals: int = DEFAULT_MAX_JOURNALS,
         writer_hold_seconds: float = DEFAULT_WRITER_HOLD_SECONDS,
         sync: SyncConfig | None = None,
+        subscriber_queue_bytes: int = DEFAULT_SUBSCRIBER_QUEUE_BYTES,
+        max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
     ) -> None:
+        self._subscriber_queue_bytes = subscriber_queue_bytes
+        self._max_subscribers = max_subscribers
         self.root = Path(root)
         self._sync_config = sync
         self._syncer: JournalSyncer | None = None
@@ -614,6 +684,14 @@ class JournalNodeServer:
         )
         self.registry.register(JournalMetricsCollector(self))
         self.call_log = CallLog(self.registry)
+        self.subscriptions_ended = Counter(
+            "journalnode_edit_subscriptions_ended",
+            "Edit subscriptions ended, by reason (SubscribeEdits)",
+            ["journal", "reason"],
+            registry=self.registry,
+        )
+        self._subscriptions: set[EditSubscription] = set()
+        self.stopping = False
         self.port = 0
         self.metrics_port = 0
 
@@ -627,6 +705,7 @@ class JournalNodeServer:
         return f"{host}:{self.port}"
 
     def start(self) -> JournalNodeServer:
+        self.stopping = False
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_root()
         try:
@@ -692,6 +771,16 @@ class JournalNodeServer:
             call.cancel()
         await asyncio.gather(*calls, return_exceptions=True)
 
+    def subscription_opened(self, sub: EditSubscription) -> None:
+        self._subscriptions.add(sub)
+
+    def subscription_closed(self, sub: EditSubscription) -> None:
+        self._subscriptions.discard(sub)
+
+    def subscription_ended(self, journal_id: str, reason: EndReason, details: str) -> None:
+        self.subscriptions_ended.labels(journal_id, reason.label).inc()
+        log.info("edit subscription ended", journal=journal_id, reason=reason.label, why=details)
+
     def _start_metrics_server(self, address: str) -> None:
         """Serve /metrics and the status page (docs/operations.md §13) on ``address``; a busy
         port is a PortInUseError naming it, as for RPC."""
@@ -712,6 +801,9 @@ class JournalNodeServer:
         if self._syncer is not None:
             self._syncer.stop()
             self._syncer = None
+        self.stopping = True
+        for sub in list(self._subscriptions):
+            sub.end(EndReason.SHUTTING_DOWN, "the JournalNode is stopping")
         if self._server is not None:
             self._on_loop(self._astop(self._server, grace), timeout=None)
             self._server = None
@@ -796,6 +888,8 @@ class JournalNodeServer:
                         storage,
                         edit_cache_bytes=self._edit_cache_bytes,
                         writer_hold_seconds=self._writer_hold_seconds,
+                        subscriber_queue_bytes=self._subscriber_queue_bytes,
+                        max_subscribers=self._max_subscribers,
                     )
                 except BaseException:
                     storage.close()

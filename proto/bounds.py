@@ -185,6 +185,9 @@ BOUNDS: Mapping[str, Bound] = MappingProxyType(
         _JN + "GetJournaledEditsRequest.cluster_id": _ID,
         _JN + "GetJournaledEditsRequest.since_txid": _TXID,
         _JN + "GetJournaledEditsRequest.max_txns": IntRange(0, TXNS_PER_CALL),
+        _JN + "SubscribeEditsRequest.journal_id": _ID,
+        _JN + "SubscribeEditsRequest.cluster_id": _ID,
+        _JN + "SubscribeEditsRequest.since_txid": _TXID,
     }
 )
 

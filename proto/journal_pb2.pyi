@@ -1,10 +1,28 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class SubscriptionEnd(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SUBSCRIPTION_END_UNSPECIFIED: _ClassVar[SubscriptionEnd]
+    SEGMENT_FINALIZED: _ClassVar[SubscriptionEnd]
+    EPOCH_CHANGED: _ClassVar[SubscriptionEnd]
+    SHUTTING_DOWN: _ClassVar[SubscriptionEnd]
+    CACHE_MISS: _ClassVar[SubscriptionEnd]
+    FELL_BEHIND: _ClassVar[SubscriptionEnd]
+    LOG_REPLACED: _ClassVar[SubscriptionEnd]
+SUBSCRIPTION_END_UNSPECIFIED: SubscriptionEnd
+SEGMENT_FINALIZED: SubscriptionEnd
+EPOCH_CHANGED: SubscriptionEnd
+SHUTTING_DOWN: SubscriptionEnd
+CACHE_MISS: SubscriptionEnd
+FELL_BEHIND: SubscriptionEnd
+LOG_REPLACED: SubscriptionEnd
 
 class NamespaceInfo(_message.Message):
     __slots__ = ("cluster_id", "namespace_id", "ctime", "layout_version")
@@ -293,3 +311,31 @@ class GetJournaledEditsResponse(_message.Message):
     records: bytes
     writer_epoch: int
     def __init__(self, txn_count: _Optional[int] = ..., records: _Optional[bytes] = ..., writer_epoch: _Optional[int] = ...) -> None: ...
+
+class SubscribeEditsRequest(_message.Message):
+    __slots__ = ("journal_id", "cluster_id", "since_txid")
+    JOURNAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    SINCE_TXID_FIELD_NUMBER: _ClassVar[int]
+    journal_id: str
+    cluster_id: str
+    since_txid: int
+    def __init__(self, journal_id: _Optional[str] = ..., cluster_id: _Optional[str] = ..., since_txid: _Optional[int] = ...) -> None: ...
+
+class SubscribedEdits(_message.Message):
+    __slots__ = ("writer_epoch", "segment_txid", "first_txid", "txn_count", "records", "end", "end_details")
+    WRITER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_TXID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TXID_FIELD_NUMBER: _ClassVar[int]
+    TXN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    END_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    writer_epoch: int
+    segment_txid: int
+    first_txid: int
+    txn_count: int
+    records: bytes
+    end: SubscriptionEnd
+    end_details: str
+    def __init__(self, writer_epoch: _Optional[int] = ..., segment_txid: _Optional[int] = ..., first_txid: _Optional[int] = ..., txn_count: _Optional[int] = ..., records: _Optional[bytes] = ..., end: _Optional[_Union[SubscriptionEnd, str]] = ..., end_details: _Optional[str] = ...) -> None: ...

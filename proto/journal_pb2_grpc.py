@@ -114,6 +114,11 @@ class QJournalServiceStub:
                 request_serializer=proto_dot_journal__pb2.GetJournaledEditsRequest.SerializeToString,
                 response_deserializer=proto_dot_journal__pb2.GetJournaledEditsResponse.FromString,
                 _registered_method=True)
+        self.SubscribeEdits = channel.unary_stream(
+                '/hanamenode.journal.QJournalService/SubscribeEdits',
+                request_serializer=proto_dot_journal__pb2.SubscribeEditsRequest.SerializeToString,
+                response_deserializer=proto_dot_journal__pb2.SubscribedEdits.FromString,
+                _registered_method=True)
 
 
 class QJournalServiceServicer:
@@ -218,6 +223,12 @@ class QJournalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubscribeEdits(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QJournalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -300,6 +311,11 @@ def add_QJournalServiceServicer_to_server(servicer, server):
                     servicer.GetJournaledEdits,
                     request_deserializer=proto_dot_journal__pb2.GetJournaledEditsRequest.FromString,
                     response_serializer=proto_dot_journal__pb2.GetJournaledEditsResponse.SerializeToString,
+            ),
+            'SubscribeEdits': grpc.unary_stream_rpc_method_handler(
+                    servicer.SubscribeEdits,
+                    request_deserializer=proto_dot_journal__pb2.SubscribeEditsRequest.FromString,
+                    response_serializer=proto_dot_journal__pb2.SubscribedEdits.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -734,6 +750,33 @@ class QJournalService:
             '/hanamenode.journal.QJournalService/GetJournaledEdits',
             proto_dot_journal__pb2.GetJournaledEditsRequest.SerializeToString,
             proto_dot_journal__pb2.GetJournaledEditsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubscribeEdits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/hanamenode.journal.QJournalService/SubscribeEdits',
+            proto_dot_journal__pb2.SubscribeEditsRequest.SerializeToString,
+            proto_dot_journal__pb2.SubscribedEdits.FromString,
             options,
             channel_credentials,
             insecure,

@@ -633,6 +633,11 @@ class AioJournalChannel:
             self._stub_ = journal_pb2_grpc.QJournalServiceStub(self._channel)
         return self._stub_
 
+    @property
+    def tls(self) -> TLSSettings | None:
+        """The TLS settings this channel connects with (an edit subscription uses them too)."""
+        return self._tls
+
     async def _do(self, rpc: _Rpc, timeout: float) -> Any:
         try:
             answer = await getattr(self._stub, rpc.method)(rpc.request, timeout=timeout)

@@ -47,11 +47,10 @@ from qjm.errors import QJMError, QuorumException, RecoveryError, describe_except
 from qjm.metrics import QUORUM_SYNC_SECONDS, READ_INDEX_ROUND_SECONDS, READ_INDEX_ROUNDS
 from qjm.read_index import ReadIndex
 from qjm.reader import (
-    EditLogReadError,
     RedundantEditLogInputStream,
     SegmentSource,
     chain_segments,
-    journaled_edits_quorum,
+    safe_journaled_ops,
 )
 from qjm.recovery import RecoveryCandidate, RecoveryPlan, plan_recovery
 
@@ -591,28 +590,12 @@ class QuorumJournalManager:
         responses = await self._wait(
             call, self.timeouts.select_input_streams_timeout, f"getJournaledEdits({since_txid})"
         )
-        choice = journaled_edits_quorum(responses, cluster_size=len(self.loggers))
-        if choice is None:
-            return []
-        source, count = choice
-        try:
-            ops = records.decode_ops(responses[source].framed)[:count]
-        except records.RecordError as exc:
-            raise EditLogReadError(
-                f"getJournaledEdits({since_txid}) from {source.address}: {exc}"
-            ) from None
-        for expected, op in enumerate(ops, start=since_txid):
-            if op.txid != expected:
-                raise EditLogReadError(
-                    f"getJournaledEdits({since_txid}) from {source.address} returned txid "
-                    f"{op.txid} where {expected} was due"
-                )
-        if len(ops) != count:
-            raise EditLogReadError(
-                f"getJournaledEdits({since_txid}) from {source.address} announced {count} "
-                f"edits and carried {len(ops)}"
-            )
-        return ops
+        return safe_journaled_ops(
+            responses,
+            cluster_size=len(self.loggers),
+            since_txid=since_txid,
+            what=lambda source: f"getJournaledEdits({since_txid}) from {source.address}",
+        )
 
 
 class QuorumOutputStream:

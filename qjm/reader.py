@@ -8,7 +8,7 @@ skipping what it already returned.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 import structlog
@@ -199,3 +199,32 @@ def journaled_edits_quorum(
             )
             best = (source, safe)
     return best
+
+
+def safe_journaled_ops(
+    responses: Mapping[K, CachedEdits],
+    *,
+    cluster_size: int,
+    since_txid: int,
+    what: Callable[[K], str],
+) -> list[edits_pb2.EditOp]:
+    """The ops from ``since_txid`` on that ``journaled_edits_quorum`` finds safe among the
+    answers (each starting at ``since_txid``): decoded from the chosen answer and checked to
+    be those txids in order; ``what(source)`` names the answer in errors. Both the polling
+    reader (GetJournaledEdits) and the pushed edits (``qjm.subscriber``) go through here."""
+    choice = journaled_edits_quorum(responses, cluster_size=cluster_size)
+    if choice is None:
+        return []
+    source, count = choice
+    try:
+        ops = records.decode_ops(responses[source].framed)[:count]
+    except records.RecordError as exc:
+        raise EditLogReadError(f"{what(source)}: {exc}") from None
+    for expected, op in enumerate(ops, start=since_txid):
+        if op.txid != expected:
+            raise EditLogReadError(
+                f"{what(source)} returned txid {op.txid} where {expected} was due"
+            )
+    if len(ops) != count:
+        raise EditLogReadError(f"{what(source)} announced {count} edits and carried {len(ops)}")
+    return ops

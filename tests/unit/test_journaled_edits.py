@@ -9,6 +9,7 @@ import pytest
 
 from journalnode.edits_cache import NOTHING, CachedEdits, JournaledEditsCache
 from journalnode.errors import InvalidRequestError, NamespaceMismatchError
+from journalnode.journal import Journal
 from proto import records
 from proto.values import SegmentState
 from qjm.reader import journaled_edits_quorum
@@ -101,13 +102,20 @@ def test_journal_checks_the_request() -> None:
         journal.get_journaled_edits(NS.cluster_id, 1, 0)
 
 
-def test_a_new_writer_starting_over_an_abandoned_tail_replaces_it_in_the_cache() -> None:
+def journal_with_abandoned_tail() -> Journal:
+    """Epoch 1 wrote 1-5 (finalized), then txid 6 on this JournalNode alone: the next writer
+    starts over at 6."""
     journal = formatted()
     w1 = writer_with_segment(journal, epoch=1)
     w1.write(1, 1, 5)
     w1.finalize(1, 5)
     w1.start(6)
-    w1.write(6, 6, 1)  # only this JN got txid 6; the next writer starts over at 6
+    w1.write(6, 6, 1)
+    return journal
+
+
+def test_a_new_writer_starting_over_an_abandoned_tail_replaces_it_in_the_cache() -> None:
+    journal = journal_with_abandoned_tail()
     w2 = Writer(journal, 2)
     w2.new_epoch()
     w2.start(6)
@@ -139,39 +147,42 @@ def test_accept_recovery_empties_the_cache() -> None:
 E = CachedEdits  # (epoch, count, framed): the rule looks at epoch and count only
 
 
-@pytest.mark.parametrize(
-    ("answers", "cluster_size", "expected"),
-    [
-        # All three agree: everything is safe.
-        ({"jn1": E(1, 5, b""), "jn2": E(1, 5, b""), "jn3": E(1, 5, b"")}, 3, ("jn1", 5)),
-        # The second largest count of one epoch is what a majority holds.
-        ({"jn1": E(1, 9, b""), "jn2": E(1, 4, b""), "jn3": E(1, 2, b"")}, 3, ("jn1", 4)),
-        # Only one answer has anything: nothing is on a majority yet.
-        ({"jn1": E(1, 9, b""), "jn2": NOTHING, "jn3": NOTHING}, 3, None),
-        # Two answers (the third node down) that agree are a majority of three.
-        ({"jn1": E(1, 3, b""), "jn2": E(1, 7, b"")}, 3, ("jn1", 3)),
-        # One answer of three nodes can never be a majority.
-        ({"jn1": E(1, 3, b"")}, 3, None),
-        # A stale node from an older writer (it was away while the segment was recovered and
-        # restarted by epoch 2) never counts with the others: epoch 2's majority decides.
-        ({"jn1": E(1, 9, b""), "jn2": E(2, 3, b""), "jn3": E(2, 6, b"")}, 3, ("jn3", 3)),
-        # ...and with only the stale node and one new one answering, nothing is safe.
-        ({"jn1": E(1, 9, b""), "jn2": E(2, 3, b"")}, 3, None),
-        # Five nodes: the third largest count.
-        (
-            {f"jn{i}": E(4, c, b"") for i, c in enumerate([10, 8, 6, 1, 0], start=1)},
-            5,
-            ("jn1", 6),
-        ),
-        # Five nodes, three answered, two of them hold txids: two of five is no majority,
-        # however many answered. Counting the majority over the answers (2 of 3) would
-        # apply txids only two JournalNodes hold (issue 10).
-        ({"jn1": E(4, 7, b""), "jn2": E(4, 7, b""), "jn3": NOTHING}, 5, None),
-        ({"jn1": E(4, 7, b""), "jn2": E(4, 5, b""), "jn3": E(4, 2, b"")}, 5, ("jn1", 2)),
-        # ...and with two of five answering, nothing at all.
-        ({"jn1": E(4, 7, b""), "jn2": E(4, 7, b"")}, 5, None),
-    ],
-)
+QUORUM_TABLE: list[tuple[dict[str, CachedEdits], int, tuple[str, int] | None]] = [
+    # All three agree: everything is safe.
+    ({"jn1": E(1, 5, b""), "jn2": E(1, 5, b""), "jn3": E(1, 5, b"")}, 3, ("jn1", 5)),
+    # The second largest count of one epoch is what a majority holds.
+    ({"jn1": E(1, 9, b""), "jn2": E(1, 4, b""), "jn3": E(1, 2, b"")}, 3, ("jn1", 4)),
+    # Only one answer has anything: nothing is on a majority yet.
+    ({"jn1": E(1, 9, b""), "jn2": NOTHING, "jn3": NOTHING}, 3, None),
+    # Two answers (the third node down) that agree are a majority of three.
+    ({"jn1": E(1, 3, b""), "jn2": E(1, 7, b"")}, 3, ("jn1", 3)),
+    # One answer of three nodes can never be a majority.
+    ({"jn1": E(1, 3, b"")}, 3, None),
+    # A stale node from an older writer (it was away while the segment was recovered and
+    # restarted by epoch 2) never counts with the others: epoch 2's majority decides.
+    ({"jn1": E(1, 9, b""), "jn2": E(2, 3, b""), "jn3": E(2, 6, b"")}, 3, ("jn3", 3)),
+    # ...and with only the stale node and one new one answering, nothing is safe.
+    ({"jn1": E(1, 9, b""), "jn2": E(2, 3, b"")}, 3, None),
+    # Five nodes: the third largest count.
+    (
+        {f"jn{i}": E(4, c, b"") for i, c in enumerate([10, 8, 6, 1, 0], start=1)},
+        5,
+        ("jn1", 6),
+    ),
+    # Five nodes, three answered, two of them hold txids: two of five is no majority,
+    # however many answered. Counting the majority over the answers (2 of 3) would
+    # apply txids only two JournalNodes hold (issue 10).
+    ({"jn1": E(4, 7, b""), "jn2": E(4, 7, b""), "jn3": NOTHING}, 5, None),
+    ({"jn1": E(4, 7, b""), "jn2": E(4, 5, b""), "jn3": E(4, 2, b"")}, 5, ("jn1", 2)),
+    # ...and with two of five answering, nothing at all.
+    ({"jn1": E(4, 7, b""), "jn2": E(4, 7, b"")}, 5, None),
+]
+"""Answers of the JournalNodes from one txid (absent: did not answer), the cluster size,
+and which answer's first how many records are safe. The polling reader and the pushed
+edits (tests/unit/test_edit_subscriptions.py) are both checked against these rows."""
+
+
+@pytest.mark.parametrize(("answers", "cluster_size", "expected"), QUORUM_TABLE)
 def test_reader_applies_only_what_a_majority_holds_in_one_epoch(
     answers: dict[str, CachedEdits], cluster_size: int, expected: tuple[str, int] | None
 ) -> None:

@@ -1,0 +1,283 @@
+"""Tailing by subscription: every JournalNode pushes the edits it writes (SubscribeEdits,
+docs/protocol.md §11), and the reader applies what a majority holds in one writer epoch
+(docs/architecture.md §5.4).
+
+``PushedFeeds`` is the pure part: what each JournalNode pushed from the reader's next txid
+on, and ``decide``, which asks ``qjm.reader.journaled_edits_quorum`` (the rule the polling
+reader uses, the one place it is written) which txids are safe and returns those ops.
+``EditSubscriber`` is the I/O shell: one grpc.aio stream per JournalNode on the caller's
+event loop, re-subscribing from the reader's next txid whenever a stream ends, and telling
+its owner (``hanamenode.tailer``) after each push, and why a stream ended.
+
+    feeds = PushedFeeds(["jn0", "jn1", "jn2"])
+    feeds.reset("jn0", since_txid=11)
+    feeds.add("jn0", PushedEdits(epoch=2, segment_txid=1, first_txid=11, count=1, framed=...))
+    feeds.decide(11)          # [] until a second JournalNode pushed txid 11 in epoch 2
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import grpc
+import grpc.aio
+import structlog
+
+from conf import TLSSettings
+from conf.rpc import make_aio_channel
+from journalnode.edits_cache import NOTHING, CachedEdits
+from journalnode.errors import from_rpc_error
+from journalnode.subscriptions import PushedEdits
+from proto import edits_pb2, journal_pb2, journal_pb2_grpc
+from qjm.errors import describe_exception
+from qjm.reader import EditLogReadError, safe_journaled_ops
+
+log = structlog.get_logger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+DEFAULT_MAX_HELD_TXNS = 100_000
+"""Pushed txids one feed holds at most, not yet safe to apply; past it the feed is dropped
+and its stream ends (the reader falls back), so a lone JournalNode running ahead of the
+others cannot grow the reader's memory without bound."""
+
+
+class FeedError(EditLogReadError):
+    """A JournalNode pushed something that does not follow what it pushed before."""
+
+
+class _Feed:
+    """The batches one JournalNode pushed on its current subscription, contiguous."""
+
+    def __init__(self, since_txid: int) -> None:
+        self.next_txid = since_txid
+        self.batches: collections.deque[PushedEdits] = collections.deque()
+        self.held_txns = 0
+
+    def add(self, batch: PushedEdits) -> None:
+        if batch.first_txid != self.next_txid or batch.count <= 0:
+            raise FeedError(
+                f"pushed txids {batch.first_txid}-{batch.last_txid} where {self.next_txid} "
+                "was due"
+            )
+        self.batches.append(batch)
+        self.next_txid = batch.last_txid + 1
+        self.held_txns += batch.count
+
+    def trim(self, txid: int) -> None:
+        """Forget every txid before ``txid``."""
+        while self.batches and self.batches[0].last_txid < txid:
+            self.held_txns -= self.batches.popleft().count
+
+    def cached_from(self, txid: int) -> CachedEdits:
+        """The run from ``txid`` in the epoch that wrote ``txid`` (NOTHING if not held)."""
+        self.trim(txid)
+        if not self.batches or self.batches[0].first_txid > txid:
+            return NOTHING
+        epoch = self.batches[0].epoch
+        parts: list[bytes] = []
+        count = 0
+        for batch in self.batches:
+            if batch.epoch != epoch:
+                break
+            part = batch.from_txid(txid) if not parts else batch
+            parts.append(part.framed)
+            count += part.count
+        return CachedEdits(epoch, count, b"".join(parts))
+
+
+class PushedFeeds(Generic[K]):
+    """The pushes of every JournalNode of the cluster (``sources``), and the quorum rule."""
+
+    def __init__(self, sources: Sequence[K], max_held_txns: int = DEFAULT_MAX_HELD_TXNS) -> None:
+        self.sources = list(sources)
+        self.max_held_txns = max_held_txns
+        self._feeds: dict[K, _Feed] = {}
+
+    def reset(self, source: K, since_txid: int) -> None:
+        """A new subscription to ``source`` from ``since_txid``: forget what it pushed."""
+        self._feeds[source] = _Feed(since_txid)
+
+    def drop(self, source: K) -> None:
+        self._feeds.pop(source, None)
+
+    def add(self, source: K, batch: PushedEdits) -> None:
+        """Record a push; FeedError when it does not follow the previous one, or when the
+        feed would hold more than ``max_held_txns`` (the feed is dropped then)."""
+        feed = self._feeds.get(source)
+        if feed is None:
+            raise FeedError(f"{source} pushed edits without a subscription")
+        try:
+            feed.add(batch)
+        except FeedError:
+            self.drop(source)
+            raise
+        if feed.held_txns > self.max_held_txns:
+            self.drop(source)
+            raise FeedError(
+                f"{source} pushed {feed.held_txns} txids no majority holds yet, more than "
+                f"{self.max_held_txns}"
+            )
+
+    def held_txns(self, source: K) -> int:
+        feed = self._feeds.get(source)
+        return feed.held_txns if feed is not None else 0
+
+    def decide(self, next_txid: int) -> list[edits_pb2.EditOp]:
+        """The ops from ``next_txid`` on that a majority of all sources pushed in one writer
+        epoch (``journaled_edits_quorum``), checked to be those txids in order."""
+        answers = {
+            source: feed.cached_from(next_txid) for source, feed in self._feeds.items()
+        }
+        return safe_journaled_ops(
+            answers,
+            cluster_size=len(self.sources),
+            since_txid=next_txid,
+            what=lambda source: f"edits pushed by {source} from txid {next_txid}",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionTarget:
+    """One JournalNode to subscribe to."""
+
+    address: str
+    journal_id: str
+    cluster_id: str
+    tls: TLSSettings | None = None
+
+
+def pushed_edits(message: journal_pb2.SubscribedEdits) -> PushedEdits:
+    return PushedEdits(
+        message.writer_epoch,
+        message.segment_txid,
+        message.first_txid,
+        message.txn_count,
+        message.records,
+    )
+
+
+class EditSubscriber:
+    """One subscription per JournalNode, held open on the running event loop.
+
+    ``next_txid`` says where a (re)subscription starts (the reader's last applied + 1);
+    ``on_push`` is called on the loop after every push (the owner calls ``feeds.decide``);
+    ``on_end(address, reason)`` after every stream's end, with the JournalNode's
+    ``SubscriptionEnd`` in lower case or a reader-side reason (``stream_error``,
+    ``bad_push``). A stream that ended for any reason but a finalized segment is opened
+    again after ``retry_delay``.
+    """
+
+    def __init__(
+        self,
+        targets: Sequence[SubscriptionTarget],
+        next_txid: Callable[[], int],
+        on_push: Callable[[], None],
+        on_end: Callable[[str, str], None],
+        *,
+        max_held_txns: int = DEFAULT_MAX_HELD_TXNS,
+        retry_delay: float = 0.5,
+    ) -> None:
+        self.targets = list(targets)
+        self.feeds: PushedFeeds[str] = PushedFeeds(
+            [t.address for t in targets], max_held_txns
+        )
+        self._next_txid = next_txid
+        self._on_push = on_push
+        self._on_end = on_end
+        self.retry_delay = retry_delay
+        self.subscribed: set[str] = set()
+        """Addresses with a stream open now."""
+        self.pushed_txns = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._channels: list[grpc.aio.Channel] = []
+
+    def start(self) -> None:
+        """Open every subscription (on the loop)."""
+        if self._tasks:
+            return
+        for target in self.targets:
+            channel = make_aio_channel(target.address, target.tls)
+            self._channels.append(channel)
+            self._tasks.append(
+                asyncio.get_running_loop().create_task(
+                    self._follow(target, channel), name=f"subscribe-edits-{target.address}"
+                )
+            )
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        channels, self._channels = self._channels, []
+        for channel in channels:
+            await channel.close()
+        self.subscribed.clear()
+
+    async def _stream(
+        self, target: SubscriptionTarget, channel: grpc.aio.Channel, since: int
+    ) -> AsyncIterator[journal_pb2.SubscribedEdits]:
+        stub = journal_pb2_grpc.QJournalServiceStub(channel)
+        request = journal_pb2.SubscribeEditsRequest(
+            journal_id=target.journal_id, cluster_id=target.cluster_id, since_txid=since
+        )
+        call = stub.SubscribeEdits(request)
+        try:
+            async for message in call:
+                yield message
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        finally:
+            call.cancel()
+
+    async def _follow(self, target: SubscriptionTarget, channel: grpc.aio.Channel) -> None:
+        address = target.address
+        bound = log.bind(journalnode=address, journal=target.journal_id)
+        while True:
+            since = self._next_txid()
+            self.feeds.reset(address, since)
+            reason, details = "stream_ended", "the stream ended without saying why"
+            try:
+                self.subscribed.add(address)
+                async for message in self._stream(target, channel, since):
+                    if message.end:
+                        reason = journal_pb2.SubscriptionEnd.Name(message.end).lower()
+                        details = message.end_details
+                        break
+                    batch = pushed_edits(message)
+                    try:
+                        self.feeds.add(address, batch)
+                    except FeedError as exc:
+                        reason, details = "bad_push", str(exc)
+                        break
+                    self.pushed_txns += batch.count
+                    self._on_push()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                reason, details = "stream_error", describe_exception(exc)
+            finally:
+                self.subscribed.discard(address)
+            self._on_end(address, reason)
+            level = bound.warning if reason in ("stream_error", "bad_push") else bound.debug
+            level("edit subscription ended", reason=reason, why=details, since=since)
+            if reason != "segment_finalized":
+                await asyncio.sleep(self.retry_delay)
+
+
+def subscription_targets(loggers: Sequence[Any], journal_id: str) -> list[SubscriptionTarget]:
+    """A target per JournalNode of a reader QJM's loggers (same addresses, same TLS)."""
+    return [
+        SubscriptionTarget(
+            lg.address,
+            journal_id,
+            lg.namespace_info.cluster_id,
+            getattr(lg.channel, "tls", None),
+        )
+        for lg in loggers
+    ]
