@@ -127,14 +127,16 @@ class PushedFeeds(Generic[K]):
         feed = self._feeds.get(source)
         return feed.held_txns if feed is not None else 0
 
+    def answers(self, next_txid: int) -> dict[K, CachedEdits]:
+        """What each subscribed source pushed from ``next_txid`` on, in one epoch, as the
+        polling reader's answers look (forgetting what came before ``next_txid``)."""
+        return {source: feed.cached_from(next_txid) for source, feed in self._feeds.items()}
+
     def decide(self, next_txid: int) -> list[edits_pb2.EditOp]:
         """The ops from ``next_txid`` on that a majority of all sources pushed in one writer
         epoch (``journaled_edits_quorum``), checked to be those txids in order."""
-        answers = {
-            source: feed.cached_from(next_txid) for source, feed in self._feeds.items()
-        }
         return safe_journaled_ops(
-            answers,
+            self.answers(next_txid),
             cluster_size=len(self.sources),
             since_txid=next_txid,
             what=lambda source: f"edits pushed by {source} from txid {next_txid}",

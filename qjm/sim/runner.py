@@ -41,6 +41,8 @@ import structlog
 
 from conf.mutants import planted
 from journalnode.errors import JournalError
+from journalnode.journal import Journal
+from journalnode.subscriptions import EditSubscription
 from proto import edits_pb2
 from proto.values import NamespaceInfo
 from qjm.async_logger import AsyncLogger, AsyncLoggerSet, DirectExecutor
@@ -62,6 +64,7 @@ from qjm.sim.invariants import (
     InvariantViolation,
 )
 from qjm.sim.trace import Trace, short
+from qjm.subscriber import FeedError, PushedFeeds
 
 JOURNAL_ID = "simjournal"
 NAMESPACE = NamespaceInfo("CID-sim", 4242)
@@ -71,6 +74,60 @@ MAX_TAILED = 1000  # most edits one in-progress read asks for
 # What a writer's failed call may raise: the protocol's own verdicts. Anything else escaping
 # the QJM is a bug (invariant no-unexpected-error).
 _PROTOCOL_ERRORS = (QJMError, JournalError)
+
+
+class _PushReader:
+    """The pushed-edits reader of the simulation: one subscription per JournalNode (the
+    Journal's own, ``Journal.subscribe_edits``), drained when the reader reads. A node down
+    or cut off delivers nothing meanwhile (its pushes arrive late, as over a slow network);
+    a restarted node lost its subscriptions and what they had not delivered, and is
+    subscribed again."""
+
+    def __init__(self, net: SimNetwork) -> None:
+        self.net = net
+        self.feeds: PushedFeeds[str] = PushedFeeds([node.address for node in net.nodes])
+        self.next_txid = 1
+        self._subs: dict[str, tuple[int, EditSubscription]] = {}
+
+    def read(self, since: int) -> tuple[int, list[edits_pb2.EditOp]] | None:
+        """Drain every reachable node's pushes, then (epoch, ops) that the majority rule
+        allows from ``since``, or None."""
+        self.next_txid = max(self.next_txid, since)
+        for node in self.net.nodes:
+            if node.journal is None or node.address in self.net.partitioned:
+                continue
+            self._drain(node.address, node.incarnation, node.journal)
+        answers = self.feeds.answers(self.next_txid)
+        choice = journaled_edits_quorum(answers, cluster_size=len(self.net.nodes))
+        ops = self.feeds.decide(self.next_txid)
+        if choice is None or not ops:
+            return None
+        self.next_txid = ops[-1].txid + 1
+        return answers[choice[0]].epoch, ops
+
+    def _drain(self, address: str, incarnation: int, journal: Journal) -> None:
+        held = self._subs.get(address)
+        if held is None or held[0] != incarnation or held[1].ended is not None:
+            if held is not None and held[1].ended is None:
+                journal.subscribers.remove(held[1])
+            try:
+                sub = journal.subscribe_edits(NAMESPACE.cluster_id, self.next_txid, _no_wake)
+            except JournalError:
+                self._subs.pop(address, None)
+                return
+            self.feeds.reset(address, self.next_txid)
+            held = self._subs[address] = (incarnation, sub)
+        batches, _ = held[1].take()  # an end is seen at the next read: subscribe again
+        try:
+            for batch in batches:
+                self.feeds.add(address, batch)
+        except FeedError:
+            journal.subscribers.remove(held[1])
+            self._subs.pop(address, None)
+
+
+def _no_wake() -> None:
+    """The simulation drains subscriptions when its reader reads; nothing to wake."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +332,7 @@ class Simulation:
         self.interleavings = 0
         self._took_over = False
         self._reader_next = 0
+        self._pusher = _PushReader(self.net)
         self._oracle = QuorumJournalManager(
             make_qjm_loggers(self.net, Client("oracle", is_writer=False, oracle=True)),
             JOURNAL_ID,
@@ -669,6 +727,10 @@ class Simulation:
     # ------------------------------------------------------------------ readers, the end
 
     def _read(self) -> None:
+        self._read_polled()
+        self._read_pushed()
+
+    def _read_polled(self) -> None:
         # Like a standby, from where the last read of finalized segments ended.
         start = max(self.history.purge_floor, self._reader_next)
         self.trace(f"reader reads from {start}")
@@ -699,6 +761,22 @@ class Simulation:
         epoch = answers[choice[0]].epoch if choice is not None else 0
         self.trace(f"reader read in-progress {min(tailed)}-{max(tailed)} (epoch {epoch})")
         self._check(lambda: self.history.check_tailed("reader", epoch, tailed))
+
+    def _read_pushed(self) -> None:
+        """A standby with pushed edits: what the JournalNodes pushed since the last read,
+        applied by the same rule (qjm.subscriber), and held to the same invariants."""
+        since = max(self.history.purge_floor, self._reader_next, self._pusher.next_txid, 1)
+        try:
+            pushed = self._pusher.read(since)
+        except EditLogReadError as exc:
+            self.trace(f"pusher failed: {short(exc)}")
+            return
+        if pushed is None:
+            return
+        epoch, ops = pushed
+        tailed = {op.txid: op.SerializeToString() for op in ops}
+        self.trace(f"pusher applied {min(tailed)}-{max(tailed)} (epoch {epoch})")
+        self._check(lambda: self.history.check_tailed("pusher", epoch, tailed))
 
     def _final_recovery(self) -> None:
         """With every JournalNode up and no faults, a new writer must recover every ack."""
