@@ -247,6 +247,8 @@ class EditLogTailer:
                 self._subscription_ended,
             )
             self._subscriber.start()
+            if self.metrics is not None:
+                self.metrics.edit_subscriptions.set_function(lambda: self.subscriptions)
 
     async def stop(self, timeout: float = 30.0) -> bool:
         """Stop the task; False if its read in flight did not end within ``timeout`` (it then
@@ -256,8 +258,6 @@ class EditLogTailer:
         subscriber, self._subscriber = self._subscriber, None
         if subscriber is not None:
             await subscriber.stop()
-            if self.metrics is not None:
-                self.metrics.edit_subscriptions.set(0)
         task, self._task = self._task, None
         if task is None:
             return True
@@ -310,8 +310,6 @@ class EditLogTailer:
         subscriber = self._subscriber
         if subscriber is None or self._stop.is_set():
             return
-        if self.metrics is not None:
-            self.metrics.edit_subscriptions.set(len(subscriber.subscribed))
         try:
             ops = subscriber.feeds.decide(self._last_applied() + 1)
         except EditLogReadError as exc:
@@ -327,8 +325,6 @@ class EditLogTailer:
         self._after_load(LoadResult(done, ops[done - 1].txid if done else 0, ops[-1].txid))
 
     def _subscription_ended(self, address: str, reason: str) -> None:
-        if self.metrics is not None and self._subscriber is not None:
-            self.metrics.edit_subscriptions.set(len(self._subscriber.subscribed))
         if reason != "segment_finalized":
             self._fall_back(reason)
 
