@@ -25,6 +25,15 @@ It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run
     segment's edits that a majority of JournalNodes hold, and the lag is about half a tail
     period instead.
 
+(d) the standby's lag under the write load (``push_lag_series``): ``--lag-load-samples``
+    samples of (b) while 32 clients create directories without pause, with in-progress
+    tailing, once with pushed edits (dfs.ha.tail-edits.push: each JournalNode streams every
+    batch once synced, the standby applies it once a majority pushed it) and once polled
+    every tail period, the baseline, each on a fresh cluster. ``standby_lag_p50_ms`` and
+    ``standby_lag_p99_ms`` are the pushed figures (target p99 <= 10 ms), ``standby_lag_poll_*``
+    the baseline's; the idle lag of (b) is ``standby_lag_idle_*``. ``--lag-only`` runs (d)
+    alone.
+
 (c) with ``h2load`` (``bench.h2load``: C, gRPC unary over h2c) at 1, 32 and 128 calls in
     flight: the no-op echo server of ``bench.grpc_floor`` (the floor), ``GetFileInfo`` of
     ``/`` on the active (linearizable), and ``Create(overwrite=true)`` of one path, no client
@@ -365,6 +374,111 @@ def standby_lag(
     return sorted(lags)
 
 
+LAG_CLIENTS = 32
+TARGET_STANDBY_LAG_P99_MS = 10.0
+
+
+def standby_lag_under_load(
+    cluster: NameNodeProcessCluster, samples: int, clients: int
+) -> tuple[list[float], int]:
+    """``standby_lag`` while ``clients`` threads create directories on the active without
+    pause (the write load of (a)); the lags, and how many load mkdirs failed."""
+    settings = cluster.settings()
+    stop = threading.Event()
+    errors = [0] * clients
+
+    def load(index: int) -> None:
+        with HaFsClient(settings, policy=POLICY) as fs:
+            n = 0
+            while not stop.is_set():
+                try:
+                    fs.mkdirs(f"/lagload/c{index}-{n}", parents=True)
+                except Exception:
+                    errors[index] += 1
+                n += 1
+
+    threads = [
+        threading.Thread(target=load, args=(i,), name=f"lag-load-{i}", daemon=True)
+        for i in range(clients)
+    ]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1.0)  # every client connected and writing
+        lags = standby_lag(cluster, samples, spread=0.02)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    return lags, sum(errors)
+
+
+def push_lag_series(
+    workdir: Path, samples: int, clients: int, tail_period: float, roll_period: float,
+    handlers: int,
+) -> dict[str, float | int | str]:
+    """Standby lag under the write load with in-progress tailing, pushed (SubscribeEdits)
+    and, as the baseline of the same run, polled every ``tail_period``: a fresh cluster each
+    (the setting is read at start). Keys ``standby_lag_{p50,p99,max}_ms`` (push) and
+    ``standby_lag_poll_*`` (poll)."""
+    result: dict[str, float | int | str] = {
+        "standby_lag_clients": clients,
+        "standby_lag_samples": samples,
+    }
+    for mode, push in (("push", True), ("poll", False)):
+        conf: dict[str, str | int | float | bool] = {
+            "dfs.ha.tail-edits.period": f"{tail_period}s",
+            "dfs.ha.log-roll.period": f"{roll_period}s",
+            "dfs.ha.tail-edits.in-progress": True,
+            "dfs.ha.tail-edits.push": push,
+            "hanamenode.rpc.handler.count": handlers,
+            "dfs.namenode.checkpoint.txns": 10_000_000,
+        }
+        with NameNodeProcessCluster(workdir / f"lag-{mode}", extra_conf=conf) as cluster:
+            cluster.transition_to_active("nn1")
+            lags, errors = standby_lag_under_load(cluster, samples, clients)
+            standby = nn_samples(cluster["nn2"].metrics_url or "")
+        key = "standby_lag" if push else "standby_lag_poll"
+        result[f"{key}_p50_ms"] = round(percentile(lags, 0.50), 1)
+        result[f"{key}_p99_ms"] = round(percentile(lags, 0.99), 1)
+        result[f"{key}_max_ms"] = round(lags[-1], 1) if lags else 0.0
+        result[f"{key}_load_errors"] = errors
+        result[f"{key}_pushed_txns"] = standby.get("hanamenode_tailer_pushed_txns_applied_total", 0)
+        result[f"{key}_tailed_txns"] = standby.get("hanamenode_tailer_txns_applied_total", 0)
+    poll_p99 = max(float(result["standby_lag_poll_p99_ms"]), 1e-9)
+    result["standby_lag_p99_push_vs_poll"] = round(
+        float(result["standby_lag_p99_ms"]) / poll_p99, 3
+    )
+    result["standby_lag_target_p99_ms"] = TARGET_STANDBY_LAG_P99_MS
+    return result
+
+
+def report_push_lag(result: dict[str, float | int | str]) -> None:
+    print_table(
+        f"standby lag under {result['standby_lag_clients']} writing clients, in-progress "
+        f"tailing: ack on nn1 -> visible on nn2 ({result['standby_lag_samples']} samples each)",
+        ["measure", "pushed", "polled (baseline)", "target"],
+        [
+            ["p50 ms", result["standby_lag_p50_ms"], result["standby_lag_poll_p50_ms"], ""],
+            [
+                "p99 ms",
+                result["standby_lag_p99_ms"],
+                result["standby_lag_poll_p99_ms"],
+                f"<= {TARGET_STANDBY_LAG_P99_MS:.0f} (pushed)",
+            ],
+            ["max ms", result["standby_lag_max_ms"], result["standby_lag_poll_max_ms"], ""],
+            [
+                "txns applied from pushes / all",
+                f"{result['standby_lag_pushed_txns']:.0f} / "
+                f"{result['standby_lag_tailed_txns']:.0f}",
+                f"{result['standby_lag_poll_pushed_txns']:.0f} / "
+                f"{result['standby_lag_poll_tailed_txns']:.0f}",
+                "",
+            ],
+        ],
+    )
+
+
 def run(
     workdir: Path,
     seconds: float,
@@ -440,10 +554,10 @@ def run(
                     float(result[f"{confirmed}_{measure}"]) / base, 2
                 )
         lags = standby_lag(cluster, lag_samples, spread=roll_period)
-        result["standby_lag_p50_ms"] = round(percentile(lags, 0.50), 1)
-        result["standby_lag_p99_ms"] = round(percentile(lags, 0.99), 1)
-        result["standby_lag_max_ms"] = round(lags[-1], 1) if lags else 0.0
-        result["standby_lag_samples"] = len(lags)
+        result["standby_lag_idle_p50_ms"] = round(percentile(lags, 0.50), 1)
+        result["standby_lag_idle_p99_ms"] = round(percentile(lags, 0.99), 1)
+        result["standby_lag_idle_max_ms"] = round(lags[-1], 1) if lags else 0.0
+        result["standby_lag_idle_samples"] = len(lags)
         result["load_average_1m"] = round(os.getloadavg()[0], 2)
     if observers:
         result.update(
@@ -659,28 +773,34 @@ def report(result: dict[str, float | int | str], clients: tuple[int, ...]) -> No
     tail_ms = float(result["tail_period_s"]) * 1000
     if result["tail_in_progress"]:
         print_table(
-            f"standby lag with in-progress tailing ({result['standby_lag_samples']} samples)",
+            f"standby lag, idle, with in-progress tailing "
+            f"({result['standby_lag_idle_samples']} samples)",
             ["measure", "value", "bound"],
             [
-                ["p50 ms", result["standby_lag_p50_ms"], f"~ tail/2 = {tail_ms / 2:.0f} + RPCs"],
-                ["p99 ms", result["standby_lag_p99_ms"], ""],
-                ["max ms", result["standby_lag_max_ms"], f"~ tail = {tail_ms:.0f} + RPCs"],
+                [
+                    "p50 ms",
+                    result["standby_lag_idle_p50_ms"],
+                    f"pushed; polled ~ tail/2 = {tail_ms / 2:.0f} + RPCs",
+                ],
+                ["p99 ms", result["standby_lag_idle_p99_ms"], ""],
+                ["max ms", result["standby_lag_idle_max_ms"], f"polled ~ tail = {tail_ms:.0f}"],
             ],
         )
         return
     print_table(
-        f"standby lag: ack on nn1 -> visible on nn2 ({result['standby_lag_samples']} samples)",
+        f"standby lag, idle: ack on nn1 -> visible on nn2 "
+        f"({result['standby_lag_idle_samples']} samples)",
         ["measure", "value", "bound"],
         [
             [
                 "p50 ms",
-                result["standby_lag_p50_ms"],
+                result["standby_lag_idle_p50_ms"],
                 f"~ (roll + tail)/2 + tail = {(roll_ms + tail_ms) / 2 + tail_ms:.0f} + RPCs",
             ],
-            ["p99 ms", result["standby_lag_p99_ms"], ""],
+            ["p99 ms", result["standby_lag_idle_p99_ms"], ""],
             [
                 "max ms",
-                result["standby_lag_max_ms"],
+                result["standby_lag_idle_max_ms"],
                 f"~ roll + 2 tail = {roll_ms + 2 * tail_ms:.0f} + RPCs",
             ],
         ],
@@ -734,6 +854,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-observers", action="store_true", help="leave out the observer series (d)"
     )
+    parser.add_argument(
+        "--lag-load-samples",
+        type=int,
+        default=200,
+        help="standby lag samples under the write load, pushed and polled (0: skip)",
+    )
+    parser.add_argument(
+        "--lag-only",
+        action="store_true",
+        help="only the standby lag under the write load, pushed and polled",
+    )
     args = parser.parse_args(argv)
     if args.loop != "default":
         # The daemons inherit it (hadev.daemon.child_environment).
@@ -744,30 +875,44 @@ def main(argv: list[str] | None = None) -> int:
         args.seconds = args.h2load_seconds = 10.0
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="bench-namenode-"))
     try:
-        result = run(
-            workdir,
-            args.seconds,
-            clients,
-            args.lag_samples,
-            args.roll_period,
-            args.tail_period,
-            args.handlers,
-            args.in_progress,
-            args.h2load_seconds,
-            in_flight,
-            args.connections,
-            observers=not args.no_observers,
-        )
+        result: dict[str, float | int | str] = {}
+        if not args.lag_only:
+            result = run(
+                workdir,
+                args.seconds,
+                clients,
+                args.lag_samples,
+                args.roll_period,
+                args.tail_period,
+                args.handlers,
+                args.in_progress,
+                args.h2load_seconds,
+                in_flight,
+                args.connections,
+                observers=not args.no_observers,
+            )
+        result["load_average_1m_before_lag"] = round(os.getloadavg()[0], 2)
+        if args.lag_load_samples > 0:
+            result.update(
+                push_lag_series(
+                    workdir, args.lag_load_samples, LAG_CLIENTS, args.tail_period,
+                    args.roll_period, args.handlers,
+                )
+            )
+        result["load_average_1m_after_lag"] = round(os.getloadavg()[0], 2)
     finally:
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    if result["h2load"]:
-        report_h2load(result, in_flight)
-    report(result, clients)
-    if "observer_read_ratio" in result:
-        report_observers(result)
-    print(f"load average (1 min): {result['load_average_1m_before']} before, "
-          f"{result['load_average_1m']} after", flush=True)
+    if not args.lag_only:
+        if result["h2load"]:
+            report_h2load(result, in_flight)
+        report(result, clients)
+        if "observer_read_ratio" in result:
+            report_observers(result)
+        print(f"load average (1 min): {result['load_average_1m_before']} before, "
+              f"{result['load_average_1m']} after", flush=True)
+    if args.lag_load_samples > 0:
+        report_push_lag(result)
     result["loop"] = args.loop
     print_json(result)
     return 0
