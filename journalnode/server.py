@@ -779,7 +779,9 @@ class JournalNodeServer:
 
     def subscription_ended(self, journal_id: str, reason: EndReason, details: str) -> None:
         self.subscriptions_ended.labels(journal_id, reason.label).inc()
-        log.info("edit subscription ended", journal=journal_id, reason=reason.label, why=details)
+        # Every roll ends every subscription: worth a line only when it is something else.
+        level = log.debug if reason is EndReason.SEGMENT_FINALIZED else log.info
+        level("edit subscription ended", journal=journal_id, reason=reason.label, why=details)
 
     def _start_metrics_server(self, address: str) -> None:
         """Serve /metrics and the status page (docs/operations.md §13) on ``address``; a busy
