@@ -7,6 +7,13 @@ Every ``tail_edits_period`` the tailer asks the JournalNodes for their manifests
 every op. The active only finalizes a segment when it rolls, so every ``log_roll_period`` the
 tailer asks the active (whichever of the other NameNodes answers as active) to roll its log.
 
+With in-progress tailing and ``push`` (dfs.ha.tail-edits.push), an ``EditSubscriber``
+(``qjm.subscriber``) holds a SubscribeEdits stream open on every JournalNode, on the loop,
+and each push applies at once what a majority of JournalNodes pushed in one writer epoch (the
+rule of ``qjm.reader.safe_journaled_ops``, shared with the polling read). Rounds remain the
+fallback: one starts at once when a subscription ends for another reason than a roll, and
+one runs every ``PUSH_POLL_PERIOD`` anyway.
+
 ``load_edits`` is the one reading loop; the transition to active uses it through
 ``catch_up`` to read the log up to the end that recovery found, after stopping the tailer.
 
