@@ -380,9 +380,10 @@ TARGET_STANDBY_LAG_P99_MS = 10.0
 
 def standby_lag_under_load(
     cluster: NameNodeProcessCluster, samples: int, clients: int
-) -> tuple[list[float], int]:
+) -> tuple[list[float], int, dict[str, float]]:
     """``standby_lag`` while ``clients`` threads create directories on the active without
-    pause (the write load of (a)); the lags, and how many load mkdirs failed."""
+    pause (the write load of (a)); the lags, how many load mkdirs failed, and the CPU each
+    role used per second of the sampling (``cpu_by_role``)."""
     settings = cluster.settings()
     stop = threading.Event()
     errors = [0] * clients
@@ -405,12 +406,18 @@ def standby_lag_under_load(
         t.start()
     try:
         time.sleep(1.0)  # every client connected and writing
+        pids = role_pids(cluster)
+        cpu_before, began = cpu_by_role(pids), time.perf_counter()
         lags = standby_lag(cluster, samples, spread=0.02)
+        elapsed = time.perf_counter() - began
+        cpu = {
+            role: (used - cpu_before[role]) / elapsed for role, used in cpu_by_role(pids).items()
+        }
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=60)
-    return lags, sum(errors)
+    return lags, sum(errors), cpu
 
 
 def push_lag_series(
@@ -436,7 +443,9 @@ def push_lag_series(
         }
         with NameNodeProcessCluster(workdir / f"lag-{mode}", extra_conf=conf) as cluster:
             cluster.transition_to_active("nn1")
-            lags, errors = standby_lag_under_load(cluster, samples, clients)
+            began = time.perf_counter()
+            lags, errors, cpu = standby_lag_under_load(cluster, samples, clients)
+            elapsed = time.perf_counter() - began
             standby = nn_samples(cluster["nn2"].metrics_url or "")
         key = "standby_lag" if push else "standby_lag_poll"
         result[f"{key}_p50_ms"] = round(percentile(lags, 0.50), 1)
@@ -445,6 +454,9 @@ def push_lag_series(
         result[f"{key}_load_errors"] = errors
         result[f"{key}_pushed_txns"] = standby.get("hanamenode_tailer_pushed_txns_applied_total", 0)
         result[f"{key}_tailed_txns"] = standby.get("hanamenode_tailer_txns_applied_total", 0)
+        result[f"{key}_txns_per_s"] = round(float(result[f"{key}_tailed_txns"]) / elapsed, 1)
+        for role in ("active", "standby", "journalnodes"):
+            result[f"{key}_cpu_{role}"] = round(cpu[role], 2)
     poll_p99 = max(float(result["standby_lag_poll_p99_ms"]), 1e-9)
     result["standby_lag_p99_push_vs_poll"] = round(
         float(result["standby_lag_p99_ms"]) / poll_p99, 3
@@ -467,6 +479,21 @@ def report_push_lag(result: dict[str, float | int | str]) -> None:
                 f"<= {TARGET_STANDBY_LAG_P99_MS:.0f} (pushed)",
             ],
             ["max ms", result["standby_lag_max_ms"], result["standby_lag_poll_max_ms"], ""],
+            [
+                "CPU active / standby / JNs (s/s)",
+                f"{result['standby_lag_cpu_active']} / {result['standby_lag_cpu_standby']} / "
+                f"{result['standby_lag_cpu_journalnodes']}",
+                f"{result['standby_lag_poll_cpu_active']} / "
+                f"{result['standby_lag_poll_cpu_standby']} / "
+                f"{result['standby_lag_poll_cpu_journalnodes']}",
+                "",
+            ],
+            [
+                "txns/s written (and tailed)",
+                result["standby_lag_txns_per_s"],
+                result["standby_lag_poll_txns_per_s"],
+                "",
+            ],
             [
                 "txns applied from pushes / all",
                 f"{result['standby_lag_pushed_txns']:.0f} / "
