@@ -158,6 +158,9 @@ def test_a_journalnode_killed_mid_subscription(cluster: NameNodeProcessCluster) 
         except BaseException as exc:
             errors.append(exc)
 
+    # The standby subscribes once it tails the open segment; loading before that would
+    # measure the fallback rounds only.
+    wait_until(lambda: subscriptions(cluster) == 3, "three subscriptions")
     writer = threading.Thread(target=load, name="mkdir-load")
     writer.start()
     try:
