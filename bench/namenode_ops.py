@@ -52,7 +52,10 @@ It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run
     active, confirmed by a read-index round) and then made observers again (2 observers),
     in the same run, on the same processes; and the observer's lag under 32 writer threads:
     a mkdir acknowledged by nn1, then nn3 polled (``allow_stale_read``) until it shows it.
-    ``--no-observers`` leaves it out.
+    The proxy's client costs as much CPU as a server, so the same comparison is run again
+    with h2load as the driver, measuring what the servers can answer: 32 ``GetFileInfo``
+    calls in flight on the active alone, then spread over the active and both observers
+    (``observer_capacity_ratio``). ``--no-observers`` leaves (d) out.
 
 ``--loop uvloop|asyncio`` runs every daemon's event loop on that loop (``HANAMENODE_UVLOOP``);
 by default each daemon chooses (the NameNode uvloop when installed, the JournalNodes asyncio).
@@ -506,6 +509,19 @@ def report_push_lag(result: dict[str, float | int | str]) -> None:
     )
 
 
+def cluster_conf(
+    tail_period: float, roll_period: float, in_progress: bool, handlers: int
+) -> dict[str, str | int | float | bool]:
+    """The settings of the bench's clusters."""
+    return {
+        "dfs.ha.tail-edits.period": f"{tail_period}s",
+        "dfs.ha.log-roll.period": f"{roll_period}s",
+        "dfs.ha.tail-edits.in-progress": in_progress,
+        "hanamenode.rpc.handler.count": handlers,
+        "dfs.namenode.checkpoint.txns": 10_000_000,
+    }
+
+
 def run(
     workdir: Path,
     seconds: float,
@@ -520,13 +536,7 @@ def run(
     connections: int = 4,
     observers: bool = True,
 ) -> dict[str, float | int | str]:
-    conf: dict[str, str | int | float | bool] = {
-        "dfs.ha.tail-edits.period": f"{tail_period}s",
-        "dfs.ha.log-roll.period": f"{roll_period}s",
-        "dfs.ha.tail-edits.in-progress": in_progress,
-        "hanamenode.rpc.handler.count": handlers,
-        "dfs.namenode.checkpoint.txns": 10_000_000,
-    }
+    conf = cluster_conf(tail_period, roll_period, in_progress, handlers)
     result: dict[str, float | int | str] = {
         "tail_in_progress": int(in_progress),
         "roll_period_s": roll_period,
@@ -631,6 +641,16 @@ def observer_series(
             / max(float(result["reads_per_s_0_observers"]), 1e-9),
             2,
         )
+        if shutil.which("h2load") is not None:
+            for count, state in ((0, HAState.STANDBY), (2, HAState.OBSERVER)):
+                for nn in observers:
+                    transition(cluster[nn].address, state, tls=cluster.settings().tls)
+                result.update(observer_capacity(cluster, observers[:count], seconds, count))
+            result["observer_capacity_ratio"] = round(
+                float(result["stat_h2load_per_s_2_observers"])
+                / max(float(result["stat_h2load_per_s_0_observers"]), 1e-9),
+                2,
+            )
         with MkdirLoad(cluster.settings(), "/observer-load", writers=clients) as load:
             lags = standby_lag(cluster, lag_samples, spread=0.05, follower="nn3")
             load.stop()
@@ -640,6 +660,66 @@ def observer_series(
     result["observer_lag_p99_ms"] = round(percentile(lags, 0.99), 1)
     result["observer_lag_max_ms"] = round(lags[-1], 1) if lags else 0.0
     result["observer_lag_samples"] = len(lags)
+    return result
+
+
+OBSERVER_H2LOAD_IN_FLIGHT = 32
+"""Calls in flight of the observers' capacity series, split between the NameNodes read."""
+
+
+def observer_capacity(
+    cluster: NameNodeProcessCluster, observers: tuple[str, ...], seconds: float, count: int
+) -> dict[str, float | int]:
+    """Reads the NameNodes can answer, driven by h2load rather than by the Python proxy
+    (whose client costs as much CPU as the server): ``GetFileInfo`` of ``/`` on the active
+    alone (confirmed by its read-index rounds), or spread evenly over the active and
+    ``observers``, at ``OBSERVER_H2LOAD_IN_FLIGHT`` calls in flight in all. Counted on the
+    servers: the active's answered calls plus the reads the observers served."""
+    active_url = cluster["nn1"].metrics_url
+    assert active_url is not None
+    targets = ("nn1", *observers)
+    header = namenode_pb2.RpcHeader()
+    message = namenode_pb2.GetFileInfoRequest(header=header, path="/").SerializeToString()
+    share = [OBSERVER_H2LOAD_IN_FLIGHT // len(targets)] * len(targets)
+    share[0] += OBSERVER_H2LOAD_IN_FLIGHT - sum(share)
+
+    def answered() -> float:
+        on_active = nn_samples(active_url)["hanamenode_rpc_seconds_count:GetFileInfo"]
+        return on_active + sum(_observer_reads(cluster, nn) for nn in observers)
+
+    pids: dict[str, list[int | None]] = {nn: [cluster[nn].pid] for nn in targets}
+    before, cpu_before = answered(), cpu_by_role(pids)
+    runs: list[h2load.H2loadRun] = []
+    failures: list[BaseException] = []
+
+    def drive(nn: str, in_flight: int) -> None:
+        url = f"http://{cluster[nn].address}/hanamenode.namenode.ClientProtocol/GetFileInfo"
+        try:
+            runs.append(h2load.run(url, message, in_flight, seconds))
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            failures.append(exc)
+
+    drivers = [
+        threading.Thread(target=drive, args=(nn, n), name=f"h2load-{nn}")
+        for nn, n in zip(targets, share, strict=True)
+    ]
+    for driver in drivers:
+        driver.start()
+    for driver in drivers:
+        driver.join()
+    if failures:
+        raise failures[0]
+    done = _settled(answered) - before
+    cpu_after = cpu_by_role(pids)
+    latencies = sorted(ms for run in runs for ms in run.latencies_ms)
+    result: dict[str, float | int] = {
+        f"stat_h2load_per_s_{count}_observers": round(done / seconds, 1),
+        f"stat_h2load_p99_ms_{count}_observers": round(percentile(latencies, 0.99), 2),
+    }
+    for nn in targets:
+        result[f"cpu_{nn}_stat_h2load_{count}_observers"] = round(
+            (cpu_after[nn] - cpu_before[nn]) / seconds, 2
+        )
     return result
 
 
@@ -669,6 +749,24 @@ def report_observers(result: dict[str, float | int | str]) -> None:
         ["NameNodes", "reads/s", "p50 ms", "p99 ms", "errors", "on observers", "CPU nn1"],
         rows,
     )
+    if "observer_capacity_ratio" in result:
+        print_table(
+            f"stat of / driven by h2load, {OBSERVER_H2LOAD_IN_FLIGHT} in flight spread over "
+            f"the NameNodes read (ratio {result['observer_capacity_ratio']})",
+            ["NameNodes", "reads/s", "p99 ms", "CPU s/s nn1", "CPU s/s nn3", "CPU s/s nn4"],
+            [
+                [
+                    f"{count} observers",
+                    result[f"stat_h2load_per_s_{count}_observers"],
+                    result[f"stat_h2load_p99_ms_{count}_observers"],
+                    *(result.get(f"cpu_{nn}_stat_h2load_{count}_observers", "-")
+                      for nn in ("nn1", "nn3", "nn4")),
+                ]
+                for count in (0, 2)
+            ],
+        )
+    else:
+        print(f"observers' h2load series left out: {h2load.INSTALL_HINT}", flush=True)
     print_table(
         f"observer lag: ack on nn1 -> visible on nn3, under {result['observer_clients']} "
         f"writers ({result['observer_lag_samples']} samples, "
@@ -882,6 +980,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-observers", action="store_true", help="leave out the observer series (d)"
     )
     parser.add_argument(
+        "--observers-only",
+        action="store_true",
+        help="only the observer series (d)",
+    )
+    parser.add_argument(
         "--lag-load-samples",
         type=int,
         default=200,
@@ -903,7 +1006,13 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="bench-namenode-"))
     try:
         result: dict[str, float | int | str] = {}
-        if not args.lag_only:
+        if args.observers_only:
+            conf = cluster_conf(args.tail_period, args.roll_period, True, args.handlers)
+            result = observer_series(
+                workdir / "observers", conf, args.seconds, max(clients), args.lag_samples
+            )
+            args.lag_only, args.lag_load_samples = True, 0
+        elif not args.lag_only:
             result = run(
                 workdir,
                 args.seconds,
@@ -938,6 +1047,8 @@ def main(argv: list[str] | None = None) -> int:
             report_observers(result)
         print(f"load average (1 min): {result['load_average_1m_before']} before, "
               f"{result['load_average_1m']} after", flush=True)
+    if args.observers_only:
+        report_observers(result)
     if args.lag_load_samples > 0:
         report_push_lag(result)
     result["loop"] = args.loop
