@@ -116,6 +116,8 @@ class FSEditLog:
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._waiter_seq = itertools.count()
         self._wake = asyncio.Event()
+        # Held while a roll or the close ends the segment (and a roll starts the next).
+        self._segment_lock = asyncio.Lock()
         self._syncer: asyncio.Task[None] | None = None
         self._sync_running = False
         self._failure: str | None = None
@@ -176,9 +178,10 @@ class FSEditLog:
         """End the current segment, finalize it, start the next; return the new segment's
         first txid. Any failure here is fatal, as for a sync. The caller keeps other
         mutations out meanwhile (``FSNamesystem``'s write gate)."""
-        end_txid = await self._end_segment(apply)
-        next_txid = end_txid + 1
-        await self._start_segment(next_txid, apply)
+        async with self._segment_lock:
+            end_txid = await self._end_segment(apply)
+            next_txid = end_txid + 1
+            await self._start_segment(next_txid, apply)
         if self._metrics is not None:
             self._metrics.rolls.inc()
         self._log.info("rolled edit log", finalized_through=end_txid, new_segment=next_txid)
@@ -189,8 +192,12 @@ class FSEditLog:
         EditLogError when it cannot (quorum lost): then the segment stays in progress and the
         next writer's recovery decides where it ends."""
         try:
-            if self._failure is None and self._stream is not None:
-                await self._end_segment(apply)
+            # After a roll in flight (a standby's RollEditLog racing a step-down): both end
+            # the segment, and two END ops in one segment would finalize it short of the
+            # second, then find no segment left to end (issue 13's simulation found it).
+            async with self._segment_lock:
+                if self._failure is None and self._stream is not None:
+                    await self._end_segment(apply)
         finally:
             self._closed = True
             self._stream = None

@@ -318,3 +318,25 @@ def test_an_op_that_fails_to_apply_is_never_shipped() -> None:
         assert edit_log.failure is not None and failures
 
     run(test)
+
+
+def test_a_roll_racing_the_close_ends_each_segment_once() -> None:
+    """A standby's RollEditLog and a step-down both end the segment. Before issue 13's
+    simulation found it, the close logged a second END op into the segment the roll was
+    ending: the roll's next segment then began after it (EditLogError), or the roll
+    finalized the segment short of it and the close found no segment left (AssertionError).
+    Now the close waits for the roll and ends the new segment."""
+
+    async def test() -> None:
+        qjm = FakeQJM()
+        edit_log, applied = await open_log(qjm)
+        edit_log.log_and_apply(mkdir_op("/a"), lambda op: applied.append(op.txid))
+        roll = asyncio.ensure_future(edit_log.roll(lambda op: applied.append(op.txid)))
+        await asyncio.sleep(0)  # the roll has logged its END op and waits for its sync
+        await edit_log.close(lambda op: applied.append(op.txid))
+        assert await roll == 4
+        # 1 START, 2 mkdir, 3 END | 4 START, 5 END: each segment ended once, nothing after.
+        assert qjm.finalized == [(1, 3), (4, 5)]
+        assert qjm.txids == applied == [1, 2, 3, 4, 5]
+
+    run(test)

@@ -1,0 +1,124 @@
+"""The NameNode layer in the simulator (issue 13; nnsim, docs/architecture.md §8.2 and §8.8).
+
+Two real NameNodes (FSNamesystem, FSEditLog group commit, retry cache, HA transitions,
+tailer) over the simulated JournalNodes, elected through the seeded ZooKeeper model, with
+clients that retry through failovers. The clean code must show no violation over a seed
+range; each planted bug of the NAMENODE catalogue that the simulation reaches must be caught
+by a short seed range, found with ``python -m qjm.sim mutants --namenodes``. If the
+simulation changes and a range stops catching its mutant, rerun that command with
+``--mutant NAME`` and move the range onto the new first catching seeds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from conf.mutants import Mutant
+from nnsim import NN_INVARIANTS, run_nn_simulation, run_nn_simulations
+from qjm.sim.__main__ import main
+from qjm.sim.mutants import NAMENODE
+
+STEPS = 200
+CLEAN_SEEDS = range(0, 8)
+
+# mutant -> (first seed, how many seeds) at STEPS client operations.
+SWEEPS: dict[Mutant, tuple[int, int]] = {
+    Mutant.ANSWER_WITHOUT_DURABILITY: (0, 1),
+    Mutant.ACK_FROM_ONE: (0, 1),
+    # Below 5% (1 of 20): a retry must reach the active while its first attempt's sync is in
+    # flight, and that sync must then fail (the active cut off from two JournalNodes).
+    Mutant.RETRY_ANSWER_BEFORE_DURABLE: (13, 1),
+}
+
+# Reviewed and not caught by the NameNode-layer simulation yet, with what it lacks.
+NOT_CAUGHT_YET: dict[Mutant, str] = {
+    Mutant.READ_WITHOUT_QUORUM_CONFIRMATION: (
+        "a deposed active answers a read at once only when no edit of its own is pending; "
+        "after a pause the clients' queued mutations come first, so its reads wait for a sync "
+        "that fails (a partition from ZooKeeper and the JournalNodes but not the clients is "
+        "what hachaos uses)"
+    ),
+    Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED: (
+        "the fenced active still fails at its next sync or read-index round, so only the "
+        "combination with read-without-quorum-confirmation shows (as in hachaos)"
+    ),
+    Mutant.STEP_DOWN_SERVES_DURING_IO: (
+        "reads during the step-down still confirm the epoch and wait for durability, and "
+        "writes logged after the END op are never acknowledged"
+    ),
+}
+
+
+def test_every_namenode_mutant_has_a_sweep_or_a_reason() -> None:
+    assert set(SWEEPS) | set(NOT_CAUGHT_YET) == set(NAMENODE)
+    assert not set(SWEEPS) & set(NOT_CAUGHT_YET)
+
+
+def test_a_seed_replays_the_same_run() -> None:
+    first = run_nn_simulation(3, 80)
+    second = run_nn_simulation(3, 80)
+    print(first.summary())
+    assert first.ok, f"{first.message}\n  replay: {first.replay_command}"
+    assert first.trace_digest == second.trace_digest
+    assert first.txns_acknowledged == second.txns_acknowledged > 0
+    assert first.failovers > 0, "the run elected an active"
+    assert first.replay_command.startswith("python -m qjm.sim --namenodes --seed 3")
+
+
+def test_the_clean_namenode_layer_has_no_violation() -> None:
+    results = run_nn_simulations(CLEAN_SEEDS, STEPS, jobs=2)
+    failing = [r for r in results if not r.ok]
+    for r in results:
+        print(r.summary())
+    assert not failing, "\n".join(
+        f"seed={r.seed} {r.violated_invariant}: {r.message}\n  replay: {r.replay_command}"
+        for r in failing
+    )
+    assert sum(r.failovers for r in results) >= len(results), "too few elections to mean much"
+
+
+@pytest.mark.parametrize("mutant", list(SWEEPS), ids=[m.switch for m in SWEEPS])
+def test_the_sweep_catches_the_planted_bug(mutant: Mutant) -> None:
+    first, count = SWEEPS[mutant]
+    for seed in range(first, first + count):
+        result = run_nn_simulation(seed, STEPS, mutants=(mutant.switch,))
+        if not result.ok:
+            print(f"caught at seed={seed}: {result.violated_invariant}: {result.message}")
+            assert result.violated_invariant in NN_INVARIANTS
+            assert f"--mutant {mutant.switch}" in result.replay_command
+            clean = run_nn_simulation(seed, STEPS)
+            assert clean.ok, f"seed={seed} fails without the mutant too: {clean.message}"
+            return
+    pytest.fail(
+        f"{mutant.switch} ({mutant.description}) was not caught in seeds {first}.."
+        f"{first + count - 1} (python -m qjm.sim mutants --namenodes --seeds 200 "
+        f"--mutant {mutant.switch})"
+    )
+
+
+def test_the_namenodes_flag_runs_the_namenode_layer() -> None:
+    out = CliRunner().invoke(main, ["--namenodes", "--seed", "1", "--steps", "40"])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("seed=1 steps=40 verdict=ok")
+
+
+def test_the_mutants_command_scores_the_namenode_catalogue() -> None:
+    mutant = Mutant.ANSWER_WITHOUT_DURABILITY
+    first, count = SWEEPS[mutant]
+    out = CliRunner().invoke(
+        main,
+        [
+            "mutants", "--namenodes", "--seeds", str(count), "--first-seed", str(first),
+            "--mutant", mutant.switch,
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    summary = json.loads(lines[-1])
+    assert summary == {
+        mutant.switch: 1.0, "clean_violations": 0, "min_caught_fraction": 1.0,
+    }
+    assert any("not run (outside the NameNode-layer simulation)" in line for line in lines)
