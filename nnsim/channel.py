@@ -19,16 +19,27 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from journalnode.edits_cache import CachedEdits
 from journalnode.errors import JournalUnavailableError
-from proto.values import (
-    NamespaceInfo,
-    PrepareRecoveryResult,
-    RemoteEditLog,
-    RequestInfo,
-    SegmentState,
-)
 from qjm.sim.cluster import SimJournalChannel
+
+JOURNAL_CALLS = frozenset(
+    {
+        "is_formatted",
+        "format",
+        "get_journal_state",
+        "new_epoch",
+        "start_log_segment",
+        "journal",
+        "heartbeat",
+        "finalize_log_segment",
+        "purge_logs",
+        "get_edit_log_manifest",
+        "get_journaled_edits",
+        "prepare_recovery",
+        "accept_recovery",
+    }
+)
+"""What the writer calls on a JournalNode (``qjm.channel.JournalChannel``'s unary calls)."""
 
 
 class SimAioJournalChannel:
@@ -89,77 +100,16 @@ class SimAioJournalChannel:
         self._wire.create_task(on_the_wire())
         return await answer
 
-    async def is_formatted(
-        self, journal_id: str, timeout: float
-    ) -> tuple[bool, NamespaceInfo | None]:
-        return await self._call("is_formatted", journal_id, timeout)
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        """The ``JournalChannel`` calls, each a coroutine with ``_call``'s network (a name
+        outside them is an AttributeError: no ``send_journal``, so batches are unary calls)."""
+        if method not in JOURNAL_CALLS:
+            raise AttributeError(f"{type(self).__name__} has no {method!r}")
 
-    async def format(self, journal_id: str, ns: NamespaceInfo, force: bool, timeout: float) -> None:
-        await self._call("format", journal_id, ns, force, timeout)
+        async def call(*args: Any) -> Any:
+            return await self._call(method, *args)
 
-    async def get_journal_state(
-        self, journal_id: str, cluster_id: str, timeout: float
-    ) -> tuple[int, str]:
-        return await self._call("get_journal_state", journal_id, cluster_id, timeout)
-
-    async def new_epoch(
-        self, journal_id: str, ns: NamespaceInfo, epoch: int, timeout: float
-    ) -> int | None:
-        return await self._call("new_epoch", journal_id, ns, epoch, timeout)
-
-    async def start_log_segment(self, req: RequestInfo, txid: int, timeout: float) -> None:
-        await self._call("start_log_segment", req, txid, timeout)
-
-    async def journal(
-        self,
-        req: RequestInfo,
-        segment_txid: int,
-        first_txid: int,
-        num_txns: int,
-        framed: bytes,
-        timeout: float,
-    ) -> None:
-        await self._call("journal", req, segment_txid, first_txid, num_txns, framed, timeout)
-
-    async def heartbeat(self, req: RequestInfo, timeout: float) -> None:
-        await self._call("heartbeat", req, timeout)
-
-    async def finalize_log_segment(
-        self, req: RequestInfo, start: int, end: int, timeout: float, md5: bytes = b""
-    ) -> None:
-        await self._call("finalize_log_segment", req, start, end, timeout, md5)
-
-    async def purge_logs(self, req: RequestInfo, min_txid_to_keep: int, timeout: float) -> None:
-        await self._call("purge_logs", req, min_txid_to_keep, timeout)
-
-    async def get_edit_log_manifest(
-        self,
-        journal_id: str,
-        cluster_id: str,
-        since_txid: int,
-        in_progress_ok: bool,
-        timeout: float,
-    ) -> tuple[list[RemoteEditLog], int]:
-        return await self._call(
-            "get_edit_log_manifest", journal_id, cluster_id, since_txid, in_progress_ok, timeout
-        )
-
-    async def get_journaled_edits(
-        self, journal_id: str, cluster_id: str, since_txid: int, max_txns: int, timeout: float
-    ) -> CachedEdits:
-        return await self._call(
-            "get_journaled_edits", journal_id, cluster_id, since_txid, max_txns, timeout
-        )
-
-    async def prepare_recovery(
-        self, req: RequestInfo, segment_txid: int, timeout: float
-    ) -> PrepareRecoveryResult:
-        return await self._call("prepare_recovery", req, segment_txid, timeout)
-
-    async def accept_recovery(
-        self, req: RequestInfo, state: SegmentState, from_url: str, timeout: float
-    ) -> None:
-        await self._call("accept_recovery", req, state, from_url, timeout)
+        return call
 
     async def aclose(self) -> None:
         pass

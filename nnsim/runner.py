@@ -42,19 +42,20 @@ import heapq
 import itertools
 import multiprocessing
 import random
-import shlex
+import re
 import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 from unittest import mock
 
 from conf import Settings
+from conf.keys import KEYS
 from conf.mutants import planted
 from hachaos.checker import check_history, format_ops, parse_history
 from hachaos.history import outcome
@@ -80,7 +81,14 @@ from qjm.async_logger import AsyncLogger, AsyncLoggerSet
 from qjm.journal_manager import QuorumJournalManager
 from qjm.sim.cluster import Client, SimNetwork
 from qjm.sim.faults import FaultInjector, FaultPlan
-from qjm.sim.runner import JOURNAL_ID, NAMESPACE, SimResult, make_qjm_loggers, quiet_protocol_logs
+from qjm.sim.runner import (
+    JOURNAL_ID,
+    NAMESPACE,
+    SimResult,
+    make_qjm_loggers,
+    quiet_protocol_logs,
+    replay_command,
+)
 from qjm.sim.trace import Trace, short
 
 NN_LINEARIZABLE = "nn-linearizable"
@@ -89,6 +97,7 @@ NN_STANDBY_PREFIX = "nn-standby-prefix"
 NO_UNEXPECTED_ERROR = "no-unexpected-error"
 NN_INVARIANTS = (NN_LINEARIZABLE, NN_ACKED_DURABLE, NN_STANDBY_PREFIX, NO_UNEXPECTED_ERROR)
 
+QJM_TIMEOUT_KEY = re.compile(r"dfs\.qjournal\.(?!format)[a-z-]+\.timeout\.ms")
 KEYS_DIR = "/keys"
 ACKS_DIR = "/acks"
 SESSION_TIMEOUT = 2.0
@@ -149,19 +158,8 @@ def nn_settings() -> Settings:
             "dfs.namenode.checkpoint.txns": "1000000000",
             "dfs.namenode.checkpoint.period": "1000000",
             "dfs.qjournal.heartbeat.interval.ms": "500",
-            **{
-                f"dfs.qjournal.{op}.timeout.ms": "3000"
-                for op in (
-                    "start-segment",
-                    "prepare-recovery",
-                    "accept-recovery",
-                    "finalize-segment",
-                    "select-input-streams",
-                    "get-journal-state",
-                    "new-epoch",
-                    "write-txns",
-                )
-            },
+            # Every QJM quorum timeout 3 s (a hung JournalNode costs little virtual time).
+            **{k.name: "3000" for k in KEYS if QJM_TIMEOUT_KEY.fullmatch(k.name)},
         }
     )
 
@@ -939,21 +937,9 @@ class NNSimulation:
 def nn_replay_command(
     seed: int, steps: int, n_journalnodes: int = 3, mutants: tuple[str, ...] = ()
 ) -> str:
-    argv = [
-        "python",
-        "-m",
-        "qjm.sim",
-        "--namenodes",
-        "--seed",
-        str(seed),
-        "--steps",
-        str(steps),
-        "--journalnodes",
-        str(n_journalnodes),
-    ]
-    for name in sorted(mutants):
-        argv += ["--mutant", name]
-    return shlex.join(argv)
+    """The one command line that replays a NameNode-layer run."""
+    qjm_run = replay_command(seed, steps, n_journalnodes, mutants)
+    return qjm_run.replace("python -m qjm.sim ", "python -m qjm.sim --namenodes ", 1)
 
 
 def run_nn_simulation(
@@ -1015,7 +1001,6 @@ __all__ = [
     "NNSimulation",
     "nn_replay_command",
     "nn_seed_outcome",
-    "replace",
     "run_nn_simulation",
     "run_nn_simulations",
 ]

@@ -5,6 +5,8 @@
     python -m qjm.sim --seeds 0:1000 --steps 200           # a range; reports failing seeds
     python -m qjm.sim --seeds 0:1000 --mutant ignore-writer-epoch  # a planted bug (HDFS-3845)
     python -m qjm.sim mutants --seeds 200 [--first-seed 0]  # every planted bug: the score
+    python -m qjm.sim --namenodes --seed 7 --steps 120      # the NameNode layer (nnsim)
+    python -m qjm.sim mutants --namenodes --seeds 200       # ... and its mutants
 
 On an invariant violation it prints ``seed=N``, the invariant, the tail of the trace and the
 one command that replays the run, and exits 1.
@@ -17,7 +19,8 @@ import sys
 import click
 
 from conf.mutants import Mutant
-from qjm.sim.mutants import SIMULATED, format_report, score
+from nnsim import nn_seed_outcome, run_nn_simulation
+from qjm.sim.mutants import NAMENODE, SIMULATED, format_report, run_seed, score
 from qjm.sim.runner import SimResult, run_simulation
 
 
@@ -69,6 +72,12 @@ def _report_violation(result: SimResult) -> None:
     is_flag=True,
     help="Do not draw the per-seed buggify choices (the plain fault plan).",
 )
+@click.option(
+    "--namenodes",
+    is_flag=True,
+    help="Simulate the NameNode layer (nnsim): two NameNodes, a ZooKeeper model and clients "
+    "over the simulated JournalNodes; --steps counts client operations.",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Print every trace line as it happens.")
 @click.pass_context
 def main(
@@ -80,6 +89,7 @@ def main(
     mutant_names: tuple[str, ...],
     unique_first_txn: bool,
     no_buggify: bool,
+    namenodes: bool,
     verbose: bool,
 ) -> None:
     """Simulate JournalNodes, writers and faults from one seed; check the QJM invariants.
@@ -91,16 +101,22 @@ def main(
         raise click.UsageError("give exactly one of --seed N or --seeds A:B")
     seeds = range(seed, seed + 1) if seed is not None else _seed_range(seed_range or "")
     failing: list[SimResult] = []
+    echo = click.echo if verbose else None
     for s in seeds:
-        result = run_simulation(
-            s,
-            steps,
-            n_journalnodes=n_journalnodes,
-            mutants=mutant_names,
-            unique_first_txn=unique_first_txn,
-            buggify=not no_buggify,
-            echo=click.echo if verbose else None,
-        )
+        if namenodes:
+            result = run_nn_simulation(
+                s, steps, n_journalnodes=n_journalnodes, mutants=mutant_names, echo=echo
+            )
+        else:
+            result = run_simulation(
+                s,
+                steps,
+                n_journalnodes=n_journalnodes,
+                mutants=mutant_names,
+                unique_first_txn=unique_first_txn,
+                buggify=not no_buggify,
+                echo=echo,
+            )
         click.echo(result.summary())
         if not result.ok:
             failing.append(result)
@@ -124,8 +140,13 @@ def main(
     "--mutant",
     "only",
     multiple=True,
-    type=click.Choice([m.switch for m in SIMULATED]),
+    type=click.Choice([m.switch for m in (*SIMULATED, *NAMENODE)]),
     help="Score only these mutants (repeatable) [default: the whole catalogue].",
+)
+@click.option(
+    "--namenodes",
+    is_flag=True,
+    help="Score the NameNode layer's catalogue (NAMENODE) on nnsim instead of the QJM's.",
 )
 @click.option(
     "--jobs",
@@ -135,14 +156,20 @@ def main(
     help="Worker processes.",
 )
 def mutants_command(
-    seeds: int, first_seed: int, steps: int, only: tuple[str, ...], jobs: int
+    seeds: int, first_seed: int, steps: int, only: tuple[str, ...], namenodes: bool, jobs: int
 ) -> None:
     """Plant each bug of the catalogue alone and count the seeds that catch it; run the clean
     code over the same seeds. Prints a table, the clean run's result and, last, one JSON line
     {mutant: caught_fraction, ..., "clean_violations": n, "min_caught_fraction": f}.
     Exit status 1 if the clean code reports a violation or a mutant is never caught."""
-    chosen = [m for m in SIMULATED if not only or m.switch in only]
-    not_simulated = [m for m in Mutant if m not in SIMULATED]
+    catalogue = NAMENODE if namenodes else SIMULATED
+    chosen = [m for m in catalogue if not only or m.switch in only]
+    if not chosen:
+        raise click.UsageError(
+            f"none of {', '.join(only)} is in the {'NAMENODE' if namenodes else 'SIMULATED'} "
+            "catalogue" + ("" if namenodes else " (NameNode-layer mutants need --namenodes)")
+        )
+    not_simulated = [m for m in Mutant if m not in catalogue]
     seed_range = range(first_seed, first_seed + seeds)
     total = (len(chosen) + 1) * seeds
     step = max(1, total // 20)
@@ -156,8 +183,16 @@ def mutants_command(
         f"{steps} steps, {jobs} job(s)",
         err=True,
     )
-    report = score(seed_range, chosen, steps=steps, jobs=jobs, progress=progress)
-    click.echo(format_report(report, not_simulated))
+    report = score(
+        seed_range,
+        chosen,
+        steps=steps,
+        jobs=jobs,
+        progress=progress,
+        runner=nn_seed_outcome if namenodes else run_seed,
+    )
+    where = "the NameNode-layer simulation" if namenodes else "the QJM simulator"
+    click.echo(format_report(report, not_simulated, where))
     missed = [m for m in report.mutants if not m.caught]
     sys.exit(1 if report.clean.caught or missed else 0)
 

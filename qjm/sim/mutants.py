@@ -38,7 +38,22 @@ SIMULATED: tuple[Mutant, ...] = (
     Mutant.APPEND_WITHOUT_FDATASYNC,
 )
 """The planted bugs that live in code the QJM simulator runs (Journal, storage, QJM writer
-and reader); the others (NameNode layer) need another harness."""
+and reader)."""
+
+NAMENODE: tuple[Mutant, ...] = (
+    Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED,
+    Mutant.STEP_DOWN_SERVES_DURING_IO,
+    Mutant.ANSWER_WITHOUT_DURABILITY,
+    Mutant.READ_WITHOUT_QUORUM_CONFIRMATION,
+    Mutant.RETRY_ANSWER_BEFORE_DURABLE,
+    Mutant.ACK_FROM_ONE,
+)
+"""The planted bugs the NameNode-layer simulation scores (``nnsim``, ``python -m qjm.sim
+mutants --namenodes``): the active's answers (issue 11's switches) and, once more through
+group commit, the writer that counts one JournalNode as a quorum."""
+
+SeedRunner = Callable[[str, int, int], tuple[str, int, "str | None"]]
+"""(mutant switch or ``CLEAN``, seed, steps) -> (name, seed, violated invariant or None)."""
 
 CLEAN = "clean"
 """The row of the unmutated code in a report."""
@@ -102,9 +117,12 @@ def score(
     steps: int = 200,
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    runner: SeedRunner = run_seed,
 ) -> MutationReport:
     """Run every mutant, and the clean code, over ``seeds``; ``jobs`` worker processes
-    (1: in this process). ``progress(done, total)`` is called after each run."""
+    (1: in this process). ``progress(done, total)`` is called after each run. ``runner``
+    runs one seed (``run_seed``: the QJM simulator; ``nnsim.nn_seed_outcome``: the
+    NameNode layer); a worker pool needs it importable by name."""
     names = [m.switch for m in mutants] + [CLEAN]
     work = [(name, seed) for name in names for seed in seeds]
     found: dict[str, list[tuple[int, str]]] = {name: [] for name in names}
@@ -118,11 +136,11 @@ def score(
 
     if jobs <= 1:
         for i, (name, seed) in enumerate(work, 1):
-            record(i, run_seed(name, seed, steps))
+            record(i, runner(name, seed, steps))
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             outcomes = pool.map(
-                run_seed,
+                runner,
                 [n for n, _ in work],
                 [s for _, s in work],
                 [steps] * len(work),
@@ -138,7 +156,9 @@ def score(
     return MutationReport(steps, tuple(row(n) for n in names[:-1]), row(CLEAN))
 
 
-def format_report(report: MutationReport, not_simulated: Sequence[Mutant] = ()) -> str:
+def format_report(
+    report: MutationReport, not_simulated: Sequence[Mutant] = (), where: str = "the QJM simulator"
+) -> str:
     """The table for people, then the clean run's line, then the JSON line (last)."""
     lines = [
         f"{'mutant':32} {'seeds':>6} {'caught':>7} {'fraction':>9} {'first':>6}  invariants",
@@ -160,7 +180,7 @@ def format_report(report: MutationReport, not_simulated: Sequence[Mutant] = ()) 
     )
     if not_simulated:
         lines.append(
-            "not run (outside the QJM simulator): " + ", ".join(m.switch for m in not_simulated)
+            f"not run (outside {where}): " + ", ".join(m.switch for m in not_simulated)
         )
     lines.append(report.summary_json())
     return "\n".join(lines)

@@ -5,16 +5,18 @@
 
 A package may import its own modules and the packages it reaches by following the arrows
 of ``BUILDS_ON`` (the picture in docs/architecture.md §2); ``zk`` and ``journalnode`` are
-peers that do not import each other; the tools (``hadev``,
-``hachaos``, ``pipeline``, ``bench``, ``scripts``) may import any product package and each
+peers that do not import each other; the tools (``hadev``, ``hachaos``,
+``nnsim``, ``pipeline``, ``bench``, ``scripts``) may import any product package and each
 other; no product package imports a tool; nothing but ``tests`` imports ``tests``.
 Imports are read with ``ast`` (function-level and ``TYPE_CHECKING`` imports included), so an
 edge cannot hide in a function body.
 
-One edge is against the picture on purpose, and listed in ``COMPOSITION_ROOTS``: the
+Two edges are against the picture on purpose, and listed in ``COMPOSITION_ROOTS``: the
 NameNode process runs its elector embedded, so ``hanamenode run`` (``hanamenode.cli``) builds
 the ``failover`` layer's elector and hands it to ``NameNodeServer``, which itself only knows
-the ``EmbeddedElector`` protocol. The list must not grow without a reason, and an entry that
+the ``EmbeddedElector`` protocol; and ``python -m qjm.sim`` (``qjm.sim.__main__``, a command
+line, not a module anyone imports) runs the NameNode-layer simulation of the ``nnsim`` tool
+with ``--namenodes``. The list must not grow without a reason, and an entry that
 no import uses any more fails the test, so the list cannot go stale.
 """
 
@@ -40,7 +42,7 @@ BUILDS_ON: dict[str, frozenset[str]] = {
     "hanamenode": frozenset({"qjm"}),
     "failover": frozenset({"hanamenode", "zk"}),
 }
-TOOLS = frozenset({"hadev", "hachaos", "pipeline", "bench", "scripts"})
+TOOLS = frozenset({"hadev", "hachaos", "nnsim", "pipeline", "bench", "scripts"})
 TESTS = "tests"
 PACKAGES = frozenset(BUILDS_ON) | TOOLS | {TESTS}
 
@@ -60,6 +62,11 @@ COMPOSITION_ROOTS = {
     ("hanamenode.cli", "failover.elector"): (
         "`hanamenode run` is the NameNode process's entry point; the process embeds the "
         "elector and hands it to NameNodeServer as an elector_factory"
+    ),
+    ("qjm.sim.__main__", "nnsim"): (
+        "`python -m qjm.sim --namenodes` and `mutants --namenodes` are the simulator's one "
+        "command line; the NameNode-layer simulation sits above hanamenode and hachaos, so "
+        "it is a tool (nnsim) that only this entry point reaches down from"
     ),
 }
 
