@@ -154,14 +154,17 @@ class NNInvariantViolation(Exception):
 
 
 def nn_settings() -> Settings:
-    """The NameNodes' settings: tail the in-progress segment (the active rolls only when the
-    scheduler asks), no checkpoints, the QJM's heartbeat every half second."""
+    """The NameNodes' settings: tail the in-progress segment by polling rounds (the simulated
+    JournalNodes serve no SubscribeEdits stream; the pushed path is held to the same tailing
+    invariants by the QJM simulator's pushed reader, qjm.sim), the active rolls only when the
+    scheduler asks, no checkpoints, the QJM's heartbeat every half second."""
     return Settings.from_mapping(
         {
             "dfs.nameservices": "simns",
             "dfs.ha.namenodes.simns": "nn1,nn2",
             "dfs.ha.tail-edits.period": "0.3",
             "dfs.ha.tail-edits.in-progress": "true",
+            "dfs.ha.tail-edits.push": "false",
             "dfs.ha.log-roll.period": "100000",
             "dfs.namenode.checkpoint.txns": "1000000000",
             "dfs.namenode.checkpoint.period": "1000000",
