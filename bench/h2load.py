@@ -12,11 +12,13 @@ Debian: ``apt-get install nghttp2-client`` (``scripts/bootstrap.sh`` does, as ro
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import struct
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,3 +110,31 @@ def run(
             if status == "200":
                 latencies.append(int(micros) / 1000.0)
     return H2loadRun(parse_requests(done.stdout), sorted(latencies), seconds)
+
+
+@contextlib.contextmanager
+def background(url: str, message: bytes, in_flight: int, limit: float = 600.0) -> Iterator[None]:
+    """``h2load`` posting ``message`` to ``url`` with ``in_flight`` calls outstanding while the
+    ``with`` body runs (at most ``limit`` seconds): a load that costs the measuring process
+    no CPU and no GIL. Stopped with SIGTERM on exit; ``RuntimeError`` when it ended early
+    with an error."""
+    if shutil.which("h2load") is None:
+        raise FileNotFoundError(INSTALL_HINT)
+    with tempfile.TemporaryDirectory(prefix="h2load-") as tmp:
+        body, log = Path(tmp) / "body", Path(tmp) / "log"
+        body.write_bytes(grpc_frame(message))
+        load = subprocess.Popen(
+            command(url, body, in_flight, limit, log),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            yield
+        finally:
+            ended = load.poll()
+            load.terminate()
+            _, err = load.communicate(timeout=30)
+        if ended not in (None, 0):
+            raise RuntimeError(f"h2load exited with {ended} during the load: {err[-500:]}")
+

@@ -343,7 +343,11 @@ def run_load(
 
 
 def standby_lag(
-    cluster: NameNodeProcessCluster, samples: int, spread: float, follower: str = "nn2"
+    cluster: NameNodeProcessCluster,
+    samples: int,
+    spread: float,
+    follower: str = "nn2",
+    tag: str = "",
 ) -> list[float]:
     """Milliseconds from a mkdir's acknowledgement by the active to the standby (or observer)
     ``follower`` showing it, over ``samples`` samples each started after a random pause in
@@ -357,10 +361,10 @@ def standby_lag(
     stale = namenode_pb2.RpcHeader(allow_stale_read=True)
     try:
         with HaFsClient(settings, policy=POLICY) as fs:
-            fs.mkdirs(f"/lag-{follower}")
+            fs.mkdirs(f"/lag-{follower}{tag}")
             for i in range(samples):
                 time.sleep(rng.uniform(0.0, spread))
-                path = f"/lag-{follower}/s{i}"
+                path = f"/lag-{follower}{tag}/s{i}"
                 fs.mkdirs(path)
                 acked = time.perf_counter()
                 request = namenode_pb2.GetFileInfoRequest(header=stale, path=path)
@@ -409,18 +413,46 @@ def standby_lag_under_load(
         t.start()
     try:
         time.sleep(1.0)  # every client connected and writing
-        pids = role_pids(cluster)
-        cpu_before, began = cpu_by_role(pids), time.perf_counter()
-        lags = standby_lag(cluster, samples, spread=0.02)
-        elapsed = time.perf_counter() - began
-        cpu = {
-            role: (used - cpu_before[role]) / elapsed for role, used in cpu_by_role(pids).items()
-        }
+        lags, cpu = _sample_lag(cluster, samples)
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=60)
     return lags, sum(errors), cpu
+
+
+def standby_lag_under_h2load(
+    cluster: NameNodeProcessCluster, samples: int, in_flight: int
+) -> tuple[list[float], float, dict[str, float]]:
+    """``standby_lag`` while h2load keeps ``in_flight`` ``Create(overwrite)`` calls of one
+    path outstanding on the active: the same write load without 32 Python threads sharing
+    the measuring thread's GIL and cores. The lags, the creates logged per second meanwhile,
+    and the CPU of each role per second."""
+    active = cluster["nn1"]
+    create = namenode_pb2.CreateRequest(
+        header=namenode_pb2.RpcHeader(), path=CREATE_PATH, overwrite=True
+    )
+    url = f"http://{active.address}/hanamenode.namenode.ClientProtocol/Create"
+    synced = "hanamenode_edit_log_synced_txid"
+    with h2load.background(url, create.SerializeToString(), in_flight):
+        time.sleep(1.0)  # the connections are up and the creates flowing
+        before, began = nn_samples(active.metrics_url or "")[synced], time.perf_counter()
+        lags, cpu = _sample_lag(cluster, samples, tag="-h2load")
+        logged = nn_samples(active.metrics_url or "")[synced] - before
+        rate = logged / (time.perf_counter() - began)
+    return lags, rate, cpu
+
+
+def _sample_lag(
+    cluster: NameNodeProcessCluster, samples: int, tag: str = ""
+) -> tuple[list[float], dict[str, float]]:
+    """``standby_lag`` and the CPU each role used per second of it."""
+    pids = role_pids(cluster)
+    cpu_before, began = cpu_by_role(pids), time.perf_counter()
+    lags = standby_lag(cluster, samples, spread=0.02, tag=tag)
+    elapsed = time.perf_counter() - began
+    cpu = {role: (used - cpu_before[role]) / elapsed for role, used in cpu_by_role(pids).items()}
+    return lags, cpu
 
 
 def push_lag_series(
@@ -436,21 +468,22 @@ def push_lag_series(
         "standby_lag_samples": samples,
     }
     for mode, push in (("push", True), ("poll", False)):
-        conf: dict[str, str | int | float | bool] = {
-            "dfs.ha.tail-edits.period": f"{tail_period}s",
-            "dfs.ha.log-roll.period": f"{roll_period}s",
-            "dfs.ha.tail-edits.in-progress": True,
-            "dfs.ha.tail-edits.push": push,
-            "hanamenode.rpc.handler.count": handlers,
-            "dfs.namenode.checkpoint.txns": 10_000_000,
-        }
+        conf = cluster_conf(tail_period, roll_period, True, handlers)
+        conf["dfs.ha.tail-edits.push"] = push
+        key = "standby_lag" if push else "standby_lag_poll"
         with NameNodeProcessCluster(workdir / f"lag-{mode}", extra_conf=conf) as cluster:
             cluster.transition_to_active("nn1")
             began = time.perf_counter()
             lags, errors, cpu = standby_lag_under_load(cluster, samples, clients)
             elapsed = time.perf_counter() - began
             standby = nn_samples(cluster["nn2"].metrics_url or "")
-        key = "standby_lag" if push else "standby_lag_poll"
+            if shutil.which("h2load") is not None:
+                native, rate, native_cpu = standby_lag_under_h2load(cluster, samples, clients)
+                result[f"{key}_h2load_p50_ms"] = round(percentile(native, 0.50), 1)
+                result[f"{key}_h2load_p99_ms"] = round(percentile(native, 0.99), 1)
+                result[f"{key}_h2load_creates_per_s"] = round(rate, 1)
+                for role in ("active", "standby", "journalnodes"):
+                    result[f"{key}_h2load_cpu_{role}"] = round(native_cpu[role], 2)
         result[f"{key}_p50_ms"] = round(percentile(lags, 0.50), 1)
         result[f"{key}_p99_ms"] = round(percentile(lags, 0.99), 1)
         result[f"{key}_max_ms"] = round(lags[-1], 1) if lags else 0.0
@@ -507,6 +540,31 @@ def report_push_lag(result: dict[str, float | int | str]) -> None:
             ],
         ],
     )
+    if "standby_lag_h2load_p99_ms" in result:
+        print_table(
+            f"the same, the write load driven by h2load ({result['standby_lag_clients']} "
+            "Create(overwrite) calls in flight) instead of Python threads",
+            ["measure", "pushed", "polled (baseline)", "target"],
+            [
+                ["p50 ms", result["standby_lag_h2load_p50_ms"],
+                 result["standby_lag_poll_h2load_p50_ms"], ""],
+                ["p99 ms", result["standby_lag_h2load_p99_ms"],
+                 result["standby_lag_poll_h2load_p99_ms"],
+                 f"<= {TARGET_STANDBY_LAG_P99_MS:.0f} (pushed)"],
+                ["creates/s logged", result["standby_lag_h2load_creates_per_s"],
+                 result["standby_lag_poll_h2load_creates_per_s"], ""],
+                [
+                    "CPU active / standby / JNs (s/s)",
+                    *(
+                        f"{result[f'{k}_h2load_cpu_active']} / "
+                        f"{result[f'{k}_h2load_cpu_standby']} / "
+                        f"{result[f'{k}_h2load_cpu_journalnodes']}"
+                        for k in ("standby_lag", "standby_lag_poll")
+                    ),
+                    "",
+                ],
+            ],
+        )
 
 
 def cluster_conf(
