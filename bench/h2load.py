@@ -86,16 +86,24 @@ class H2loadRun:
     seconds: float
 
 
-def run(
-    url: str, message: bytes, in_flight: int, seconds: float, connections: int = 4
-) -> H2loadRun:
-    """``h2load`` posting ``message`` to ``url`` (``http://host:port/package.Service/Method``)
-    with ``in_flight`` calls outstanding for ``seconds``."""
+@contextlib.contextmanager
+def _files(message: bytes) -> Iterator[tuple[Path, Path]]:
+    """(body, log) for one h2load run: the request body holding ``message`` as a gRPC frame,
+    and where h2load logs each call; FileNotFoundError saying how to install h2load."""
     if shutil.which("h2load") is None:
         raise FileNotFoundError(INSTALL_HINT)
     with tempfile.TemporaryDirectory(prefix="h2load-") as tmp:
         body, log = Path(tmp) / "body", Path(tmp) / "log"
         body.write_bytes(grpc_frame(message))
+        yield body, log
+
+
+def run(
+    url: str, message: bytes, in_flight: int, seconds: float, connections: int = 4
+) -> H2loadRun:
+    """``h2load`` posting ``message`` to ``url`` (``http://host:port/package.Service/Method``)
+    with ``in_flight`` calls outstanding for ``seconds``."""
+    with _files(message) as (body, log):
         done = subprocess.run(
             command(url, body, in_flight, seconds, log, connections),
             capture_output=True,
@@ -118,11 +126,7 @@ def background(url: str, message: bytes, in_flight: int, limit: float = 600.0) -
     ``with`` body runs (at most ``limit`` seconds): a load that costs the measuring process
     no CPU and no GIL. Stopped with SIGTERM on exit; ``RuntimeError`` when it ended early
     with an error."""
-    if shutil.which("h2load") is None:
-        raise FileNotFoundError(INSTALL_HINT)
-    with tempfile.TemporaryDirectory(prefix="h2load-") as tmp:
-        body, log = Path(tmp) / "body", Path(tmp) / "log"
-        body.write_bytes(grpc_frame(message))
+    with _files(message) as (body, log):
         load = subprocess.Popen(
             command(url, body, in_flight, limit, log),
             stdout=subprocess.PIPE,
