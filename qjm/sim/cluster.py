@@ -200,6 +200,9 @@ class SimNetwork:
         """client -> {address: its answer to the client's last getJournaledEdits}."""
         self.proposals: dict[int, list[str]] = {}
         """epoch -> the clients that sent newEpoch(epoch), in order (contested epochs)."""
+        self.late: dict[str, str] = {}
+        """client -> the JournalNode whose prepareRecovery answer reaches that client only
+        after a majority's: the JournalNode acts, the writer decides without its answer."""
 
     def node(self, address: str) -> SimJournalNode:
         return self._by_address[address]
@@ -299,6 +302,11 @@ class SimNetwork:
             client.crashed = True
             self.trace(f"{prefix}: acted, WRITER CRASH before the answer")
             raise WriterCrashedError(f"{client.name} crashed while {what} was answered")
+        if rpc == "prepare_recovery" and self.late.get(client.name) == node.address:
+            self.trace(f"{prefix}: acted, answer late (the quorum answered first)")
+            raise JournalUnavailableError(
+                f"injected: {node.address} answered {what} after a majority had"
+            )
         self.trace(f"{prefix}: ok{_show(result)}")
         if key is not None:
             self.answers.setdefault((client.name, key), {})[node.address] = acted_at

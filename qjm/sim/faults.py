@@ -154,6 +154,11 @@ class FaultPlan:
     isolate_longest: float = 0.0
     """Per take-over, when no JournalNode is cut off and one alone holds the highest txid:
     cut that one off for the take-over and a few steps after (``FaultKind.PARTITION``)."""
+    late_answer: float = 0.0
+    """Per take-over: one JournalNode's prepareRecovery answer arrives after a majority's, and
+    the writer decides without it (a quorum call returns once a majority succeeded). Aimed at
+    the JournalNode that alone holds the newest segment finalized, when a majority of others
+    can answer; else at any JournalNode."""
     read_on_heal: float = 0.0
     """Per healed partition: a reader reads at once, while the JournalNode that was away may
     still hold (and cache) an abandoned writer's edits of txids the others rewrote."""
@@ -199,6 +204,20 @@ class Buggify:
     and the next recovery or in-progress read meets it beside the new writer's copies of the
     same txids (HDFS-3845; design doc 2.10.7)."""
 
+    slow_journalnode: bool = False
+    """The JournalNode that alone finalized the newest segment (a recovery's finalize reached it
+    and not the others) answers prepareRecovery after the others, so the next recovery decides
+    without it; JournalNodes restart just before a recovery's finalize, and the one holding the
+    longest copy misses the take-over: the next recovery must rely on an accepted record kept
+    across a restart (design doc 2.10.7)."""
+    flaky_downloads: bool = False
+    """acceptRecovery's download from the recovery source fails half the time, so a recovery's
+    finalize reaches JournalNodes whose acceptRecovery failed; writers die in the middle of a
+    segment's first batch, the JournalNode alone holding it misses the next take-over for a
+    step or two, and each segment's first transaction is its writer's own (as
+    ``unique_first_txns``): two writers' one-transaction copies of a segment, and a finalize
+    that reaches the stale one."""
+
     @classmethod
     def draw(cls, rng: random.Random, share: float = 0.5) -> Buggify:
         """Each choice on with probability ``share`` (in field order: one draw each)."""
@@ -210,7 +229,7 @@ class Buggify:
 
     def apply(self, plan: FaultPlan) -> FaultPlan:
         """``plan`` sharpened by every choice that is on."""
-        changes: dict[str, float | int] = {}
+        changes: dict[str, float | int | tuple[int, ...]] = {}
         if self.crash_in_recovery:
             changes |= {
                 "writer_crash_accept": 0.12,
@@ -233,6 +252,19 @@ class Buggify:
             changes |= {"partition": 0.1}
         if self.stale_journalnode:
             changes |= {"isolate_longest": 0.5, "read_on_heal": 0.5}
+        if self.slow_journalnode:
+            changes |= {
+                "late_answer": 0.75,
+                "jn_crash_recovery_finalize": 0.25,
+                "isolate_longest": 0.5,
+            }
+        if self.flaky_downloads:
+            changes |= {
+                "fetch_fail": 0.5,
+                "writer_crash_first_batch": 0.2,
+                "isolate_longest": 0.5,
+                "partition_steps": (1, 1, 2),
+            }
         return dataclasses.replace(plan, **changes)  # type: ignore[arg-type]
 
 

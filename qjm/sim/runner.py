@@ -502,6 +502,28 @@ class Simulation:
             f"{writer.name} takes over"
         )
 
+    def _late_answer(self, writer: SimWriter) -> None:
+        """Maybe the JournalNode that alone holds the newest segment finalized (a finalize
+        reached it alone) answers ``writer``'s prepareRecovery after the others, which make a
+        majority: the recovery decides without the finalized copy."""
+        late = self._finalized_alone()
+        if late is None or not self.faults.chance(self.plan.late_answer):
+            return
+        self.net.late[writer.name] = late.address
+        self.trace(f"{late.address} will answer {writer.name}'s prepareRecovery late")
+
+    def _finalized_alone(self) -> SimJournalNode | None:
+        """The reachable JournalNode that alone holds the newest segment finalized while a
+        majority of the others are reachable and hold it in progress."""
+        reachable = [n for n in self.net.nodes if n.up and n.address not in self.net.partitioned]
+        newest = max((max(n.storage.segments, default=0) for n in reachable), default=0)
+        holders = [n for n in reachable if newest in n.storage.segments]
+        finalized = [n for n in holders if n.storage.segments[newest][1] is not None]
+        in_progress = [n for n in holders if n not in finalized]
+        if len(finalized) == 1 and in_progress:
+            return finalized[0]
+        return None
+
     def _live(self) -> list[SimWriter]:
         return list(self._alive)
 
@@ -596,6 +618,7 @@ class Simulation:
     def _take_over(self, writer: SimWriter) -> None:
         self.trace(f"{writer.name} takes over")
         self._isolate_longest_copy(writer)
+        self._late_answer(writer)
         writer.client.taking_over = True
         try:
             end = writer.qjm.recover_unfinalized_segments()
@@ -603,6 +626,7 @@ class Simulation:
             raise self._classify_refused_recovery(writer, exc) from None
         finally:
             writer.client.taking_over = False
+            self.net.late.pop(writer.name, None)
         recovered_end = end or 0
         self.trace(f"{writer.label} recovered the log up to txid {recovered_end}")
         self._check_recovered(writer, recovered_end)
@@ -680,7 +704,9 @@ class Simulation:
         epoch = writer.qjm.epoch
         first = stream.last_txid + 1
         canonical = segment_start and not (
-            self.unique_first_txn or self.buggify.unique_first_txns
+            self.unique_first_txn
+            or self.buggify.unique_first_txns
+            or self.buggify.flaky_downloads
         )
         ops = [make_op(epoch, t, segment_start=canonical) for t in range(first, first + count)]
         payloads = [op.SerializeToString() for op in ops]
