@@ -26,28 +26,26 @@ STEPS = 200
 
 
 # mutant -> (first seed, how many seeds): the first seed that caught the mutant in
-# ``python -m qjm.sim mutants --seeds 100`` at STEPS steps (docs/architecture.md §8.8 has the
-# table). Those marked "below 5%" were caught in fewer than 5 of the 100 seeds: the range
-# proves the simulator can reach the bug, not that it does so often.
+# ``python -m qjm.sim mutants --seeds 200`` at STEPS steps (docs/architecture.md §8.8 has the
+# table).
 SWEEPS: dict[Mutant, tuple[int, int]] = {
-    Mutant.IGNORE_WRITER_EPOCH: (3, 1),
+    Mutant.IGNORE_WRITER_EPOCH: (7, 1),
     Mutant.ACK_FROM_ONE: (0, 1),
     Mutant.TAIL_SINGLE_JOURNALNODE: (0, 1),
-    Mutant.TAIL_ANY_EPOCH: (2, 1),
+    Mutant.TAIL_ANY_EPOCH: (19, 1),
     Mutant.PROMISE_NOT_PERSISTED: (0, 1),
     Mutant.NEW_EPOCH_EQUAL: (0, 1),
-    Mutant.WRITER_EPOCH_NOT_PERSISTED: (1, 1),
-    # Below 5% (1 of 100): a recovery's writer must die after its finalize reached one
-    # JournalNode, another that accepted must restart, and the next recovery must see that one
-    # beside a longer copy of the same writer epoch, without the finalized one.
-    Mutant.ACCEPT_IN_MEMORY_ONLY: (73, 1),
+    Mutant.WRITER_EPOCH_NOT_PERSISTED: (10, 1),
+    # 11 of 200 since buggify slow_journalnode: a recovery finalized on one JournalNode, an
+    # acceptor restarted before its finalize, and the next recovery decides without the
+    # finalized copy.
+    Mutant.ACCEPT_IN_MEMORY_ONLY: (25, 1),
     # Caught by no-unexpected-error: with no accepted record the staged copy cannot be
     # installed (the Journal looks the record up), so the JournalNode fails the call.
     Mutant.ACCEPT_NO_EPOCH: (0, 1),
-    # Below 5% (2 of 100): needs unique first transactions (buggify unique_first_txns), two
-    # writers' copies of one segment of the same length, and a recovery whose acceptRecovery
-    # misses the stale copy while its finalize reaches it.
-    Mutant.FINALIZE_WITHOUT_CONTENT_CHECK: (5, 1),
+    # 21 of 200 since buggify flaky_downloads: two writers' one-transaction copies of a
+    # segment, and a recovery's finalize reaching the stale one whose acceptRecovery failed.
+    Mutant.FINALIZE_WITHOUT_CONTENT_CHECK: (8, 1),
     Mutant.APPEND_WITHOUT_FDATASYNC: (1, 1),
 }
 
