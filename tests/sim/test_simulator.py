@@ -73,7 +73,10 @@ def test_the_sweep_injects_every_fault_and_fails_over(sweep: list[SimResult]) ->
     # Far more than one failover per seed on average: the protocol's hard part is take-over.
     assert sum(r.failovers for r in sweep) >= 5 * n
     assert sum(r.interleavings for r in sweep) >= 5 * n
-    assert sum(r.txns_acknowledged for r in sweep) >= 50 * n
+    # The slow_journalnode and flaky_downloads aims spend steps on waiting and failed
+    # downloads (seeds 0..199: 9,613 acknowledged, 48 a seed, down from about 150); the
+    # sweep is deterministic, so the bar only has to catch a simulator that stopped writing.
+    assert sum(r.txns_acknowledged for r in sweep) >= 40 * n
     assert all(r.txns_acknowledged > 0 for r in sweep)
 
 
