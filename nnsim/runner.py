@@ -41,7 +41,6 @@ import functools
 import gc
 import heapq
 import itertools
-import multiprocessing
 import random
 import re
 import sys
@@ -49,7 +48,6 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Coroutine, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -87,6 +85,7 @@ from qjm.sim.runner import (
     NAMESPACE,
     SimResult,
     make_qjm_loggers,
+    map_seeds,
     quiet_protocol_logs,
     replay_command,
 )
@@ -999,17 +998,7 @@ def run_nn_simulations(
     seeds: list[int] | range, steps: int = 120, *, mutants: tuple[str, ...] = (), jobs: int = 1
 ) -> list[SimResult]:
     """``run_nn_simulation`` of each seed, in seed order, in ``jobs`` spawned workers."""
-    seeds = list(seeds)
-    if jobs <= 1 or len(seeds) < 2:
-        return [_run_seed(s, steps, mutants) for s in seeds]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        chunk = max(1, len(seeds) // (4 * jobs))
-        return list(
-            pool.map(
-                _run_seed, seeds, [steps] * len(seeds), [mutants] * len(seeds), chunksize=chunk
-            )
-        )
+    return map_seeds(_run_seed, seeds, steps, mutants, jobs)
 
 
 def nn_seed_outcome(name: str, seed: int, steps: int) -> tuple[str, int, str | None]:

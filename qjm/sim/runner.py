@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import structlog
 
@@ -65,6 +66,9 @@ from qjm.sim.invariants import (
 )
 from qjm.sim.trace import Trace, short
 from qjm.subscriber import FeedError, PushedFeeds
+
+R = TypeVar("R")
+"""What one seed's run returns (``map_seeds``)."""
 
 JOURNAL_ID = "simjournal"
 NAMESPACE = NamespaceInfo("CID-sim", 4242)
@@ -882,16 +886,29 @@ def run_simulations(
     seeds: Iterable[int], steps: int = 200, *, mutants: tuple[str, ...] = (), jobs: int = 1
 ) -> list[SimResult]:
     """``run_simulation`` of each seed, in seed order; ``jobs`` worker processes (1: in this
-    process). The workers are spawned, not forked: the caller may hold gRPC threads (a test
-    run does), and a fork would copy them half-stopped."""
+    process)."""
+    return map_seeds(_run_seed, seeds, steps, mutants, jobs)
+
+
+def map_seeds(
+    run_seed: Callable[[int, int, tuple[str, ...]], R],
+    seeds: Iterable[int],
+    steps: int,
+    mutants: tuple[str, ...],
+    jobs: int,
+) -> list[R]:
+    """``run_seed(seed, steps, mutants)`` of each seed, in seed order, in ``jobs`` worker
+    processes (1: in this process); ``run_seed`` must be a module-level function. The
+    workers are spawned, not forked: the caller may hold gRPC threads (a test run does), and
+    a fork would copy them half-stopped."""
     seeds = list(seeds)
     if jobs <= 1 or len(seeds) < 2:
-        return [_run_seed(seed, steps, mutants) for seed in seeds]
+        return [run_seed(seed, steps, mutants) for seed in seeds]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         chunk = max(1, len(seeds) // (4 * jobs))
         return list(
             pool.map(
-                _run_seed, seeds, [steps] * len(seeds), [mutants] * len(seeds), chunksize=chunk
+                run_seed, seeds, [steps] * len(seeds), [mutants] * len(seeds), chunksize=chunk
             )
         )
