@@ -417,6 +417,15 @@ class Journal:
             self._check_cluster(cluster_id)
             return self._last_promised_epoch, self.from_url
 
+    def promised_epoch_now(self, cluster_id: str) -> int:
+        """``get_journal_state``'s epoch without the lock, for the server's event loop (a
+        read-index round must not wait behind a batch's fdatasync, which holds the lock). As
+        safe as the locked read: ``_promise`` sets the epoch in memory only once it is on
+        disk, so the answer is at least every promise this node acknowledged before the call
+        arrived, which is all a read-index round asks (docs/consistency.md §4.1)."""
+        self._check_cluster(cluster_id)
+        return self._last_promised_epoch
+
     def new_epoch(self, ns: NamespaceInfo, epoch: int) -> int | None:
         """Promise ``epoch`` if strictly higher; return the newest segment's first txid."""
         with self._lock:

@@ -430,12 +430,24 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         self._server.journal(request.journal_id).format(ns, force=request.force)
         return EMPTY
 
-    @_unary
-    def GetJournalState(self, request: Any, context: grpc.ServicerContext) -> Any:
-        epoch, _ = self._journal(request.journal_id).get_journal_state(request.cluster_id)
+    async def GetJournalState(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Answered on the event loop when the journal is loaded (the read-index question of
+        every linearizable read: no thread hop, no wait behind a sync holding the Journal's
+        lock); in the pool otherwise (loading a journal reads its directory)."""
+        try:
+            journal = self._server.loaded_journal(request.journal_id)
+            if journal is None:
+                epoch = await self._offload(self._journal_state, request)
+            else:
+                epoch = journal.promised_epoch_now(request.cluster_id)
+        except Exception as exc:
+            await self._abort(context, request, exc, "GetJournalState")
         return journal_pb2.GetJournalStateResponse(
             last_promised_epoch=epoch, from_url=self._server.address
         )
+
+    def _journal_state(self, request: Any) -> int:
+        return self._journal(request.journal_id).get_journal_state(request.cluster_id)[0]
 
     @_unary
     def NewEpoch(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -898,6 +910,10 @@ class JournalNodeServer:
                     raise
                 self._journals[journal_id] = journal
             return journal
+
+    def loaded_journal(self, journal_id: str) -> Journal | None:
+        """The Journal for journal_id if it is loaded already (no disk access), else None."""
+        return self._journals.get(journal_id)
 
     def existing_journal(self, journal_id: str) -> Journal | None:
         """The Journal for journal_id when it is loaded or its directory exists; None for a

@@ -7,7 +7,14 @@ configured NameNodes plus one retry policy, reusing ``(client_id, call_id)`` on 
         fs.mkdirs("/a/b", parents=True)
 """
 
-from hanamenode.client.client import HaFsClient, status_from_pb
+from hanamenode.client.client import HaFsClient, ListingsAhead, status_from_pb
 from hanamenode.client.failover_proxy import FailoverProxy, NameNodeAddress, RetryPolicy
 
-__all__ = ["FailoverProxy", "HaFsClient", "NameNodeAddress", "RetryPolicy", "status_from_pb"]
+__all__ = [
+    "FailoverProxy",
+    "HaFsClient",
+    "ListingsAhead",
+    "NameNodeAddress",
+    "RetryPolicy",
+    "status_from_pb",
+]

@@ -41,7 +41,7 @@ from conf import ConfigError, Settings, load_settings
 from conf.logging import LOG_FORMAT_OPTION, LOG_LEVELS, setup_logging
 from conf.settings import CONF_ENV
 from hanamenode import paths as namespace_paths
-from hanamenode.client.client import HaFsClient
+from hanamenode.client.client import HaFsClient, ListingsAhead
 from hanamenode.client.failover_proxy import FailoverProxy, NameNodeAddress, RetryPolicy
 from hanamenode.client.globs import GlobError, component_regex
 from hanamenode.client.globs import expand as expand_glob
@@ -77,6 +77,9 @@ _PHRASES: dict[type[NamenodeError], str] = {
 }
 
 DEFAULT_STAT_FORMAT = "%y"
+
+LS_WINDOW = 8
+"""Directory listings ``ls -R`` asks ahead of what it prints (``ListingsAhead``)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -553,26 +556,30 @@ def ls(
 ) -> None:
     """List directories (/ by default)."""
     columns = Columns()
+    ahead = ListingsAhead(shell.fs.list, LS_WINDOW if recursive else 1)
 
     def list_directory(path: str) -> None:
-        items = shell.fs.list(path)
+        items = ahead.take(path)
         if items and not recursive:
             click.echo(f"Found {len(items)} items")
         columns.widen(items)
+        if recursive:
+            ahead.found(st.path for st in items if st.is_dir)
         for st in items:
             click.echo(ls_line(st, columns, human=human))
             if recursive and st.is_dir:
                 with shell.reporting("ls", st.path):
                     list_directory(st.path)
 
-    for path in shell.expand_all("ls", paths or (namespace_paths.ROOT,)):
-        with shell.reporting("ls", path):
-            st = shell.fs.stat(path)
-            if st.is_dir and not directory:
-                list_directory(path)
-            else:
-                columns.widen([st])
-                click.echo(ls_line(st, columns, human=human))
+    with ahead:
+        for path in shell.expand_all("ls", paths or (namespace_paths.ROOT,)):
+            with shell.reporting("ls", path):
+                st = shell.fs.stat(path)
+                if st.is_dir and not directory:
+                    list_directory(path)
+                else:
+                    columns.widen([st])
+                    click.echo(ls_line(st, columns, human=human))
     shell.finish()
 
 

@@ -214,6 +214,26 @@ def test_wrong_cluster_id_is_namespace_mismatch(client: Client) -> None:
     assert err.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
+def test_the_read_index_question_is_answered_while_a_sync_holds_the_journal(
+    client: Client, jn: JournalNodeServer
+) -> None:
+    """A linearizable read on the active asks every JournalNode its promised epoch. The
+    answer must not wait behind a batch's fdatasync, which holds the Journal's lock (a slow
+    disk on one JournalNode would otherwise slow every read): it comes from the event loop.
+    A call that needs the lock still waits for it."""
+    client.setup_writer(epoch=3)
+    journal = jn.journals()[JID]
+    with journal._lock:  # what a batch's write and fdatasync hold
+        assert client.channel.get_journal_state(JID, NS.cluster_id, 2.0)[0] == 3
+        with pytest.raises(NamespaceMismatchError):
+            client.channel.get_journal_state(JID, "CID-other", 2.0)
+        with pytest.raises(JournalUnavailableError, match="DEADLINE_EXCEEDED"):
+            client.channel.new_epoch(JID, NS, 4, 0.5)
+    # The timed-out NewEpoch(4) still runs once the lock is free; a later epoch wins anyway.
+    client.new_epoch(5)
+    assert client.channel.get_journal_state(JID, NS.cluster_id, TIMEOUT)[0] == 5
+
+
 def test_is_formatted_of_an_unknown_journal_creates_nothing(
     client: Client, jn: JournalNodeServer
 ) -> None:
