@@ -14,8 +14,13 @@ bootstrap:
 demo: bootstrap
 	$(PYTHON) -m hadev.demo
 
+# Two pytest-xdist workers, each taking whole files (--dist loadfile: a file's fixtures are
+# made once): most of the suite waits on real daemons, sessions and fault windows, not on CPU.
+# TESTWORKERS=0 runs it in one process.
+TESTWORKERS ?= 2
+
 test: bootstrap
-	$(PYTHON) -m pytest -q tests --durations=25 $(TESTARGS)
+	$(PYTHON) -m pytest -q tests --durations=25 -n $(TESTWORKERS) --dist loadfile $(TESTARGS)
 
 # The fast lane, under 3 minutes: lint, types, and the tests that start no daemon or ZooKeeper.
 # The planted-bug search of tests/sim (two minutes of simulation) is left to `make test`.
