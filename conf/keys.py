@@ -329,6 +329,13 @@ KEYS: tuple[Key, ...] = (
         None,
         "the shared edit log: qjournal://h1:8485;h2:8485;h3:8485/<journal-id>",
     ),
+    Key(
+        "dfs.namenode.shared.edits.dir.<ns>.<id>",
+        parse_qjournal_uri,
+        None,
+        "the same, for one NameNode: its own addresses of the same JournalNodes (a proxy, "
+        "another network), as in Hadoop; the journal id must be the generic key's",
+    ),
     Key("dfs.journalnode.ids", parse_id_list, "", "JournalNode ids (jn1,jn2,jn3), optional"),
     # JournalNode.
     Key("dfs.journalnode.rpc-address", parse_address, "0.0.0.0:8485", "JournalNode gRPC address"),

@@ -278,7 +278,7 @@ def daemon_settings(settings: Settings, daemon_id: str) -> Settings:
         "that reaches this daemon may call every RPC, Format and HA transitions included",
         daemon=daemon_id,
     )
-    return settings
+    return settings.for_daemon(daemon_id)
 
 
 def _read(path: Path | None) -> bytes:

@@ -229,7 +229,16 @@ class Settings:
     def for_daemon(self, daemon_id: str) -> Settings:
         """These settings as daemon ``daemon_id`` (``nn1``, ``jn2``) uses them: its own
         certificate and key (``hanamenode.rpc.tls.cert-file.<id>``, ``key-file.<id>``,
-        carrying its role) instead of the generic ones, which operators' tools use."""
+        carrying its role) instead of the generic ones, which operators' tools use; for a
+        NameNode, its own shared edits URI when ``dfs.namenode.shared.edits.dir.<ns>.<id>``
+        is set."""
+        own_uri = self.values.get(f"dfs.namenode.shared.edits.dir.{self.nameservice}.{daemon_id}")
+        if own_uri is not None:
+            return dataclasses.replace(self, journal_uri=own_uri).for_daemon_tls(daemon_id)
+        return self.for_daemon_tls(daemon_id)
+
+    def for_daemon_tls(self, daemon_id: str) -> Settings:
+        """``for_daemon``'s certificate part."""
         cert = self.values.get(f"hanamenode.rpc.tls.cert-file.{daemon_id}")
         key = self.values.get(f"hanamenode.rpc.tls.key-file.{daemon_id}")
         if not self.tls.enabled or (cert is None and key is None):
@@ -433,6 +442,22 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
             source=source,
             key="dfs.namenode.edits.sync.max-batch.bytes",
         )
+    generic_uri = get("dfs.namenode.shared.edits.dir")
+    for nn_id in namenode_ids:
+        own = f"dfs.namenode.shared.edits.dir.{nameservice}.{nn_id}"
+        own_uri = values.get(own)
+        if own_uri is not None and (
+            generic_uri is None or own_uri.journal_id != generic_uri.journal_id
+        ):
+            # Another journal id would be another edit log: two NameNodes writing apart.
+            shown = generic_uri.journal_id if generic_uri is not None else "not set"
+            raise ConfigError(
+                f"journal id {own_uri.journal_id!r} is not that of dfs.namenode.shared.edits.dir "
+                f"({shown}): a NameNode may reach the JournalNodes by other addresses, never "
+                "another journal",
+                source=source,
+                key=own,
+            )
     if ha.automatic_failover_enabled and not zk.quorum:
         raise ConfigError(
             "required when dfs.ha.automatic-failover.enabled is true",

@@ -16,6 +16,8 @@ whose sync meets the newer epoch); ``step-down-serves-during-io`` needs a step-d
 I/O stalls while the edit log has not failed, which none of these nemeses causes (every
 step-down they cause begins with a failed edit log, and such an active refuses reads).
 ``tests/process/test_linearizable_answers.py`` shows those fixes directly, and
+``tests/process/test_checker_flags_a_stalled_step_down.py`` makes that step-down with a
+paused TCP relay and has this checker flag finding 2;
 ``tests/process/test_checker_flags_a_fenced_active.py`` has this checker flag finding 1 on
 real processes every time its two fixes are off.
 """

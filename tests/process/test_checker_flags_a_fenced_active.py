@@ -21,14 +21,11 @@ from pathlib import Path
 import pytest
 
 from conf.mutants import MUTANTS_ENV, Mutant
-from hachaos.checker import check_history, format_ops, read_history
-from hachaos.history import History
-from hachaos.workload import ROOT, key_path
 from hadev.namenodes import NameNodeProcessCluster
-from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.errors import StandbyError
 from hanamenode.ha import HAState
 from tests.namenode.cluster import wait_for
+from tests.process.checker_cases import PATH, assert_verdict, old_and_new
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,7 +33,6 @@ FAST_CONF: dict[str, str | int | float | bool] = {
     "dfs.ha.tail-edits.period": "0.1",
     "dfs.qjournal.heartbeat.interval.ms": "200",
 }
-ONE_TRY = RetryPolicy(max_attempts=1, rpc_timeout=5.0)
 FINDING_1 = (Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED, Mutant.READ_WITHOUT_QUORUM_CONFIRMATION)
 
 
@@ -46,22 +42,14 @@ def test_the_checker_flags_a_fenced_active_only_when_its_fixes_are_off(
 ) -> None:
     if planted:
         monkeypatch.setenv(MUTANTS_ENV, ",".join(m.switch for m in planted))
-    path = key_path("k")
     history_path = tmp_path / "history.jsonl"
     with NameNodeProcessCluster(tmp_path / "cluster", extra_conf=FAST_CONF) as cluster:
         cluster.transition_to_active("nn1")
-        with (
-            History(history_path, {"keys": ["k"]}) as history,
-            HaFsClient([cluster["nn1"].address], policy=ONE_TRY) as old,
-            HaFsClient([cluster["nn2"].address], policy=ONE_TRY) as new,
-        ):
-            old.mkdirs(ROOT, parents=True)
-            made = history.record(0, "k", "mkdir", lambda: old.mkdirs(path), parents=False)
-            assert made[:2] == ("ok", "created")
+        with old_and_new(cluster, history_path) as (history, old, new):
             cluster.transition_to_active("nn2")  # newEpoch: nn1 is fenced at the JournalNodes
-            gone = history.record(1, "k", "delete", lambda: new.delete(path), parents=False)
+            gone = history.record(1, "k", "delete", lambda: new.delete(PATH), parents=False)
             assert gone[:2] == ("ok", "deleted")
-            answer = history.record(0, "k", "stat", lambda: old.stat(path), parents=False)
+            answer = history.record(0, "k", "stat", lambda: old.stat(PATH), parents=False)
             nn1_state = cluster.state("nn1")
         if planted:
             # The fenced active stayed ACTIVE and answered from its frozen namespace.
@@ -74,11 +62,4 @@ def test_the_checker_flags_a_fenced_active_only_when_its_fixes_are_off(
                 timeout=10,
                 what="the fenced nn1 to leave ACTIVE",
             )
-    result = check_history(read_history(str(history_path)))
-    if planted:
-        assert not result.ok and set(result.anomalies) == {"k"}, result
-        anomaly = format_ops(result.anomalies["k"])
-        print(anomaly)
-        assert "delete k -> deleted" in anomaly and "stat k -> dir" in anomaly
-    else:
-        assert result.ok and not result.anomalies, result
+    assert_verdict(history_path, flagged=bool(planted))

@@ -138,6 +138,26 @@ def test_per_id_keys_fall_back_to_the_generic_ones() -> None:
         s.namenode("c")
 
 
+def test_a_namenode_may_reach_the_journalnodes_by_its_own_addresses(tmp_path: Path) -> None:
+    base: dict[str, ConfigValue] = {
+        "dfs.nameservices": "ns1",
+        "dfs.ha.namenodes.ns1": "a,b",
+        "dfs.namenode.shared.edits.dir": "qjournal://h1:8485;h2:8485;h3:8485/ns1",
+    }
+    s = Settings.from_mapping(
+        {**base, "dfs.namenode.shared.edits.dir.ns1.a": "qjournal://p1:1;p2:2;p3:3/ns1"}
+    )
+    assert s.journal_uri is not None and s.journal_uri.addresses[0] == "h1:8485"
+    own = s.for_daemon("a").journal_uri
+    assert own is not None and own.addresses == ("p1:1", "p2:2", "p3:3")
+    assert s.for_daemon("b").journal_uri == s.journal_uri
+    message = load_error(
+        tmp_path, {**base, "dfs.namenode.shared.edits.dir.ns1.b": "qjournal://p1:1;p2:2;p3:3/x"}
+    )
+    assert "dfs.namenode.shared.edits.dir.ns1.b: journal id 'x' is not that of" in message
+    assert "never another journal" in message
+
+
 def test_unknown_journalnode_id_when_ids_are_listed() -> None:
     s = Settings.from_mapping({"dfs.journalnode.ids": "jn1,jn2,jn3"}, source="site.xml")
     assert s.journalnode("jn3").id == "jn3"
