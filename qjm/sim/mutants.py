@@ -52,6 +52,20 @@ NAMENODE: tuple[Mutant, ...] = (
 mutants --namenodes``): the active's answers (issue 11's switches) and, once more through
 group commit, the writer that counts one JournalNode as a quorum."""
 
+MASKED_BY: dict[Mutant, tuple[Mutant, ...]] = {
+    Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED: (Mutant.READ_WITHOUT_QUORUM_CONFIRMATION,),
+    Mutant.STEP_DOWN_SERVES_DURING_IO: (
+        Mutant.ANSWER_WITHOUT_DURABILITY,
+        Mutant.READ_WITHOUT_QUORUM_CONFIRMATION,
+    ),
+}
+"""NameNode mutants that no client can see while other fixes hold (defence in depth,
+docs/consistency.md §5): a fenced active that ignores its refused heartbeats still confirms
+every read with a read-index round, which meets the newer epoch; a step-down that keeps
+answering still waits for durability and confirms every read. Such a mutant is scored with
+its masks switched off too, and a seed catches it only where the masks alone pass: the
+seeds on which this bug, and nothing else, turns a passing run into a failing one."""
+
 SeedRunner = Callable[[str, int, int], tuple[str, int, "str | None"]]
 """(mutant switch or ``CLEAN``, seed, steps) -> (name, seed, violated invariant or None)."""
 
@@ -178,6 +192,13 @@ def format_report(
         f"clean code: {clean.seeds} seeds from {clean.first_seed}, {report.steps} steps: "
         f"{len(clean.caught)} violations ({verdict})"
     )
+    for m in report.mutants:
+        masks = next((v for k, v in MASKED_BY.items() if k.switch == m.name), None)
+        if masks:
+            lines.append(
+                f"{m.name}: scored with {', '.join(x.switch for x in masks)} also planted, "
+                "caught where the masks alone pass (they hide this bug otherwise)"
+            )
     if not_simulated:
         lines.append(
             f"not run (outside {where}): " + ", ".join(m.switch for m in not_simulated)
