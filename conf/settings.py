@@ -234,10 +234,10 @@ class Settings:
         is set."""
         own_uri = self.values.get(f"dfs.namenode.shared.edits.dir.{self.nameservice}.{daemon_id}")
         if own_uri is not None:
-            return dataclasses.replace(self, journal_uri=own_uri).for_daemon_tls(daemon_id)
-        return self.for_daemon_tls(daemon_id)
+            return dataclasses.replace(self, journal_uri=own_uri)._with_own_certificate(daemon_id)
+        return self._with_own_certificate(daemon_id)
 
-    def for_daemon_tls(self, daemon_id: str) -> Settings:
+    def _with_own_certificate(self, daemon_id: str) -> Settings:
         """``for_daemon``'s certificate part."""
         cert = self.values.get(f"hanamenode.rpc.tls.cert-file.{daemon_id}")
         key = self.values.get(f"hanamenode.rpc.tls.key-file.{daemon_id}")

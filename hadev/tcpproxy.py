@@ -20,7 +20,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from conf.keys import parse_address
 
@@ -38,7 +39,10 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-def _relay_to(target: str) -> object:
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Coroutine[Any, Any, None]]
+
+
+def _relay_to(target: str) -> Handler:
     host, _, port_text = parse_address(target).rpartition(":")
     host, port = host.strip("[]"), int(port_text)
 
@@ -56,8 +60,7 @@ def _relay_to(target: str) -> object:
 
 async def _serve(targets: Sequence[str]) -> None:
     servers = [
-        await asyncio.start_server(_relay_to(t), "127.0.0.1", 0)  # type: ignore[arg-type]
-        for t in targets
+        await asyncio.start_server(_relay_to(t), "127.0.0.1", 0) for t in targets
     ]
     bound = [f"127.0.0.1:{s.sockets[0].getsockname()[1]}" for s in servers]
     print("listening", *bound, flush=True)
