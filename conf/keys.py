@@ -555,6 +555,13 @@ KEYS: tuple[Key, ...] = (
         "hanamenode.rpc.handler.count", _count(1, MAX_HANDLERS), "16", "gRPC server worker threads"
     ),
     Key(
+        "hanamenode.gc.freeze-after-start",
+        parse_bool,
+        "true",
+        "a daemon moves what it made at start to the garbage collector's permanent generation "
+        "(gc.freeze), so that full collections under load pause it for less",
+    ),
+    Key(
         "hanamenode.rpc.max-message.mb",
         _message_mebibytes,
         "16",

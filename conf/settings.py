@@ -175,6 +175,8 @@ class Settings:
     values: Mapping[str, Any] = field(repr=False, compare=False)
     """Every key set in the file, parsed (per-id keys included); prefer the typed fields."""
     client: ClientSettings = field(default_factory=ClientSettings)
+    gc_freeze_after_start: bool = True
+    """``hanamenode.gc.freeze-after-start`` (``conf.gcpauses``)."""
 
     @classmethod
     def from_mapping(
@@ -487,6 +489,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
             rpc_timeout=get("dfs.client.rpc-timeout.ms"),
             observer_reads=_observer_reads(values, nameservice, namenode_ids),
         ),
+        gc_freeze_after_start=get("hanamenode.gc.freeze-after-start"),
     )
 
 

@@ -26,6 +26,7 @@ import click
 import structlog
 
 from conf import ConfigError, Settings, load_settings
+from conf.gcpauses import freeze_after_start
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
 from conf.rpc import daemon_settings
 from failover.elector import ActiveStandbyElector
@@ -167,6 +168,7 @@ def run(conf_path: str | None, nn_id: str, log_format: str) -> None:
         server.start()  # a busy port is a PortInUseError, which is a ConfigError
     except _FAILURES as exc:
         raise click.ClickException(f"namenode {nn_id}: {exc}") from None
+    freeze_after_start(settings.gc_freeze_after_start, nn_id)
 
     stopped = threading.Event()
 

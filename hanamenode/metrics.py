@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from conf.gcpauses import GcPauseCollector, install_pause_metrics
 from qjm.metrics import QJM_REGISTRY
 
 _LATENCY_BUCKETS = (
@@ -151,6 +152,8 @@ class NameNodeMetrics:
         self._collector: _StateCollector | None = None
         # The writer's per-JournalNode metrics (qjm.metrics) are per process: serve them here.
         r.register(_Forward(QJM_REGISTRY))
+        install_pause_metrics()
+        r.register(GcPauseCollector())
 
     def watch(self, snapshot: Callable[[], StateSnapshot]) -> None:
         """Export the gauges of ``snapshot()`` at every scrape (once per registry)."""

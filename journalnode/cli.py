@@ -17,6 +17,7 @@ import click
 import structlog
 
 from conf import ConfigError, JournalNodeSettings, QJournalUri, load_settings
+from conf.gcpauses import freeze_after_start
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
 from conf.rpc import PortInUseError, daemon_settings
 from journalnode.errors import JournalError
@@ -62,6 +63,7 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
             sync=sync,
         )
         server.start()
+        freeze_after_start(settings.gc_freeze_after_start, jn_id)
     except PortInUseError as exc:
         raise click.ClickException(str(exc)) from None
     except ConfigError as exc:

@@ -36,6 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from conf import TLSSettings
+from conf.gcpauses import GcPauseCollector, install_pause_metrics
 from conf.guard import AioRequestGuard, MethodRule, Role
 from conf.rpc import bind, make_aio_server, make_channel, new_event_loop
 from conf.web import WebServer
@@ -695,6 +696,8 @@ class JournalNodeServer:
             buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1),
         )
         self.registry.register(JournalMetricsCollector(self))
+        install_pause_metrics()
+        self.registry.register(GcPauseCollector())
         self.call_log = CallLog(self.registry)
         self.subscriptions_ended = Counter(
             "journalnode_edit_subscriptions_ended",

@@ -37,7 +37,7 @@ from tests.status_schema import schema_problems
 pytestmark = pytest.mark.timeout(240)
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = re.compile(r"\b(?:journalnode|hanamenode|qjm)_[a-z_]+\b")
+OURS = re.compile(r"\b(?:journalnode|hanamenode|qjm|python_gc)_[a-z_]+\b")
 
 
 def documented() -> dict[str, set[str]]:
@@ -98,6 +98,14 @@ def test_metrics_table_matches_live_scrapes_and_a_lost_journalnode_is_named(
             assert not unserved, f"README lists {daemon} metrics never served: {unserved}"
             undocumented = sorted(served - table[daemon])
             assert not undocumented, f"{daemon} serves metrics README lacks: {undocumented}"
+
+        # Each daemon froze what it made at start after one full collection, and times
+        # every collection since (conf/gcpauses.py).
+        for url in (dev.journalnodes[0].metrics_url, dev.namenode(active).metrics_url):
+            assert url is not None
+            full = sample(url, "python_gc_pause_seconds_count", {"generation": "2"})
+            assert full is not None and full >= 1, url
+        assert "garbage collector settled" in dev.log_path(active).read_text()
 
         # /status.json against its documented schema, both ways (docs/operations.md §13.2).
         def status_json(url: str | None) -> dict[str, object]:
