@@ -3,8 +3,8 @@ JvmMetrics ``GcTimeMillis`` tells an HDFS operator), and the freeze after start.
 
 CPython stops every thread of the process while its cyclic collector runs. A full
 (generation 2) collection visits every tracked object, so its pause grows with the heap: in a
-NameNode under 32 writers it measured 40-80 ms, longer than the calls it delays (docs/
-operations.md §5). ``freeze_after_start`` moves what start made (modules, the image's
+NameNode under 32 writers it measured 40-80 ms, longer than the calls it delays
+(docs/operations.md §5). ``freeze_after_start`` moves what start made (modules, the image's
 inodes, gRPC and protobuf machinery) to the collector's permanent generation
 (``gc.freeze``): full collections then visit only what was made since, and nothing is
 lost, since reference counting still frees every frozen object nobody holds (only a frozen
