@@ -18,6 +18,7 @@ child not its parent).
 
 from __future__ import annotations
 
+import bisect
 import gc
 import time
 from collections.abc import Iterator
@@ -52,8 +53,7 @@ class _Pauses:
             return
         elapsed = time.perf_counter() - self.started
         generation = int(info.get("generation", 2))
-        index = next((i for i, bound in enumerate(BUCKETS) if elapsed <= bound), len(BUCKETS))
-        self.buckets[generation][index] += 1
+        self.buckets[generation][bisect.bisect_left(BUCKETS, elapsed)] += 1
         self.sums[generation] += elapsed
         if elapsed > self.longest:
             self.longest = elapsed

@@ -414,8 +414,7 @@ class Journal:
     def get_journal_state(self, cluster_id: str) -> tuple[int, str]:
         """(lastPromisedEpoch, address to stream segments from), HDFS-3077 §2.5 step 1."""
         with self._lock:
-            self._check_cluster(cluster_id)
-            return self._last_promised_epoch, self.from_url
+            return self.promised_epoch_now(cluster_id), self.from_url
 
     def promised_epoch_now(self, cluster_id: str) -> int:
         """``get_journal_state``'s epoch without the lock, for the server's event loop (a

@@ -1009,8 +1009,8 @@ def nn_seed_outcome(name: str, seed: int, steps: int) -> tuple[str, int, str | N
     if name == "clean":
         result = run_nn_simulation(seed, steps, mutants=())
         return name, seed, result.violated_invariant if not result.ok else None
-    mutant = parse_mutants([name])
-    masks = tuple(m.switch for m in MASKED_BY.get(next(iter(mutant)), ()))
+    (mutant,) = parse_mutants([name])
+    masks = tuple(m.switch for m in MASKED_BY.get(mutant, ()))
     result = run_nn_simulation(seed, steps, mutants=(name, *masks))
     if result.ok:
         return name, seed, None
