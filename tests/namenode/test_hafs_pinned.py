@@ -25,9 +25,12 @@ def cluster(tmp_path: Path) -> Iterator[tuple[NameNodeCluster, Path]]:
         yield c, conf
 
 
-def hafs(*args: str) -> tuple[int, str]:
+def hafs(*args: str) -> tuple[int, str, str]:
+    """Exit code, stdout (the answer), and stdout with stderr (refusals are error lines).
+    The NameNodes run in this process and log to stderr meanwhile, so an answer is read
+    from stdout alone."""
     result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout, result.output
 
 
 def test_a_pinned_shell_reports_the_standbys_refusal(
@@ -36,27 +39,29 @@ def test_a_pinned_shell_reports_the_standbys_refusal(
     c, conf = cluster
     reply = c.mkdir("nn1", "/a")
     # Unpinned: the shell fails over from wherever it starts to the active.
-    code, out = hafs("--conf", str(conf), "stat", "%F", "/a")
-    assert (code, out.strip()) == (0, "directory"), out
+    code, answer, out = hafs("--conf", str(conf), "stat", "%F", "/a")
+    assert (code, answer.strip()) == (0, "directory"), out
     # Pinned to the standby: its refusal, no failover.
-    code, out = hafs("--conf", str(conf), "--namenode", "nn2", "stat", "%F", "/a")
+    code, _, out = hafs("--conf", str(conf), "--namenode", "nn2", "stat", "%F", "/a")
     assert code == 1 and "standby" in out, out
-    code, out = hafs("--conf", str(conf), "-fs", c.server("nn2").address, "mkdir", "/b")
+    code, _, out = hafs("--conf", str(conf), "-fs", c.server("nn2").address, "mkdir", "/b")
     assert code == 1 and "standby" in out, out
     # Pinned to the active: answered there.
-    code, out = hafs("--conf", str(conf), "-fs", c.server("nn1").address, "mkdir", "/b")
+    code, _, out = hafs("--conf", str(conf), "-fs", c.server("nn1").address, "mkdir", "/b")
     assert code == 0, out
     # A stale read is asked for explicitly, and the standby may then answer.
     c.wait_caught_up("nn2", reply.txid)
-    code, out = hafs("--conf", str(conf), "--namenode", "nn2", "--stale-ok", "stat", "%F", "/a")
-    assert (code, out.strip()) == (0, "directory"), out
+    code, answer, out = hafs(
+        "--conf", str(conf), "--namenode", "nn2", "--stale-ok", "stat", "%F", "/a"
+    )
+    assert (code, answer.strip()) == (0, "directory"), out
 
 
 def test_pinning_options_are_checked(cluster: tuple[NameNodeCluster, Path]) -> None:
     _, conf = cluster
-    code, out = hafs("--conf", str(conf), "--namenode", "nn9", "stat", "/")
+    code, _, out = hafs("--conf", str(conf), "--namenode", "nn9", "stat", "/")
     assert code == 2 and "no NameNode 'nn9'" in out and "nn1, nn2" in out, out
-    code, out = hafs("--conf", str(conf), "-fs", "nohost", "stat", "/")
+    code, _, out = hafs("--conf", str(conf), "-fs", "nohost", "stat", "/")
     assert code == 2 and "not host:port" in out, out
-    code, out = hafs("--conf", str(conf), "--namenode", "nn1", "-fs", "h:1", "stat", "/")
+    code, _, out = hafs("--conf", str(conf), "--namenode", "nn1", "-fs", "h:1", "stat", "/")
     assert code == 2 and "not both" in out, out
