@@ -80,11 +80,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench import h2load
 from bench.common import percentile, print_json, print_table
 from bench.grpc_floor import echo_count, echo_server
+from conf.logging import setup_logging
 from conf.rpc import UVLOOP_ENV, make_channel
 from hadev.devcluster import MkdirLoad
 from hadev.namenodes import NameNodeProcessCluster, transition
@@ -373,7 +375,9 @@ def standby_lag(
                     try:
                         stub.GetFileInfo(request, timeout=5.0)
                         break
-                    except Exception:
+                    except grpc.RpcError as exc:
+                        if exc.code() != grpc.StatusCode.NOT_FOUND:
+                            raise  # anything but "not applied yet" ends the bench
                         time.sleep(0.001)
                 lags.append((time.perf_counter() - acked) * 1000.0)
     finally:
@@ -1054,6 +1058,7 @@ def main(argv: list[str] | None = None) -> int:
         help="only the standby lag under the write load, pushed and polled",
     )
     args = parser.parse_args(argv)
+    setup_logging("console", "warning")  # stdout is for the tables and the JSON line
     if args.loop != "default":
         # The daemons inherit it (hadev.daemon.child_environment).
         os.environ[UVLOOP_ENV] = "1" if args.loop == "uvloop" else "0"

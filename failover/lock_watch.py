@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import structlog
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import EventType, WatchedEvent
 
 __all__ = ["LockNodeWatch"]
+
+log = structlog.get_logger(__name__)
 
 
 class LockNodeWatch:
@@ -72,7 +75,14 @@ class LockNodeWatch:
                 return
             try:
                 exists = result.get(block=False) is not None
-            except KazooException:
+            except KazooException as exc:
+                # Armed again at the elector's next poll while connected; the lock is not
+                # taken as lost on a failed question.
+                log.warning(
+                    "could not check the lock znode; its watch is re-armed at the next poll",
+                    path=path,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
                 self._armed = False
             else:
                 if not exists:

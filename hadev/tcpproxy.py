@@ -33,8 +33,10 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         while data := await reader.read(CHUNK):
             writer.write(data)
             await writer.drain()
-    except (ConnectionError, OSError):
+    except ConnectionError:
         pass  # the other side went away: closing this side is the whole answer
+    except OSError as exc:
+        print(f"tcpproxy: relay failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
     finally:
         writer.close()
 

@@ -12,10 +12,12 @@ from typing import cast
 import pytest
 import structlog
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import ConnectionLoss, NoNodeError
 from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeStat
 from kazoo.recipe.lock import Lock
+from structlog.testing import capture_logs
 
+from failover import lock_watch as lock_watch_module
 from failover.attempts import ActiveAttempt, AttemptLog
 from failover.breadcrumb import Breadcrumb
 from failover.cede import Cede
@@ -168,6 +170,26 @@ def test_a_lock_znode_already_gone_when_watched_is_lost() -> None:
     watch.watch("/lock/a")
     watch.keep_armed(connected=True)
     assert watch.lost
+
+
+def test_a_failed_lock_check_is_logged_and_armed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The question failed (connection lost mid-call): the lock is not taken as lost, the
+    # failure is logged with the path, and the next poll asks again.
+    monkeypatch.setattr(lock_watch_module, "log", structlog.get_logger(lock_watch_module.__name__))
+    client, wakes = FakeClient(), []
+    client.answer = ConnectionLoss()
+    watch = LockNodeWatch(cast(KazooClient, client), lambda: wakes.append(1))
+    watch.watch("/lock/a")
+    with capture_logs() as logs:
+        watch.keep_armed(connected=True)
+    assert not watch.lost and wakes == [1]
+    [entry] = [e for e in logs if e["log_level"] == "warning"]
+    assert entry["path"] == "/lock/a" and "ConnectionLoss" in entry["error"]
+    client.answer = object()
+    watch.keep_armed(connected=True)
+    assert [p for p, _ in client.watches] == ["/lock/a", "/lock/a"] and not watch.lost
 
 
 def owned_by(session: int) -> ZnodeStat:
