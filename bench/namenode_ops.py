@@ -31,8 +31,10 @@ It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run
     batch once synced, the standby applies it once a majority pushed it) and once polled
     every tail period, the baseline, each on a fresh cluster. ``standby_lag_p50_ms`` and
     ``standby_lag_p99_ms`` are the pushed figures (target p99 <= 10 ms), ``standby_lag_poll_*``
-    the baseline's; the idle lag of (b) is ``standby_lag_idle_*``. ``--lag-only`` runs (d)
-    alone.
+    the baseline's; the idle lag of (b) is ``standby_lag_idle_*``. With h2load the pushed lag
+    is measured again under lighter write loads (``--lag-levels``, default 4 and 16 calls in
+    flight; ``standby_lag_h2load_p99_ms_<n>``), beside the CPU all daemons used: on two cores
+    the tail follows how full the cores are. ``--lag-only`` runs (d) alone.
 
 (c) with ``h2load`` (``bench.h2load``: C, gRPC unary over h2c) at 1, 32 and 128 calls in
     flight: the no-op echo server of ``bench.grpc_floor`` (the floor), ``GetFileInfo`` of
@@ -426,12 +428,12 @@ def standby_lag_under_load(
 
 
 def standby_lag_under_h2load(
-    cluster: NameNodeProcessCluster, samples: int, in_flight: int
+    cluster: NameNodeProcessCluster, samples: int, in_flight: int, follower: str = "nn2"
 ) -> tuple[list[float], float, dict[str, float]]:
-    """``standby_lag`` while h2load keeps ``in_flight`` ``Create(overwrite)`` calls of one
-    path outstanding on the active: the same write load without 32 Python threads sharing
-    the measuring thread's GIL and cores. The lags, the creates logged per second meanwhile,
-    and the CPU of each role per second."""
+    """``standby_lag`` of ``follower`` (the standby, or an observer) while h2load keeps
+    ``in_flight`` ``Create(overwrite)`` calls of one path outstanding on the active: the same
+    write load without 32 Python threads sharing the measuring thread's GIL and cores. The
+    lags, the creates logged per second meanwhile, and the CPU of each role per second."""
     active = cluster["nn1"]
     create = namenode_pb2.CreateRequest(
         header=namenode_pb2.RpcHeader(), path=CREATE_PATH, overwrite=True
@@ -441,19 +443,19 @@ def standby_lag_under_h2load(
     with h2load.background(url, create.SerializeToString(), in_flight):
         time.sleep(1.0)  # the connections are up and the creates flowing
         before, began = nn_samples(active.metrics_url or "")[synced], time.perf_counter()
-        lags, cpu = _sample_lag(cluster, samples, tag="-h2load")
+        lags, cpu = _sample_lag(cluster, samples, tag=f"-h2load{in_flight}", follower=follower)
         logged = nn_samples(active.metrics_url or "")[synced] - before
         rate = logged / (time.perf_counter() - began)
     return lags, rate, cpu
 
 
 def _sample_lag(
-    cluster: NameNodeProcessCluster, samples: int, tag: str = ""
+    cluster: NameNodeProcessCluster, samples: int, tag: str = "", follower: str = "nn2"
 ) -> tuple[list[float], dict[str, float]]:
     """``standby_lag`` and the CPU each role used per second of it."""
     pids = role_pids(cluster)
     cpu_before, began = cpu_by_role(pids), time.perf_counter()
-    lags = standby_lag(cluster, samples, spread=0.02, tag=tag)
+    lags = standby_lag(cluster, samples, spread=0.02, follower=follower, tag=tag)
     elapsed = time.perf_counter() - began
     cpu = {role: (used - cpu_before[role]) / elapsed for role, used in cpu_by_role(pids).items()}
     return lags, cpu
@@ -461,12 +463,14 @@ def _sample_lag(
 
 def push_lag_series(
     workdir: Path, samples: int, clients: int, tail_period: float, roll_period: float,
-    handlers: int,
+    handlers: int, lighter: tuple[int, ...] = (),
 ) -> dict[str, float | int | str]:
     """Standby lag under the write load with in-progress tailing, pushed (SubscribeEdits)
     and, as the baseline of the same run, polled every ``tail_period``: a fresh cluster each
     (the setting is read at start). Keys ``standby_lag_{p50,p99,max}_ms`` (push) and
-    ``standby_lag_poll_*`` (poll)."""
+    ``standby_lag_poll_*`` (poll). With h2load, the pushed lag is also measured under each
+    ``lighter`` write load (calls in flight; ``standby_lag_h2load_{p50,p90,p99}_ms_<n>``):
+    how the tail grows as the daemons fill the machine's cores."""
     result: dict[str, float | int | str] = {
         "standby_lag_clients": clients,
         "standby_lag_samples": samples,
@@ -488,6 +492,10 @@ def push_lag_series(
                 result[f"{key}_h2load_creates_per_s"] = round(rate, 1)
                 for role in ("active", "standby", "journalnodes"):
                     result[f"{key}_h2load_cpu_{role}"] = round(native_cpu[role], 2)
+                result[f"{key}_h2load_p90_ms"] = round(percentile(native, 0.90), 1)
+                result[f"{key}_h2load_cpu_total"] = round(sum(native_cpu.values()), 2)
+                if push and lighter:
+                    result.update(lag_by_write_load(cluster, samples, lighter))
         result[f"{key}_p50_ms"] = round(percentile(lags, 0.50), 1)
         result[f"{key}_p99_ms"] = round(percentile(lags, 0.99), 1)
         result[f"{key}_max_ms"] = round(lags[-1], 1) if lags else 0.0
@@ -503,6 +511,24 @@ def push_lag_series(
     )
     result["standby_lag_target_p99_ms"] = TARGET_STANDBY_LAG_P99_MS
     return result
+
+
+def lag_by_write_load(
+    cluster: NameNodeProcessCluster, samples: int, levels: tuple[int, ...]
+) -> dict[str, float | int | str]:
+    """The pushed lag under h2load at each level of ``Create`` calls in flight, lightest
+    first, with the CPU each role used: keys ``standby_lag_h2load_{p50,p90,p99}_ms_<n>``,
+    ``..._creates_per_s_<n>`` and ``..._cpu_total_<n>`` (s/s, all daemons)."""
+    out: dict[str, float | int | str] = {"standby_lag_levels": ",".join(map(str, levels))}
+    for n in levels:
+        lags, rate, cpu = standby_lag_under_h2load(cluster, samples, n)
+        out[f"standby_lag_h2load_p50_ms_{n}"] = round(percentile(lags, 0.50), 1)
+        out[f"standby_lag_h2load_p90_ms_{n}"] = round(percentile(lags, 0.90), 1)
+        out[f"standby_lag_h2load_p99_ms_{n}"] = round(percentile(lags, 0.99), 1)
+        out[f"standby_lag_h2load_creates_per_s_{n}"] = round(rate, 1)
+        out[f"standby_lag_h2load_cpu_total_{n}"] = round(sum(cpu.values()), 2)
+        out[f"standby_lag_h2load_cpu_active_{n}"] = round(cpu["active"], 2)
+    return out
 
 
 def report_push_lag(result: dict[str, float | int | str]) -> None:
@@ -568,6 +594,34 @@ def report_push_lag(result: dict[str, float | int | str]) -> None:
                     "",
                 ],
             ],
+        )
+    if "standby_lag_levels" in result:
+        levels = [int(n) for n in str(result["standby_lag_levels"]).split(",")]
+        rows: list[list[object]] = [
+            [
+                n,
+                result[f"standby_lag_h2load_creates_per_s_{n}"],
+                result[f"standby_lag_h2load_p50_ms_{n}"],
+                result[f"standby_lag_h2load_p90_ms_{n}"],
+                result[f"standby_lag_h2load_p99_ms_{n}"],
+                f"{result[f'standby_lag_h2load_cpu_total_{n}']} / "
+                f"{result[f'standby_lag_h2load_cpu_active_{n}']}",
+            ]
+            for n in levels
+        ]
+        rows.append([
+            result["standby_lag_clients"],
+            result["standby_lag_h2load_creates_per_s"],
+            result["standby_lag_h2load_p50_ms"],
+            result["standby_lag_h2load_p90_ms"],
+            result["standby_lag_h2load_p99_ms"],
+            f"{result['standby_lag_h2load_cpu_total']} / {result['standby_lag_h2load_cpu_active']}",
+        ])
+        print_table(
+            "pushed lag by write load (h2load Create calls in flight; CPU of every daemon and "
+            "of the measuring client, of 2 cores): the tail grows as the cores fill",
+            ["in flight", "creates/s", "p50 ms", "p90 ms", "p99 ms", "CPU all / active (s/s)"],
+            rows,
         )
 
 
@@ -718,6 +772,15 @@ def observer_series(
             load.stop()
         result["observer_lag_write_acks"] = load.ack_count
         result["observer_lag_write_failures"] = len(load.failures)
+        if shutil.which("h2load") is not None:
+            # The same write load from h2load: no writer threads share the measuring GIL.
+            native, rate, _ = standby_lag_under_h2load(
+                cluster, lag_samples, clients, follower="nn3"
+            )
+            result["observer_lag_h2load_p50_ms"] = round(percentile(native, 0.50), 1)
+            result["observer_lag_h2load_p99_ms"] = round(percentile(native, 0.99), 1)
+            result["observer_lag_h2load_max_ms"] = round(native[-1], 1) if native else 0.0
+            result["observer_lag_h2load_creates_per_s"] = round(rate, 1)
     result["observer_lag_p50_ms"] = round(percentile(lags, 0.50), 1)
     result["observer_lag_p99_ms"] = round(percentile(lags, 0.99), 1)
     result["observer_lag_max_ms"] = round(lags[-1], 1) if lags else 0.0
@@ -840,6 +903,18 @@ def report_observers(result: dict[str, float | int | str]) -> None:
             ["max ms", result["observer_lag_max_ms"]],
         ],
     )
+    if "observer_lag_h2load_p99_ms" in result:
+        print_table(
+            f"the same, the write load driven by h2load ({result['observer_clients']} "
+            f"Create(overwrite) calls in flight, {result['observer_lag_h2load_creates_per_s']} "
+            "creates/s logged)",
+            ["measure", "value"],
+            [
+                ["p50 ms", result["observer_lag_h2load_p50_ms"]],
+                ["p99 ms", result["observer_lag_h2load_p99_ms"]],
+                ["max ms", result["observer_lag_h2load_max_ms"]],
+            ],
+        )
 
 
 def report_h2load(result: dict[str, float | int | str], levels: tuple[int, ...]) -> None:
@@ -1053,6 +1128,12 @@ def main(argv: list[str] | None = None) -> int:
         help="standby lag samples under the write load, pushed and polled (0: skip)",
     )
     parser.add_argument(
+        "--lag-levels",
+        default="4,16",
+        help="lighter h2load write loads (calls in flight) at which the pushed lag is also "
+        "measured, e.g. 1,4,16 ('' for none)",
+    )
+    parser.add_argument(
         "--lag-only",
         action="store_true",
         help="only the standby lag under the write load, pushed and polled",
@@ -1096,6 +1177,7 @@ def main(argv: list[str] | None = None) -> int:
                 push_lag_series(
                     workdir, args.lag_load_samples, LAG_CLIENTS, args.tail_period,
                     args.roll_period, args.handlers,
+                    tuple(int(x) for x in args.lag_levels.split(",") if x),
                 )
             )
         result["load_average_1m_after_lag"] = round(os.getloadavg()[0], 2)
