@@ -20,26 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 from journalnode.errors import JournalUnavailableError
+from qjm.channel import JOURNAL_RPCS
 from qjm.sim.cluster import SimJournalChannel
 
-JOURNAL_CALLS = frozenset(
-    {
-        "is_formatted",
-        "format",
-        "get_journal_state",
-        "new_epoch",
-        "start_log_segment",
-        "journal",
-        "heartbeat",
-        "finalize_log_segment",
-        "purge_logs",
-        "get_edit_log_manifest",
-        "get_journaled_edits",
-        "prepare_recovery",
-        "accept_recovery",
-    }
-)
-"""What the writer calls on a JournalNode (``qjm.channel.JournalChannel``'s unary calls)."""
+JOURNAL_CALLS = JOURNAL_RPCS - {"get_segment"}
+"""What the writer calls on a JournalNode (``qjm.channel.JournalChannel``'s unary calls;
+``get_segment`` is a stream between JournalNodes, which the simulated ones do in process)."""
 
 
 class SimAioJournalChannel:

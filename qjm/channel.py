@@ -111,6 +111,15 @@ class JournalChannel(Protocol):
     def close(self) -> None: ...
 
 
+JOURNAL_RPCS: frozenset[str] = frozenset(
+    name
+    for name, member in vars(JournalChannel).items()
+    if callable(member) and not name.startswith("_") and name != "close"
+)
+"""The calls of ``JournalChannel`` that reach a JournalNode (every method but ``close``):
+what wrappers that forward, fault or simulate them (nnsim, the cluster tests) cover."""
+
+
 @runtime_checkable
 class StreamingJournalChannel(JournalChannel, Protocol):
     """A JournalChannel that can also pipeline Journal batches on a long-lived stream.

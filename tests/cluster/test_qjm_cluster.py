@@ -39,7 +39,7 @@ from journalnode.errors import (
 from proto import edits_pb2, journal_pb2, records
 from proto.values import NamespaceInfo, SegmentState
 from qjm.async_logger import AsyncLogger, AsyncLoggerSet
-from qjm.channel import GrpcJournalChannel
+from qjm.channel import JOURNAL_RPCS, GrpcJournalChannel
 from qjm.errors import QJMError, QuorumException, QuorumTimeout
 from qjm.journal_manager import QuorumJournalManager, QuorumOutputStream, _DefaultTimeouts
 
@@ -143,26 +143,6 @@ def file_ops(path: Path) -> list[edits_pb2.EditOp]:
 # ----------------------------------------------------------------------------- the harness
 
 
-RPC_NAMES = frozenset(
-    {
-        "is_formatted",
-        "format",
-        "get_journal_state",
-        "new_epoch",
-        "start_log_segment",
-        "journal",
-        "heartbeat",
-        "finalize_log_segment",
-        "purge_logs",
-        "get_edit_log_manifest",
-        "get_journaled_edits",
-        "prepare_recovery",
-        "accept_recovery",
-        "get_segment",
-    }
-)
-
-
 class FaultInjectingChannel:
     """A ``JournalChannel`` to one JournalNode that forwards to a real ``GrpcJournalChannel``
     unless told otherwise.
@@ -193,17 +173,17 @@ class FaultInjectingChannel:
         return f"FaultInjectingChannel({self.name} {self.address})"
 
     def drop(self, *methods: str) -> None:
-        unknown = set(methods) - RPC_NAMES
+        unknown = set(methods) - JOURNAL_RPCS
         assert not unknown, unknown
-        self._dropped = self._dropped | (frozenset(methods) or RPC_NAMES)
+        self._dropped = self._dropped | (frozenset(methods) or JOURNAL_RPCS)
 
     def hang(self, *methods: str) -> None:
         self._healed.clear()
-        self._hung = self._hung | (frozenset(methods) or RPC_NAMES)
+        self._hung = self._hung | (frozenset(methods) or JOURNAL_RPCS)
 
     def delay_answers(self, *methods: str) -> None:
         self._healed.clear()
-        self._delayed = self._delayed | (frozenset(methods) or RPC_NAMES)
+        self._delayed = self._delayed | (frozenset(methods) or JOURNAL_RPCS)
 
     def heal(self) -> None:
         self._dropped = self._hung = self._delayed = frozenset()
@@ -213,7 +193,7 @@ class FaultInjectingChannel:
         return sum(1 for name, _ in self.calls if name == method)
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
-        if method not in RPC_NAMES:
+        if method not in JOURNAL_RPCS:
             raise AttributeError(method)
 
         def call(*args: Any) -> Any:
