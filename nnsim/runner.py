@@ -55,7 +55,7 @@ from unittest import mock
 
 from conf import Settings
 from conf.keys import KEYS
-from conf.mutants import parse_mutants, planted
+from conf.mutants import planted
 from hachaos.checker import check_history, format_ops, parse_history
 from hachaos.history import outcome
 from hanamenode import fsimage
@@ -80,7 +80,7 @@ from qjm.async_logger import AsyncLogger, AsyncLoggerSet
 from qjm.journal_manager import QuorumJournalManager
 from qjm.sim.cluster import Client, SimNetwork
 from qjm.sim.faults import FaultInjector, FaultPlan
-from qjm.sim.mutants import MASKED_BY
+from qjm.sim.mutants import run_planted
 from qjm.sim.runner import (
     JOURNAL_ID,
     NAMESPACE,
@@ -1003,20 +1003,12 @@ def run_nn_simulations(
 
 
 def nn_seed_outcome(name: str, seed: int, steps: int) -> tuple[str, int, str | None]:
-    """``qjm.sim.mutants.run_seed`` for the NameNode layer: (name, seed, invariant or None).
-    A mutant of ``MASKED_BY`` runs with its masks, and counts only where the masks alone
-    pass on the same seed (the run is deterministic per seed and switches)."""
-    if name == "clean":
-        result = run_nn_simulation(seed, steps, mutants=())
-        return name, seed, result.violated_invariant if not result.ok else None
-    (mutant,) = parse_mutants([name])
-    masks = tuple(m.switch for m in MASKED_BY.get(mutant, ()))
-    result = run_nn_simulation(seed, steps, mutants=(name, *masks))
-    if result.ok:
-        return name, seed, None
-    if masks and not run_nn_simulation(seed, steps, mutants=masks).ok:
-        return name, seed, None  # the masks alone fail here: not this bug's doing
-    return name, seed, result.violated_invariant
+    """``qjm.sim.mutants.run_seed`` for the NameNode layer: (name, seed, invariant or None),
+    the mutant planted with its masks (``qjm.sim.mutants.run_planted``)."""
+    result, caught = run_planted(
+        name, lambda planted: run_nn_simulation(seed, steps, mutants=planted)
+    )
+    return name, seed, result.violated_invariant if caught else None
 
 
 __all__ = [

@@ -97,23 +97,34 @@ class MutationSoakConfig:
         )
 
 
+MASKED = "masked"
+"""The verdict of a masked mutant's run that failed where its masks alone fail too
+(``qjm.sim.mutants.run_planted``): not this mutant's doing, so not caught."""
+
+
 def simulate_run(
     mutant_and_seed: tuple[str, int], *, steps: int, n_journalnodes: int
 ) -> tuple[Any, ...]:
-    """One run on an executor: a ``RUN_COLUMNS`` row. ``mutant`` is a switch or "clean". A
-    simulator that raises is a caught mutant too (verdict "error"), never a failed task."""
-    from qjm.sim.mutants import CLEAN
+    """One run on an executor: a ``RUN_COLUMNS`` row. ``mutant`` is a switch or "clean",
+    planted with its masks (``qjm.sim.mutants.MASKED_BY``). A simulator that raises is a
+    caught mutant too (verdict "error"), never a failed task."""
+    from qjm.sim.mutants import run_planted
     from qjm.sim.runner import run_simulation
 
     mutant, seed = mutant_and_seed
-    planted = () if mutant == CLEAN else (mutant,)
     started = time.perf_counter()
     try:
-        r = run_simulation(seed, steps, n_journalnodes=n_journalnodes, mutants=planted)
+        r, caught = run_planted(
+            mutant,
+            lambda planted: run_simulation(
+                seed, steps, n_journalnodes=n_journalnodes, mutants=planted
+            ),
+        )
     except Exception as exc:
         return (mutant, seed, steps, "error", f"raised {type(exc).__name__}", 0.0)
     wall = time.perf_counter() - started
-    return (mutant, seed, steps, r.verdict, r.violated_invariant, wall)
+    verdict = r.verdict if caught or r.ok else MASKED
+    return (mutant, seed, steps, verdict, r.violated_invariant, wall)
 
 
 def mutation_rdd(spark: SparkSession, config: MutationSoakConfig) -> RDD[tuple[Any, ...]]:
@@ -214,7 +225,7 @@ def report_from_rows(rows: Sequence[Sequence[Any]], config: MutationSoakConfig) 
 
     caught: dict[str, list[tuple[int, str]]] = {m: [] for m in (*config.mutants, CLEAN)}
     for mutant, seed, _, verdict, invariant, _ in rows:
-        if verdict != "ok":
+        if verdict not in ("ok", MASKED):
             caught[mutant].append((seed, invariant or verdict))
 
     def row(name: str) -> MutantScore:

@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from conf.mutants import Mutant
 from qjm.sim.runner import run_simulation
@@ -58,13 +59,46 @@ MASKED_BY: dict[Mutant, tuple[Mutant, ...]] = {
         Mutant.ANSWER_WITHOUT_DURABILITY,
         Mutant.READ_WITHOUT_QUORUM_CONFIRMATION,
     ),
+    Mutant.START_KEEPS_ACCEPTED: (Mutant.IGNORE_WRITER_EPOCH,),
+    Mutant.NO_COMMITTED_SANITY_CHECK: (Mutant.IGNORE_WRITER_EPOCH,),
 }
-"""NameNode mutants that no client can see while other fixes hold (defence in depth,
-docs/consistency.md §5): a fenced active that ignores its refused heartbeats still confirms
-every read with a read-index round, which meets the newer epoch; a step-down that keeps
-answering still waits for durability and confirms every read. Such a mutant is scored with
-its masks switched off too, and a seed catches it only where the masks alone pass: the
-seeds on which this bug, and nothing else, turns a passing run into a failing one."""
+"""Mutants that no invariant can see while other fixes hold (defence in depth). In the
+NameNode layer (docs/consistency.md §5): a fenced active that ignores its refused heartbeats
+still confirms every read with a read-index round, which meets the newer epoch; a step-down
+that keeps answering still waits for durability and confirms every read. In the QJM, both
+stand behind the recovery comparator's rule 3a (lastWriterEpoch, HDFS-3845): an accepted
+record that startLogSegment kept is outranked by the new writer's copy, and the committed-txid
+check only refuses a choice the comparator made wrongly. Such a mutant is scored with its
+masks switched off too, and a seed catches it only where the masks alone pass: the seeds on
+which this bug, and nothing else, turns a passing run into a failing one (``run_planted``)."""
+
+R = TypeVar("R", bound="_Verdict")
+
+
+class _Verdict(Protocol):
+    @property
+    def ok(self) -> bool: ...
+
+
+def masks_of(name: str) -> tuple[str, ...]:
+    """The switches ``MASKED_BY`` plants with mutant ``name`` (none for most, and for CLEAN)."""
+    return next((tuple(x.switch for x in v) for k, v in MASKED_BY.items() if k.switch == name), ())
+
+
+def run_planted(name: str, run: Callable[[tuple[str, ...]], R]) -> tuple[R, bool]:
+    """Run mutant ``name`` (a switch, or ``CLEAN``) with its masks through ``run(planted)``,
+    one seed's run of either simulator; return that run and whether it counts as caught. A
+    masked mutant's failing run counts only if the masks alone pass on the same seed (the
+    runs are deterministic per seed and switches)."""
+    if name == CLEAN:
+        result = run(())
+        return result, not result.ok
+    masks = masks_of(name)
+    result = run((name, *masks))
+    if result.ok:
+        return result, False
+    return result, not masks or run(masks).ok
+
 
 SeedRunner = Callable[[str, int, int], tuple[str, int, "str | None"]]
 """(mutant switch or ``CLEAN``, seed, steps) -> (name, seed, violated invariant or None)."""
@@ -118,10 +152,10 @@ class MutationReport:
 
 
 def run_seed(name: str, seed: int, steps: int) -> tuple[str, int, str | None]:
-    """One run: (name, seed, violated invariant or None); ``name`` is a switch or ``CLEAN``."""
-    mutants = () if name == CLEAN else (name,)
-    result = run_simulation(seed, steps, mutants=mutants)
-    return name, seed, result.violated_invariant if not result.ok else None
+    """One run: (name, seed, violated invariant or None); ``name`` is a switch or ``CLEAN``,
+    planted with its masks (``run_planted``)."""
+    result, caught = run_planted(name, lambda planted: run_simulation(seed, steps, mutants=planted))
+    return name, seed, result.violated_invariant if caught else None
 
 
 def score(
@@ -193,10 +227,10 @@ def format_report(
         f"{len(clean.caught)} violations ({verdict})"
     )
     for m in report.mutants:
-        masks = next((v for k, v in MASKED_BY.items() if k.switch == m.name), None)
+        masks = masks_of(m.name)
         if masks:
             lines.append(
-                f"{m.name}: scored with {', '.join(x.switch for x in masks)} also planted, "
+                f"{m.name}: scored with {', '.join(masks)} also planted, "
                 "caught where the masks alone pass (they hide this bug otherwise)"
             )
     if not_simulated:

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from pipeline.cli import main
 from pipeline.errors import PipelineError
 from pipeline.mutants import (
+    MASKED,
     RUN_COLUMNS,
     RUNS_DIR,
     SCORE_CHART,
@@ -21,7 +22,9 @@ from pipeline.mutants import (
     SCORE_DIR,
     MutationSoakConfig,
     format_mutation_summary,
+    report_from_rows,
     run_mutation_soak,
+    simulate_run,
 )
 from pipeline.soak import SoakProgress
 from qjm.sim.mutants import SIMULATED, score
@@ -96,3 +99,15 @@ def test_the_cli_scores_and_refuses_what_it_cannot_run(tmp_path: Path) -> None:
     assert json.loads(result.stdout.splitlines()[-1])["clean_violations"] == 0
     assert "PASSED" in result.stdout
 
+
+
+def test_a_masked_mutant_counts_only_where_its_masks_alone_pass() -> None:
+    # start-keeps-accepted is planted with ignore-writer-epoch (qjm.sim.mutants.MASKED_BY).
+    # Seed 10 fails only with both; seed 7 fails with ignore-writer-epoch alone, so it is
+    # not this mutant's catch; seed 0 passes.
+    mutant = "start-keeps-accepted"
+    rows = [simulate_run((mutant, seed), steps=200, n_journalnodes=3) for seed in (0, 7, 10)]
+    assert [r[3] for r in rows] == ["ok", MASKED, "violation"]
+    config = MutationSoakConfig(first_seed=0, seeds=3, steps=200, mutants=(mutant,))
+    report = report_from_rows(rows, config)
+    assert report.mutants[0].caught == ((10, "acked-durable"),)
