@@ -27,7 +27,7 @@ import grpc
 import structlog
 
 from hanamenode import fsimage, ha
-from hanamenode.errors import NamenodeError, from_rpc_error
+from hanamenode.errors import CheckpointCancelledError, NamenodeError, from_rpc_error
 from hanamenode.loop import NameNodeLoop
 from hanamenode.metrics import NameNodeMetrics
 from hanamenode.namespace import Namespace
@@ -74,8 +74,11 @@ def checkpoint_info(name_dir: NameDirectory) -> ha.CheckpointInfo | None:
 
 class StandbyCheckpointer:
     """The checkpointing task of a standby (``standby-checkpointer-<nn>``, on the NameNode's
-    loop); each checkpoint (saving the image, the upload, the purge) runs on the loop's bridge
-    executor, since it is file and network I/O.
+    loop); each checkpoint runs on the loop's bridge executor, since it is file and network
+    I/O, except the reading of the namespace: that runs on the loop, which alone changes the
+    namespace, in slices (``fsimage.collect_image_in_slices``), so that the standby or observer
+    keeps answering while the tree is read. The tailer holds its ops meanwhile and
+    ``on_thaw`` (on the loop) hands them over once the rows are read.
 
     ``namespace`` returns the current namespace (the namesystem may replace it on a reload).
     """
@@ -93,8 +96,10 @@ class StandbyCheckpointer:
         metrics: NameNodeMetrics | None = None,
         nn_id: str = "",
         nn_loop: NameNodeLoop,
+        on_thaw: Callable[[], None] = lambda: None,
     ) -> None:
         self._namespace = namespace
+        self._on_thaw = on_thaw
         self.nn_loop = nn_loop
         self.name_dir = name_dir
         self.ns_info = ns_info
@@ -155,6 +160,8 @@ class StandbyCheckpointer:
                 continue
             try:
                 await self.nn_loop.blocking(self.do_checkpoint)
+            except CheckpointCancelledError as exc:
+                self._log.info("checkpoint cancelled", why=str(exc))
             except Exception as exc:
                 self.last_error = describe_exception(exc)
                 if self.metrics is not None:
@@ -183,21 +190,37 @@ class StandbyCheckpointer:
             if newest is not None and namespace.last_applied_txid <= newest:
                 return None
             started = time.perf_counter()
-            image = fsimage.save_image(namespace, self.name_dir.path, None, self.ns_info)
-            txid = fsimage.image_txid(image)
+            content = self.nn_loop.run(self._read(namespace))
+            frozen = time.perf_counter() - started
+            image = fsimage.write_image(content, self.name_dir.path, self.ns_info)
+            txid = content.txid
             elapsed = time.perf_counter() - started
             fsimage.purge_old_images(self.name_dir.path, self.checkpoints_retained)
             self.last_checkpoint_time = time.monotonic()
             if self.metrics is not None:
                 self.metrics.checkpoints.inc()
                 self.metrics.checkpoint_seconds.observe(elapsed)
-            self._log.info("saved checkpoint", txid=txid, seconds=round(elapsed, 3))
+            self._log.info(
+                "saved checkpoint",
+                txid=txid,
+                inodes=len(content.rows),
+                seconds=round(elapsed, 3),
+                tailing_held_seconds=round(frozen, 3),
+            )
             uploaded_to = self._upload(image, txid)
             purged = self._purge() if uploaded_to is not None else None
             result = CheckpointResult(txid, image, uploaded_to, purged)
             self.last_result = result
             self.last_error = None
             return result
+
+    async def _read(self, namespace: Namespace) -> fsimage.ImageContent:
+        """The namespace's rows, read on the loop in slices; then the tailer's held ops."""
+        stop = self._stop
+        try:
+            return await fsimage.collect_image_in_slices(namespace, stop.is_set)
+        finally:
+            self._on_thaw()
 
     def _upload(self, image: Path, txid: int) -> str | None:
         """PutImage to the active; the active's id, or None when there is no active or the

@@ -127,6 +127,13 @@ class CorruptImageError(FSImageError):
     code = grpc.StatusCode.DATA_LOSS
 
 
+class CheckpointCancelledError(FSImageError):
+    """A standby's checkpoint stopped reading the namespace because the NameNode is leaving
+    the standby state (a transition, a shutdown): no image is written."""
+
+    code = grpc.StatusCode.ABORTED
+
+
 class NameDirError(NamenodeError):
     """The local name directory is not formatted, is in use by another NameNode, or holds a
     VERSION file that cannot be read."""
@@ -179,6 +186,7 @@ CODEC: ErrorCodec[NamenodeError] = ErrorCodec(
         EditLogReplayError,
         FSImageError,
         CorruptImageError,
+        CheckpointCancelledError,
         NameDirError,
         ServiceFailedError,
         HealthCheckFailedError,

@@ -198,6 +198,10 @@ class Namespace:
         self.retry_cache = retry_cache
         self.lock = threading.RLock()
         """The namesystem lock: hold it across ``prepare_*`` and ``apply``."""
+        self.frozen = False
+        """A standby's checkpoint is reading the tree in slices on the loop
+        (``fsimage.collect_image_in_slices``): ``apply`` refuses until it thaws, and the
+        tailer defers its ops meanwhile."""
         self.last_applied_txid = 0
         self._clock = clock
         self._dir_count = 1
@@ -378,6 +382,12 @@ class Namespace:
         and then the edits it already contains) is refused rather than silently diverging.
         """
         with self.lock:
+            if self.frozen:
+                raise EditLogReplayError(
+                    f"cannot apply txid {op.txid}: a checkpoint is reading the namespace "
+                    f"({describe_op(op)}); apply it once the checkpoint has its rows",
+                    op.txid,
+                )
             if op.txid <= self.last_applied_txid:
                 raise EditLogReplayError(
                     f"cannot apply txid {op.txid}: not after the last applied txid "

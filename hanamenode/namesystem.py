@@ -264,6 +264,7 @@ class FSNamesystem:
                 metrics=self.metrics,
                 nn_id=self.nn_id,
                 nn_loop=self.nn_loop,
+                on_thaw=self._tailer.apply_held,
             )
             self._state = HAState.OBSERVER if self._observer_at_start else HAState.STANDBY
             self._edits_from_txid = image_txid + 1
@@ -686,9 +687,11 @@ class FSNamesystem:
         return self.nn_loop.call(self._apply_tailed_on_loop, ops)
 
     def _apply_tailed_on_loop(self, ops: list[edits_pb2.EditOp]) -> int:
-        if not self._tailing_enabled:
-            return 0
         namespace = self._namespace
+        if not self._tailing_enabled or namespace.frozen:
+            # A transition, or a checkpoint reading the tree: none now. Pushed ops stay with
+            # the tailer (applied at the thaw); a round stops and the next one reads again.
+            return 0
         for op in ops:
             # Pushed edits and a fallback round may both bring a txid; both bring only
             # txids no recovery takes back, so the copies are the same op: apply it once.

@@ -331,6 +331,12 @@ class EditLogTailer:
             self.metrics.pushed_txns_applied.inc(done)
         self._after_load(LoadResult(done, ops[done - 1].txid if done else 0, ops[-1].txid))
 
+    def apply_held(self) -> None:
+        """Apply the pushed ops held while the namespace was frozen (a checkpoint read it),
+        on the loop, without waiting for the next push."""
+        if self.push:
+            self._apply_pushed()
+
     def _subscription_ended(self, address: str, reason: str) -> None:
         if reason != "segment_finalized":
             self._fall_back(reason)

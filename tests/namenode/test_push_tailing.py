@@ -65,6 +65,11 @@ def test_a_standby_dropped_for_falling_behind_falls_back_and_misses_nothing(
             assert journal is not None
             journal.subscriber_queue_bytes = 1
         c.transition_to_active("nn1")
+        tailer = c.fsn("nn2").tailer
+        assert tailer is not None
+        # Every JournalNode must have the subscription when the edits come, or it has nobody
+        # to drop (a loaded machine can open the last one after the writes).
+        wait_for(lambda: tailer.subscriptions == 3, what="nn2 subscribed to every JournalNode")
         acked = [c.mkdir("nn1", f"/d{i}").txid for i in range(30)]
         c.wait_caught_up("nn2", max(acked))
         assert fallbacks(c, "nn2").get("fell_behind", 0) > 0

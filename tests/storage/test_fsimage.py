@@ -7,6 +7,7 @@ failure prints ``seed=N``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import sqlite3
@@ -16,7 +17,12 @@ from pathlib import Path
 import pytest
 
 from hanamenode import fsimage
-from hanamenode.errors import CorruptImageError, EditLogReplayError, FSImageError
+from hanamenode.errors import (
+    CheckpointCancelledError,
+    CorruptImageError,
+    EditLogReplayError,
+    FSImageError,
+)
 from hanamenode.fsimage import (
     IMAGE_LAYOUT_VERSION,
     ImageInfo,
@@ -323,3 +329,72 @@ def test_purge_with_fewer_images_than_kept_removes_nothing(tmp_path: Path) -> No
 def test_purge_must_keep_one(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="must keep at least one image"):
         purge_old_images(tmp_path, keep=0)
+
+
+# -- a standby's checkpoint reads the namespace in slices ----------------------------------------
+
+
+def test_the_sliced_read_is_the_locked_read_and_the_loop_turns_between_slices(
+    tmp_path: Path,
+) -> None:
+    ns, _ = workload_namespace(5)
+    for i in range(40):
+        ns.mkdir(f"/wide/d{i}", parents=True)
+        for j in range(50):
+            ns.create(f"/wide/d{i}/f{j}", length=j)
+    inodes = len(fsimage.collect_image(ns).rows)
+    turns: list[bool] = []  # the namespace's freeze, seen by another task of the loop
+
+    async def other_work(done: asyncio.Event) -> None:
+        while not done.is_set():
+            turns.append(ns.frozen)
+            await asyncio.sleep(0)
+
+    async def checkpoint() -> fsimage.ImageContent:
+        done = asyncio.Event()
+        task = asyncio.create_task(other_work(done))
+        try:
+            return await fsimage.collect_image_in_slices(ns, lambda: False, slice_rows=50)
+        finally:
+            done.set()
+            await task
+
+    content = asyncio.run(checkpoint())
+    assert content.rows == fsimage.collect_image(ns).rows and content.txid == ns.last_applied_txid
+    # The other task ran between the slices, while the tree was held still for the read.
+    assert turns.count(True) >= inodes // 50 - 1 > 10
+    assert not ns.frozen
+    path = fsimage.write_image(content, tmp_path, NS_INFO, now_ms=123)
+    loaded, txid, _ = load_image(path)
+    assert txid == ns.last_applied_txid and loaded.snapshot() == ns.snapshot()
+
+
+def test_the_frozen_namespace_refuses_ops_and_a_cancelled_read_thaws_it() -> None:
+    ns = Namespace()
+    for i in range(300):
+        ns.mkdir(f"/d{i}")
+    stop = False
+
+    async def read() -> None:
+        await fsimage.collect_image_in_slices(ns, lambda: stop, slice_rows=20)
+
+    async def meanwhile() -> None:
+        nonlocal stop
+        await asyncio.sleep(0)
+        assert ns.frozen
+        with pytest.raises(EditLogReplayError, match="a checkpoint is reading the namespace"):
+            ns.mkdir("/late")
+        assert not ns.exists("/late")
+        with pytest.raises(FSImageError, match="another checkpoint"):
+            await fsimage.collect_image_in_slices(ns, lambda: False)
+        stop = True  # the NameNode leaves the standby state
+
+    async def both() -> None:
+        reading = asyncio.create_task(read())
+        await meanwhile()
+        with pytest.raises(CheckpointCancelledError, match="cancelled after 20 rows"):
+            await reading
+
+    asyncio.run(both())
+    assert not ns.frozen
+    assert ns.mkdir("/late") and ns.exists("/late")
