@@ -221,7 +221,9 @@ def test_logtesters_fencing_each_other_lose_and_duplicate_nothing(tmp_path: Path
     epochs = acked_epochs(ops, {txid for run in runs for txid in run.acked})
     assert len(acked) >= 3, f"{where}: only {len(acked)} LogTester runs acked edits\n{summary}"
     assert len(epochs) >= 3, f"{where}: acked txids come from epochs {sorted(epochs)}"
-    assert report.acked >= 2000 * min(1.0, seconds / 20), f"{where}: {report.acked} acked"
+    # Enough acknowledged edits to mean something, not a speed: alone this acks about 9,900
+    # txids in 20 s, beside the other test worker's heaviest files 1,562 (a two-worker run).
+    assert report.acked >= 500 * min(1.0, seconds / 20), f"{where}: {report.acked} acked"
 
 
 def acked_epochs(ops: list[edits_pb2.EditOp], txids: set[int]) -> Counter[int]:
