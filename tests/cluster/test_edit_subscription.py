@@ -150,6 +150,10 @@ def test_a_journalnode_restarted_mid_subscription_is_followed_again(
         out = w.qjm.start_log_segment(1)
         write_batch(out, 1, 1, 5)
         wait_until(lambda: reader.last == 5, "1-5 applied")
+        # The writer's new epoch ended the first subscriptions (epoch changed); JN1 must be
+        # followed again before it stops, or it has no subscription to end (two of three
+        # JournalNodes apply 1-5 on their own).
+        wait_until(lambda: len(reader.subscriber.subscribed) == 3, "all three followed")
         cluster.stop(1)
         write_batch(out, 1, 6, 10)
         wait_until(lambda: reader.last == 10, "6-10 applied from JN0 and JN2")

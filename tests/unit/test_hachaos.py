@@ -8,11 +8,15 @@ import json
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
 
+from hachaos import runner
 from hachaos.cli import cli
+from hachaos.final import Finding
 from hachaos.history import outcome
 from hachaos.nemesis import Fault, Nemesis, Step, parse_faults, schedule
 from hachaos.runner import RunOptions, replay_command
@@ -219,3 +223,34 @@ def test_check_command_exit_status_and_report(tmp_path: Path) -> None:
     broken.write_text('{"type": "invoke"\n')
     result = runner.invoke(cli, ["check", str(broken)])
     assert result.exit_code == 2 and "line 1: not JSON" in result.output
+
+
+class _SettlingDev:
+    """A dev cluster whose active moves once, as an election settling after the last fault."""
+
+    def __init__(self, actives: list[str]) -> None:
+        self.actives = actives
+        self.namenode_ids = ["nn1", "nn2"]
+
+    def wait_active(self, timeout: float) -> str:
+        return self.actives.pop(0) if len(self.actives) > 1 else self.actives[0]
+
+    def namenode(self, nn: str) -> Any:
+        return SimpleNamespace(address=f"{nn}:8020", running=True)
+
+
+def test_the_standby_check_is_made_again_when_the_active_moved_during_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked: list[tuple[str, list[str]]] = []
+
+    def check(settings: Any, active: str, standbys: dict[str, str], address: str) -> list[Any]:
+        checked.append((active, sorted(standbys)))
+        # Read while nn1 was stepping down: its "active" reads met a standby.
+        return [Finding("standby-unreadable", "nn2 /chaos: StandbyError")] * (active == "nn1")
+
+    monkeypatch.setattr(runner, "check_standby_prefix", check)
+    # nn1 looked active, then nn2 was by the end of the check, and stayed so.
+    dev = cast(Any, _SettlingDev(["nn1", "nn2", "nn2"]))
+    findings = runner._standby_prefix(dev, cast(Any, None))
+    assert findings == [] and checked == [("nn1", ["nn2"]), ("nn2", ["nn1"])]
