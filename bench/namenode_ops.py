@@ -487,13 +487,7 @@ def push_lag_series(
             standby = nn_samples(cluster["nn2"].metrics_url or "")
             if shutil.which("h2load") is not None:
                 native, rate, native_cpu = standby_lag_under_h2load(cluster, samples, clients)
-                result[f"{key}_h2load_p50_ms"] = round(percentile(native, 0.50), 1)
-                result[f"{key}_h2load_p99_ms"] = round(percentile(native, 0.99), 1)
-                result[f"{key}_h2load_creates_per_s"] = round(rate, 1)
-                for role in ("active", "standby", "journalnodes"):
-                    result[f"{key}_h2load_cpu_{role}"] = round(native_cpu[role], 2)
-                result[f"{key}_h2load_p90_ms"] = round(percentile(native, 0.90), 1)
-                result[f"{key}_h2load_cpu_total"] = round(sum(native_cpu.values()), 2)
+                result.update(_h2load_lag_keys(f"{key}_h2load", "", native, rate, native_cpu))
                 if push and lighter:
                     result.update(lag_by_write_load(cluster, samples, lighter))
         result[f"{key}_p50_ms"] = round(percentile(lags, 0.50), 1)
@@ -522,13 +516,24 @@ def lag_by_write_load(
     out: dict[str, float | int | str] = {"standby_lag_levels": ",".join(map(str, levels))}
     for n in levels:
         lags, rate, cpu = standby_lag_under_h2load(cluster, samples, n)
-        out[f"standby_lag_h2load_p50_ms_{n}"] = round(percentile(lags, 0.50), 1)
-        out[f"standby_lag_h2load_p90_ms_{n}"] = round(percentile(lags, 0.90), 1)
-        out[f"standby_lag_h2load_p99_ms_{n}"] = round(percentile(lags, 0.99), 1)
-        out[f"standby_lag_h2load_creates_per_s_{n}"] = round(rate, 1)
-        out[f"standby_lag_h2load_cpu_total_{n}"] = round(sum(cpu.values()), 2)
-        out[f"standby_lag_h2load_cpu_active_{n}"] = round(cpu["active"], 2)
+        out.update(_h2load_lag_keys("standby_lag_h2load", f"_{n}", lags, rate, cpu))
     return out
+
+
+def _h2load_lag_keys(
+    stem: str, suffix: str, lags: list[float], rate: float, cpu: dict[str, float]
+) -> dict[str, float | int | str]:
+    """One h2load lag series as keys ``<stem>_{p50,p90,p99}_ms<suffix>``,
+    ``<stem>_creates_per_s<suffix>``, ``<stem>_cpu_<role><suffix>`` and ``<stem>_cpu_total<suffix>``
+    (every role, the measuring client included)."""
+    keys: dict[str, float | int | str] = {
+        f"{stem}_p{q}_ms{suffix}": round(percentile(lags, q / 100), 1) for q in (50, 90, 99)
+    }
+    keys[f"{stem}_creates_per_s{suffix}"] = round(rate, 1)
+    for role in ("active", "standby", "journalnodes"):
+        keys[f"{stem}_cpu_{role}{suffix}"] = round(cpu[role], 2)
+    keys[f"{stem}_cpu_total{suffix}"] = round(sum(cpu.values()), 2)
+    return keys
 
 
 def report_push_lag(result: dict[str, float | int | str]) -> None:
