@@ -36,7 +36,7 @@ import structlog
 
 from conf import TLSSettings
 from conf.mutants import Mutant, active
-from journalnode.errors import EpochError
+from journalnode.errors import EpochError, JournalUnavailableError
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RemoteEditLog
 from qjm.async_logger import AsyncLogger, AsyncLoggerSet
@@ -45,6 +45,7 @@ from qjm.channel import AioJournalChannel
 from qjm.epochs import next_epoch
 from qjm.errors import QJMError, QuorumException, RecoveryError, describe_exception
 from qjm.metrics import QUORUM_SYNC_SECONDS, READ_INDEX_ROUND_SECONDS, READ_INDEX_ROUNDS
+from qjm.quorum import QuorumCall
 from qjm.read_index import ReadIndex
 from qjm.reader import (
     RedundantEditLogInputStream,
@@ -57,6 +58,9 @@ from qjm.recovery import RecoveryCandidate, RecoveryPlan, plan_recovery
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+
+FORMAT_RETRY_SECONDS = 0.2
+"""How often ``is_formatted`` asks an unreachable JournalNode again, until ``format_timeout``."""
 
 
 class _DefaultTimeouts:
@@ -211,18 +215,41 @@ class QuorumJournalManager:
         return self._block(self.ais_formatted())
 
     async def ais_formatted(self) -> dict[str, bool]:
+        """``is_formatted`` on the loop. A JournalNode that cannot be reached (starting, or a
+        connection that failed) is asked again every ``FORMAT_RETRY_SECONDS`` until
+        ``format_timeout``: formatting needs every JournalNode, and a blip is no answer. Any
+        other error, or the deadline, raises QuorumException naming each JournalNode's."""
         self._bind_running()
-        call = self.loggers.is_formatted()
-        await call.await_for(
-            len(self.loggers),
-            len(self.loggers),
-            0,
-            self.timeouts.format_timeout,
-            operation_name="isFormatted",
-        )
-        if call.count_successes() != len(self.loggers):
-            call.rethrow_exception("could not ask every JournalNode whether it is formatted")
-        return {lg.address: formatted for lg, (formatted, _) in call.successes().items()}
+        deadline = time.monotonic() + self.timeouts.format_timeout
+        answers: dict[AsyncLogger, tuple[bool, NamespaceInfo | None]] = {}
+        todo = list(self.loggers.loggers)
+        while True:
+            call = QuorumCall({lg: lg.is_formatted() for lg in todo})
+            await call.await_for(
+                len(todo),
+                len(todo),
+                -1,
+                max(0.0, deadline - time.monotonic()),
+                operation_name="isFormatted",
+            )
+            answers.update(call.successes())
+            failed = call.exceptions()
+            if not failed:
+                return {lg.address: formatted for lg, (formatted, _) in answers.items()}
+            unreachable = all(isinstance(e, JournalUnavailableError) for e in failed.values())
+            if self.loggers.direct or not unreachable or (
+                time.monotonic() + FORMAT_RETRY_SECONDS >= deadline
+            ):
+                raise QuorumException(
+                    "could not ask every JournalNode whether it is formatted", answers, failed
+                )
+            todo = list(failed)
+            self._log.warning(
+                "JournalNode unreachable; asking again whether it is formatted",
+                journalnodes=sorted(lg.address for lg in todo),
+                error=describe_exception(next(iter(failed.values()))),
+            )
+            await asyncio.sleep(FORMAT_RETRY_SECONDS)
 
     # ------------------------------------------------------------------ epochs (HDFS-3077 §2.5)
 

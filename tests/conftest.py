@@ -11,7 +11,16 @@ standalone master and workers (about 8 minutes on 2 cores; ``--soak`` runs them 
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# grpcio installs fork handlers that run on every fork of the test process, and those are
+# skipped or misbehave while other threads are inside gRPC: the Spark fixture's Java gateway
+# (forked with a preexec_fn) once died at launch that way, beside "skipping fork() handlers".
+# No test forks a process that goes on using gRPC without exec, so the handlers are off
+# (grpc/grpc#13998 and #14056). Set before any test module imports grpc.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

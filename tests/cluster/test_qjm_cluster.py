@@ -705,6 +705,33 @@ def test_format_refuses_journalnodes_holding_data_unless_forced(
         assert w2.qjm.epoch == 1
 
 
+def test_format_asks_a_journalnode_that_is_starting_again_until_it_answers(
+    cluster: MiniJournalCluster,
+) -> None:
+    """Formatting needs every JournalNode. One that cannot be reached yet (still starting, or a
+    connection that failed once) is asked again until ``format_timeout``, instead of failing
+    the operator's ``hanamenode format`` at once; one that stays away is named in the error."""
+    cluster.stop(2)
+    with Writer(cluster) as w:
+        back = threading.Timer(1.0, cluster.start, args=(2,))
+        back.start()
+        try:
+            started = time.monotonic()
+            assert w.qjm.is_formatted() == dict.fromkeys(cluster.addresses, False)
+            assert time.monotonic() - started >= 0.5  # it did wait for the third one
+        finally:
+            back.join()
+        w.qjm.format()
+        assert w.qjm.is_formatted() == dict.fromkeys(cluster.addresses, True)
+    cluster.stop(2)
+    with Writer(cluster, timeouts=dataclasses.replace(FAST, format_timeout=1.0)) as w:
+        with pytest.raises(QuorumException) as info:
+            w.qjm.is_formatted()
+        assert list(info.value.exceptions) == [w.loggers["JN2"]]
+        assert isinstance(info.value.exceptions[w.loggers["JN2"]], JournalUnavailableError)
+        assert len(info.value.successes) == 2
+
+
 def test_journalnode_formatted_for_another_cluster_refuses_the_writer(
     cluster: MiniJournalCluster,
 ) -> None:

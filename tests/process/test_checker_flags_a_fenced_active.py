@@ -51,9 +51,10 @@ def test_the_checker_flags_a_fenced_active_only_when_its_fixes_are_off(
             assert gone[:2] == ("ok", "deleted")
             answer = history.record(0, "k", "stat", lambda: old.stat(PATH), parents=False)
             nn1_state = cluster.state("nn1")
+            nn1_log = cluster["nn1"].log_path
         if planted:
             # The fenced active stayed ACTIVE and answered from its frozen namespace.
-            assert nn1_state is HAState.ACTIVE
+            assert nn1_state is HAState.ACTIVE, _why_it_left(nn1_log)
             assert answer[:2] == ("ok", "dir"), answer
         else:
             assert answer[0] == "info" and StandbyError.__name__ in str(answer[2]), answer
@@ -63,3 +64,12 @@ def test_the_checker_flags_a_fenced_active_only_when_its_fixes_are_off(
                 what="the fenced nn1 to leave ACTIVE",
             )
     assert_verdict(history_path, flagged=bool(planted))
+
+
+def _why_it_left(log_path: Path) -> str:
+    """The lines of nn1's log that tell why it left ACTIVE: the failure's message."""
+    wanted = ("leaving active", "fenced", "failed", "now standby", "refused")
+    lines = log_path.read_text(errors="replace").splitlines()
+    return "nn1 left ACTIVE; its log says:\n" + "\n".join(
+        line for line in lines if any(w in line for w in wanted)
+    )
