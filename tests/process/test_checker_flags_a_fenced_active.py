@@ -16,6 +16,8 @@ often than not; here it is shown every time.
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,14 @@ def test_the_checker_flags_a_fenced_active_only_when_its_fixes_are_off(
     with NameNodeProcessCluster(tmp_path / "cluster", extra_conf=FAST_CONF) as cluster:
         cluster.transition_to_active("nn1")
         with old_and_new(cluster, history_path) as (history, old, new):
+            # A quorum acknowledged nn1's edits; a third JournalNode may still be writing them.
+            # Refused there after nn2's newEpoch, that write would fence nn1 whatever the
+            # mutants: the premise is a fenced active that has nothing left to send.
+            wait_for(
+                lambda: _every_journalnode_acked(cluster),
+                timeout=20,
+                what="every JournalNode to acknowledge nn1's edits",
+            )
             cluster.transition_to_active("nn2")  # newEpoch: nn1 is fenced at the JournalNodes
             gone = history.record(1, "k", "delete", lambda: new.delete(PATH), parents=False)
             assert gone[:2] == ("ok", "deleted")
@@ -72,4 +82,16 @@ def _why_it_left(log_path: Path) -> str:
     lines = log_path.read_text(errors="replace").splitlines()
     return "nn1 left ACTIVE; its log says:\n" + "\n".join(
         line for line in lines if any(w in line for w in wanted)
+    )
+
+
+def _every_journalnode_acked(cluster: NameNodeProcessCluster) -> bool:
+    """nn1's status page: every JournalNode acknowledged each edit nn1 wrote, none queued."""
+    address = cluster["nn1"].http_address
+    with urllib.request.urlopen(f"http://{address}/status.json", timeout=5) as answer:
+        status = json.loads(answer.read())
+    written = int(status["namespace"]["last_written_txid"])
+    journals = status["journals"]
+    return len(journals) == 3 and all(
+        j["acked_txid"] == written and j["queued_bytes"] == 0 for j in journals
     )
