@@ -2,6 +2,7 @@
 
     hapipe soak --seeds 5000 [--first-seed 0] [--steps 200] [--mutant ignore-writer-epoch]
     hapipe soak --mutants --seeds 200 [--mutant NAME ...] [--charts]
+    hapipe soak --mutants --seeds 10000 --out D [--resume]   (checkpointed: goes on after a stop)
     hapipe verify --dirs /data/jn1,/data/jn2,/data/jn3 [--logtester-dirs /tmp/lt]
     hapipe verify --journalnodes h1:8485,h2:8485,h3:8485 --journal-id ns1
     hapipe analyze --image name/fsimage_0000000000000000000.db --edits /data/jn1/ns1/current
@@ -178,6 +179,18 @@ def main(log_format: str, log_level: str) -> None:
     "--charts", is_flag=True, help="With --mutants: also write mutation_score.png (matplotlib)."
 )
 @click.option(
+    "--resume",
+    is_flag=True,
+    help="With --mutants: go on with the unfinished soak in --out (same seeds, same code); "
+    "the blocks it finished are not run again.",
+)
+@click.option(
+    "--chunk-seeds",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --mutants: seeds per checkpointed block [default: 200].",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
@@ -192,6 +205,8 @@ def soak(
     mutant_names: tuple[str, ...],
     mutation_score: bool,
     charts: bool,
+    resume: bool,
+    chunk_seeds: int | None,
     out: Path | None,
     master: str | None,
     ui: bool,
@@ -203,11 +218,20 @@ def soak(
     With --mutants, score the simulator instead: every planted bug of its catalogue, and the
     clean code, over the seeds; exit status 1 if the clean code failed or a mutant was never
     caught."""
-    if charts and not mutation_score:
-        raise click.UsageError("--charts goes with --mutants")
+    if not mutation_score:
+        for flag, given in (
+            ("--charts", charts),
+            ("--resume", resume),
+            ("--chunk-seeds", chunk_seeds),
+        ):
+            if given:
+                raise click.UsageError(f"{flag} goes with --mutants")
+    if resume and out is None:
+        raise click.UsageError("--resume needs the --out directory of the soak to go on with")
 
     def mutation_job() -> int:
         from pipeline.mutants import (
+            DEFAULT_CHUNK_SEEDS,
             MutationSoakConfig,
             format_mutation_summary,
             run_mutation_soak,
@@ -223,7 +247,13 @@ def soak(
         with spark_session(_session_settings(master, ui, spark_conf)) as spark:
             try:
                 summary = run_mutation_soak(
-                    spark, config, out_dir, progress=printer, charts=charts
+                    spark,
+                    config,
+                    out_dir,
+                    progress=printer,
+                    charts=charts,
+                    resume=resume,
+                    chunk_seeds=chunk_seeds or DEFAULT_CHUNK_SEEDS,
                 )
             finally:
                 printer.close()

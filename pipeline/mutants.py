@@ -11,13 +11,26 @@ invariants), prints the table with the clean run's line and the JSON line of
 
     summary = run_mutation_soak(spark, MutationSoakConfig(seeds=10000), out_dir)
     print(format_mutation_summary(summary))
+
+A long soak (10,000 seeds of the catalogue is about 140,000 runs: hours on two cores) runs in
+blocks of ``chunk_seeds`` seeds. Each finished block's rows are kept under ``<out>/chunks``
+and recorded in ``<out>/mutation_soak_state.json`` with the time it took, so a soak that was
+stopped (Ctrl-C, a machine restart) goes on where it was with ``resume=True`` (``hapipe soak
+--mutants --resume``), and loses at most the block it was in. A resumed soak must be the same
+soak: the same configuration and the same simulator code (a fingerprint of its sources); it
+refuses to mix runs of another. Its time is the sum of its blocks' times.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import importlib
 import importlib.util
+import json
+import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +59,13 @@ RUNS_DIR = "runs.parquet"
 SCORE_DIR = "mutation_score.parquet"
 SCORE_CHART = "mutation_score.png"
 SUMMARY_TEXT = "mutation_summary.txt"
+CHUNKS_DIR = "chunks"
+STATE_FILE = "mutation_soak_state.json"
+DEFAULT_CHUNK_SEEDS = 200
+"""Seeds per checkpointed block: with the 13 QJM mutants and the clean code, 2,800 runs, about
+ten minutes on two cores."""
+SIMULATOR_PACKAGES = ("qjm", "journalnode", "conf", "proto")
+"""The code a QJM simulation run executes: what the fingerprint of a resumed soak covers."""
 
 RUN_COLUMNS = ("mutant", "seed", "steps", "verdict", "violated_invariant", "wall_seconds")
 SCORE_COLUMNS = ("mutant", "seeds", "caught", "caught_fraction", "first_seed", "invariants")
@@ -127,11 +147,15 @@ def simulate_run(
     return (mutant, seed, steps, verdict, r.violated_invariant, wall)
 
 
-def mutation_rdd(spark: SparkSession, config: MutationSoakConfig) -> RDD[tuple[Any, ...]]:
-    """Every (mutant, seed) run as an RDD of ``RUN_COLUMNS`` rows; lazy."""
+def mutation_rdd(
+    spark: SparkSession, config: MutationSoakConfig, seeds: range | None = None
+) -> RDD[tuple[Any, ...]]:
+    """Every (mutant, seed) run over ``seeds`` (default the config's) as an RDD of
+    ``RUN_COLUMNS`` rows; lazy."""
     from qjm.sim.mutants import CLEAN
 
-    work = [(m, s) for m in (*config.mutants, CLEAN) for s in _seeds(config)]
+    seeds = _seeds(config) if seeds is None else seeds
+    work = [(m, s) for m in (*config.mutants, CLEAN) for s in seeds]
     tasks = max(1, -(-len(work) // config.seeds_per_task))
     run = functools.partial(simulate_run, steps=config.steps, n_journalnodes=config.n_journalnodes)
     return spark.sparkContext.parallelize(work, numSlices=tasks).map(run)
@@ -154,6 +178,8 @@ class MutationSoakSummary:
     out: str
     chart: str | None
     chart_note: str | None
+    starts: int = 1
+    """How many times the soak was started (1, or more when it was resumed)."""
 
     @property
     def passed(self) -> bool:
@@ -169,38 +195,52 @@ def run_mutation_soak(
     progress: Callable[[SoakProgress], None] | None = None,
     poll_seconds: float = 0.5,
     charts: bool = False,
+    resume: bool = False,
+    chunk_seeds: int = DEFAULT_CHUNK_SEEDS,
 ) -> MutationSoakSummary:
-    """Run the catalogue, write ``runs.parquet``, ``mutation_score.parquet`` (and the chart),
-    return the summary."""
+    """Run the catalogue block by block (``chunk_seeds`` seeds each, kept as they finish),
+    then write ``runs.parquet``, ``mutation_score.parquet`` (and the chart) and return the
+    summary. With ``resume``, ``out`` may hold the blocks of an unfinished run of this same
+    soak, which are not run again; without it, such a directory is refused."""
     from qjm.sim.mutants import format_report
 
+    out = Path(out)
     prepare_out(out)  # creates it; refuses one that holds a soak's results
-    runs_path = Path(out) / RUNS_DIR
-    for path in (runs_path, Path(out) / SCORE_DIR):
+    for path in (out / RUNS_DIR, out / SCORE_DIR):
         if path.exists():
             raise PipelineError(f"{path} already exists; give another --out directory")
-    log.info("mutation soak starting", runs=config.runs, out=str(out))
-    started = time.monotonic()
-    rows = collect_with_progress(
-        spark,
-        mutation_rdd(spark, config),
-        f"hapipe soak --mutants: {config.describe()}",
-        config.runs,
-        progress,
-        poll_seconds,
-        seeds_per_task=config.seeds_per_task,
-        verdict_column=RUN_COLUMNS.index("verdict"),
+    state = SoakCheckpoint.open(out, config, chunk_seeds, resume=resume)
+    log.info(
+        "mutation soak starting",
+        runs=config.runs,
+        out=str(out),
+        blocks=len(state.blocks),
+        blocks_done=len(state.done),
+        start=state.starts,
     )
-    elapsed = time.monotonic() - started
+    for block in state.blocks:
+        if state.is_done(block):
+            continue
+        started = time.monotonic()
+        rows = collect_with_progress(
+            spark,
+            mutation_rdd(spark, config, block),
+            f"hapipe soak --mutants: {config.describe()}, seeds {block.start}..{block.stop - 1}",
+            (len(config.mutants) + 1) * len(block),
+            None if progress is None else state.shifted(progress),
+            poll_seconds,
+            seeds_per_task=config.seeds_per_task,
+            verdict_column=RUN_COLUMNS.index("verdict"),
+        )
+        state.record(spark, block, rows, time.monotonic() - started)
+    rows = state.all_rows(spark)
     report = report_from_rows(rows, config)
-    spark.createDataFrame(rows, run_schema()).coalesce(1).write.parquet(str(runs_path))
+    spark.createDataFrame(rows, run_schema()).coalesce(1).write.parquet(str(out / RUNS_DIR))
     scores = score_rows(report)
-    spark.createDataFrame(scores, score_schema()).coalesce(1).write.parquet(
-        str(Path(out) / SCORE_DIR)
-    )
+    spark.createDataFrame(scores, score_schema()).coalesce(1).write.parquet(str(out / SCORE_DIR))
     chart, note = (None, None)
     if charts:
-        chart, note = write_score_chart(scores, Path(out) / SCORE_CHART)
+        chart, note = write_score_chart(scores, out / SCORE_CHART)
     table = format_report(report)
     summary = MutationSoakSummary(
         config=config,
@@ -209,14 +249,176 @@ def run_mutation_soak(
         min_caught_fraction=report.min_caught_fraction,
         clean_violations=len(report.clean.caught),
         errors=sum(1 for r in rows if r[3] == "error"),
-        elapsed_seconds=elapsed,
+        elapsed_seconds=state.elapsed_seconds,
         out=str(out),
         chart=chart,
         chart_note=note,
+        starts=state.starts,
     )
-    (Path(out) / SUMMARY_TEXT).write_text(format_mutation_summary(summary) + "\n")
+    (out / SUMMARY_TEXT).write_text(format_mutation_summary(summary) + "\n")
     log.info("mutation soak finished", runs=len(rows), clean=summary.clean_violations)
     return summary
+
+
+def simulator_fingerprint(root: Path | None = None) -> str:
+    """A hash of the simulator's sources (``SIMULATOR_PACKAGES``, every ``.py`` file, by path
+    and content): two runs with the same fingerprint ran the same code."""
+    root = Path(__file__).resolve().parent.parent if root is None else root
+    digest = hashlib.sha256()
+    for package in SIMULATOR_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@dataclass
+class SoakCheckpoint:
+    """The blocks of a mutation soak and those finished (``<out>/mutation_soak_state.json``;
+    each finished block's rows in ``<out>/chunks/seeds-A-B.parquet``)."""
+
+    out: Path
+    config: MutationSoakConfig
+    chunk_seeds: int
+    fingerprint: str
+    starts: int
+    done: dict[str, dict[str, Any]]
+    """Finished blocks by name: their runs and seconds."""
+
+    @classmethod
+    def open(
+        cls, out: Path, config: MutationSoakConfig, chunk_seeds: int, *, resume: bool
+    ) -> SoakCheckpoint:
+        if chunk_seeds < 1:
+            raise PipelineError(f"need at least 1 seed per block, got {chunk_seeds}")
+        path = out / STATE_FILE
+        fingerprint = simulator_fingerprint()
+        wanted = {
+            "config": dataclasses.asdict(config),
+            "chunk_seeds": chunk_seeds,
+            "fingerprint": fingerprint,
+        }
+        if not path.exists():
+            if (out / CHUNKS_DIR).exists():
+                raise PipelineError(
+                    f"{out / CHUNKS_DIR} exists without {STATE_FILE}; give another --out directory"
+                )
+            state = cls(out, config, chunk_seeds, fingerprint, 1, {})
+            state._save()
+            return state
+        if not resume:
+            raise PipelineError(
+                f"{out} holds an unfinished mutation soak ({STATE_FILE}); pass --resume to go on "
+                "with it, or give another --out directory"
+            )
+        try:
+            saved = json.loads(path.read_text())
+            kept = {k: saved[k] for k in wanted}
+            kept["config"]["mutants"] = tuple(kept["config"]["mutants"])
+            done = dict(saved["done"])
+            starts = int(saved["starts"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise PipelineError(f"cannot resume from {path}: {exc}") from None
+        for key, value in wanted.items():
+            if kept[key] != value:
+                raise PipelineError(
+                    f"cannot resume the soak in {out}: its {key} was {kept[key]!r}, now "
+                    f"{value!r} (a resumed soak must run the same seeds on the same code)"
+                )
+        state = cls(out, config, chunk_seeds, fingerprint, starts + 1, done)
+        state._save()
+        return state
+
+    @property
+    def blocks(self) -> list[range]:
+        first, last = self.config.first_seed, self.config.first_seed + self.config.seeds
+        return [
+            range(a, min(a + self.chunk_seeds, last)) for a in range(first, last, self.chunk_seeds)
+        ]
+
+    @staticmethod
+    def name(block: range) -> str:
+        return f"seeds-{block.start:06d}-{block.stop - 1:06d}"
+
+    def is_done(self, block: range) -> bool:
+        return self.name(block) in self.done
+
+    @property
+    def elapsed_seconds(self) -> float:
+        return sum(float(b["seconds"]) for b in self.done.values())
+
+    @property
+    def runs_done(self) -> int:
+        return sum(int(b["runs"]) for b in self.done.values())
+
+    @property
+    def failing_done(self) -> int:
+        return sum(int(b.get("failing", 0)) for b in self.done.values())
+
+    def shifted(self, progress: Callable[[SoakProgress], None]) -> Callable[[SoakProgress], None]:
+        """``progress``, told the whole soak's figures while one block runs."""
+        runs, seconds, failing = self.runs_done, self.elapsed_seconds, self.failing_done
+
+        def report(p: SoakProgress) -> None:
+            progress(
+                dataclasses.replace(
+                    p,
+                    done=min(self.config.runs, runs + p.done),
+                    total=self.config.runs,
+                    elapsed_seconds=seconds + p.elapsed_seconds,
+                    failing_seeds=failing + p.failing_seeds,
+                )
+            )
+
+        return report
+
+    def record(
+        self, spark: SparkSession, block: range, rows: Sequence[Sequence[Any]], seconds: float
+    ) -> None:
+        """Keep a finished block's rows, then mark it done (a block written but not marked is
+        run again; one marked is complete on disk)."""
+        expected = (len(self.config.mutants) + 1) * len(block)
+        if len(rows) != expected:
+            raise PipelineError(f"block {self.name(block)} gave {len(rows)} runs, not {expected}")
+        chunks = self.out / CHUNKS_DIR
+        chunks.mkdir(exist_ok=True)
+        final = chunks / f"{self.name(block)}.parquet"
+        partial = chunks / f".{self.name(block)}.parquet.partial"
+        for stale in (partial, final):
+            if stale.exists():
+                shutil.rmtree(stale)
+        spark.createDataFrame(list(rows), run_schema()).coalesce(1).write.parquet(str(partial))
+        partial.rename(final)
+        failing = sum(1 for r in rows if r[3] != "ok")  # as the progress line counts them
+        self.done[self.name(block)] = {"runs": len(rows), "seconds": seconds, "failing": failing}
+        self._save()
+        log.info(
+            "mutation soak block done", block=self.name(block), runs=len(rows), seconds=seconds
+        )
+
+    def all_rows(self, spark: SparkSession) -> list[tuple[Any, ...]]:
+        paths = [str(self.out / CHUNKS_DIR / f"{self.name(b)}.parquet") for b in self.blocks]
+        frame = spark.read.schema(run_schema()).parquet(*paths).select(*RUN_COLUMNS)
+        rows = [tuple(r) for r in frame.collect()]
+        if len(rows) != self.config.runs:
+            raise PipelineError(
+                f"the blocks in {self.out / CHUNKS_DIR} hold {len(rows)} runs, not "
+                f"{self.config.runs}"
+            )
+        return sorted(rows, key=lambda r: (str(r[0]), int(r[1])))
+
+    def _save(self) -> None:
+        path = self.out / STATE_FILE
+        state = {
+            "config": dataclasses.asdict(self.config),
+            "chunk_seeds": self.chunk_seeds,
+            "fingerprint": self.fingerprint,
+            "starts": self.starts,
+            "done": self.done,
+        }
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+        os.replace(partial, path)
 
 
 def report_from_rows(rows: Sequence[Sequence[Any]], config: MutationSoakConfig) -> Any:
@@ -273,9 +475,7 @@ def score_schema() -> StructType:
     return StructType([StructField(c, types[c], c == "first_seed") for c in SCORE_COLUMNS])
 
 
-def write_score_chart(
-    scores: Sequence[Sequence[Any]], path: Path
-) -> tuple[str | None, str | None]:
+def write_score_chart(scores: Sequence[Sequence[Any]], path: Path) -> tuple[str | None, str | None]:
     """A horizontal bar per mutant, its caught fraction: (the PNG's path, None), or (None,
     why not)."""
     if importlib.util.find_spec("matplotlib") is None:
@@ -304,7 +504,8 @@ def format_mutation_summary(summary: MutationSoakSummary) -> str:
     per_min = 60.0 * s.config.runs / s.elapsed_seconds if s.elapsed_seconds > 0 else 0.0
     lines = [
         f"soak --mutants: {s.config.describe()}",
-        f"  time: {format_duration(s.elapsed_seconds)} ({per_min:.0f} runs/min)",
+        f"  time: {format_duration(s.elapsed_seconds)} ({per_min:.0f} runs/min)"
+        + (f", over {s.starts} starts (resumed)" if s.starts > 1 else ""),
         f"  results: {Path(s.out) / SCORE_DIR}, {Path(s.out) / RUNS_DIR}",
     ]
     if s.errors:
@@ -317,4 +518,3 @@ def format_mutation_summary(summary: MutationSoakSummary) -> str:
     lines.append(verdict)
     lines.append(s.table)  # its last line is the JSON object
     return "\n".join(lines)
-

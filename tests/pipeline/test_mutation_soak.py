@@ -11,15 +11,18 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
+from pipeline import mutants as mutation_soak
 from pipeline.cli import main
 from pipeline.errors import PipelineError
 from pipeline.mutants import (
+    CHUNKS_DIR,
     MASKED,
     RUN_COLUMNS,
     RUNS_DIR,
     SCORE_CHART,
     SCORE_COLUMNS,
     SCORE_DIR,
+    STATE_FILE,
     MutationSoakConfig,
     format_mutation_summary,
     report_from_rows,
@@ -98,7 +101,70 @@ def test_the_cli_scores_and_refuses_what_it_cannot_run(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout.splitlines()[-1])["clean_violations"] == 0
     assert "PASSED" in result.stdout
+    resumed = CliRunner().invoke(main, ["soak", "--mutants", "--seeds", "1", "--resume"])
+    assert resumed.exit_code == 2 and "--resume needs the --out directory" in resumed.output
 
+
+class _Stopped(Exception):
+    """Stands for the Ctrl-C or the machine restart that stops a long soak."""
+
+
+def test_a_stopped_soak_goes_on_where_it_was_on_the_same_code_only(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = MutationSoakConfig(
+        first_seed=0, seeds=SEEDS, steps=STEPS, mutants=(CAUGHT,), seeds_per_task=1
+    )
+    out = tmp_path / "long"
+    first_block = out / CHUNKS_DIR / "seeds-000000-000000.parquet"
+
+    def stop_in_the_second_block(_: SoakProgress) -> None:
+        if first_block.exists():
+            raise _Stopped
+
+    with pytest.raises(_Stopped):
+        run_mutation_soak(
+            spark, config, out, progress=stop_in_the_second_block, poll_seconds=0.05, chunk_seeds=1
+        )
+    state = json.loads((out / STATE_FILE).read_text())
+    assert list(state["done"]) == ["seeds-000000-000000"] and state["starts"] == 1
+    kept_at = first_block.stat().st_mtime_ns
+
+    with pytest.raises(PipelineError, match="holds an unfinished mutation soak"):
+        run_mutation_soak(spark, config, out, chunk_seeds=1)
+    other_seeds = MutationSoakConfig(
+        first_seed=0, seeds=SEEDS + 1, steps=STEPS, mutants=(CAUGHT,), seeds_per_task=1
+    )
+    with pytest.raises(PipelineError, match="its config was"):
+        run_mutation_soak(spark, other_seeds, out, resume=True, chunk_seeds=1)
+    with pytest.raises(PipelineError, match="its chunk_seeds was 1"):
+        run_mutation_soak(spark, config, out, resume=True, chunk_seeds=2)
+    with monkeypatch.context() as patched:
+        patched.setattr(mutation_soak, "simulator_fingerprint", lambda: "changed-code")
+        with pytest.raises(PipelineError, match="its fingerprint was"):
+            run_mutation_soak(spark, config, out, resume=True, chunk_seeds=1)
+
+    seen: list[SoakProgress] = []
+    summary = run_mutation_soak(
+        spark, config, out, progress=seen.append, poll_seconds=0.05, resume=True, chunk_seeds=1
+    )
+    assert first_block.stat().st_mtime_ns == kept_at  # the finished block was not run again
+    assert seen[0].done >= 2 and seen[-1].done == seen[-1].total == config.runs
+    assert summary.starts == 2 and "over 2 starts (resumed)" in format_mutation_summary(summary)
+    state = json.loads((out / STATE_FILE).read_text())
+    assert len(state["done"]) == SEEDS and state["starts"] == 2
+    assert summary.elapsed_seconds == pytest.approx(
+        sum(b["seconds"] for b in state["done"].values())
+    )
+    # Every run is there once, with the verdict the simulator gives it in this process.
+    table = spark.read.parquet(str(out / RUNS_DIR)).select("mutant", "seed", "verdict")
+    runs = sorted(tuple(r) for r in table.collect())
+    expected = []
+    for mutant in (CAUGHT, "clean"):
+        for seed in range(SEEDS):
+            row = simulate_run((mutant, seed), steps=STEPS, n_journalnodes=3)
+            expected.append((row[0], row[1], row[3]))
+    assert runs == sorted(expected)
 
 
 def test_a_masked_mutant_counts_only_where_its_masks_alone_pass() -> None:
