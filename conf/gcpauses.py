@@ -104,7 +104,7 @@ def freeze_after_start(enabled: bool, daemon: str) -> int:
     if not enabled:
         return 0
     started = time.perf_counter()
-    gc.collect()
+    _collect_fully(daemon)
     gc.freeze()
     frozen = gc.get_freeze_count()
     log.info(
@@ -114,6 +114,30 @@ def freeze_after_start(enabled: bool, daemon: str) -> int:
         seconds=round(time.perf_counter() - started, 3),
     )
     return frozen
+
+
+FULL_COLLECTION_WAIT = 5.0
+"""How long ``freeze_after_start`` waits for another thread's collection to end."""
+
+
+def _collect_fully(daemon: str) -> None:
+    """One full collection. While another thread's collection is under way (a finalizer it
+    runs can release the GIL), CPython makes ``gc.collect()`` return without collecting: ask
+    again until a generation-2 collection has run, for up to ``FULL_COLLECTION_WAIT``."""
+    before = gc.get_stats()[2]["collections"]
+    deadline = time.monotonic() + FULL_COLLECTION_WAIT
+    while True:
+        gc.collect()
+        if gc.get_stats()[2]["collections"] > before:
+            return
+        if time.monotonic() >= deadline:
+            log.warning(
+                "no full collection before the freeze: another thread's collection did not end",
+                daemon=daemon,
+                waited_seconds=FULL_COLLECTION_WAIT,
+            )
+            return
+        time.sleep(0.01)
 
 
 __all__ = [

@@ -6,6 +6,8 @@ daemons' figures are checked in ``tests/process/test_metrics_and_traces.py``."""
 from __future__ import annotations
 
 import gc
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -71,3 +73,42 @@ def test_the_setting_defaults_to_on_and_can_be_turned_off() -> None:
     assert Settings.from_mapping({}).gc_freeze_after_start is True
     off = Settings.from_mapping({"hanamenode.gc.freeze-after-start": False})
     assert off.gc_freeze_after_start is False
+
+
+class _HeldInCollection:
+    """A reference cycle whose finalizer waits on ``release``: while it waits (without the
+    GIL), its thread's collection is under way, and CPython turns any other ``gc.collect()``
+    into a no-op that collects nothing."""
+
+    def __init__(self, entered: threading.Event, release: threading.Event) -> None:
+        self.me = self
+        self.entered, self.release = entered, release
+
+    def __del__(self) -> None:
+        self.entered.set()
+        self.release.wait(10)
+
+
+def test_the_freeze_waits_for_a_full_collection_another_thread_holds(unfrozen: None) -> None:
+    """Another thread's collection in progress made the daemon's one ``gc.collect()`` a no-op
+    (a JournalNode of a fresh-clone run served ``python_gc_pause_seconds_count`` 0 for
+    generation 2): the freeze asks again until a full collection has run."""
+    entered, release = threading.Event(), threading.Event()
+
+    def collect_a_held_cycle() -> None:
+        _HeldInCollection(entered, release)
+        gc.collect()
+
+    holder = threading.Thread(target=collect_a_held_cycle, name="held-collection")
+    holder.start()
+    try:
+        assert entered.wait(10)  # its collection is under way, waiting in the finalizer
+        full_before = gc.get_stats()[2]["collections"]
+        threading.Timer(0.2, release.set).start()
+        started = time.monotonic()
+        assert freeze_after_start(True, "test") > 0
+        assert gc.get_stats()[2]["collections"] >= full_before + 1
+        assert time.monotonic() - started >= 0.15  # it waited for the other collection
+    finally:
+        release.set()
+        holder.join(10)
