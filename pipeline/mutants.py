@@ -367,6 +367,7 @@ class SoakCheckpoint:
                     total=self.config.runs,
                     elapsed_seconds=seconds + p.elapsed_seconds,
                     failing_seeds=failing + p.failing_seeds,
+                    unit="runs",
                 )
             )
 

@@ -219,22 +219,26 @@ class SoakProgress:
     """Finished runs whose verdict is not "ok" so far, from a Spark accumulator, so it moves
     as tasks finish: an operator sees a bad soak long before its summary. (A task Spark runs
     again may count twice there; the summary counts the rows.)"""
+    unit: str = "seeds"
+    """What ``done`` counts: seeds, or runs (the mutation soak runs each seed once per mutant
+    and once clean)."""
 
     @property
     def seeds_per_minute(self) -> float:
         return 60.0 * self.done / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
 
     def line(self) -> str:
-        """``soak: 1200/5000 seeds (24%), 3m10s, 379 seeds/min, about 10m left``."""
+        """``soak: 1200/5000 seeds (24%), 3m10s, 379 seeds/min, about 10m left`` (runs in
+        place of seeds for the mutation soak)."""
         pct = 100 * self.done // self.total if self.total else 100
         text = (
-            f"soak: {self.done}/{self.total} seeds ({pct}%), "
+            f"soak: {self.done}/{self.total} {self.unit} ({pct}%), "
             f"{format_duration(self.elapsed_seconds)}"
         )
         if self.done:
             rate = self.seeds_per_minute
             left = (self.total - self.done) / rate * 60 if rate else 0.0
-            text += f", {rate:.0f} seeds/min, about {format_duration(left)} left"
+            text += f", {rate:.0f} {self.unit}/min, about {format_duration(left)} left"
         if self.failing_seeds:
             text += f", {self.failing_seeds} with a violation"
         if self.failed_tasks:
