@@ -418,7 +418,10 @@ class SoakCheckpoint:
             "done": self.done,
         }
         partial = path.with_name(path.name + ".partial")
-        partial.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+        with open(partial, "w") as out:  # durable before it replaces the last state
+            out.write(json.dumps(state, indent=1, sort_keys=True) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(partial, path)
 
 

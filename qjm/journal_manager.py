@@ -223,6 +223,7 @@ class QuorumJournalManager:
         deadline = time.monotonic() + self.timeouts.format_timeout
         answers: dict[AsyncLogger, tuple[bool, NamespaceInfo | None]] = {}
         todo = list(self.loggers.loggers)
+        logged: set[AsyncLogger] = set()
         while True:
             call = QuorumCall({lg: lg.is_formatted() for lg in todo})
             await call.await_for(
@@ -243,12 +244,15 @@ class QuorumJournalManager:
                 raise QuorumException(
                     "could not ask every JournalNode whether it is formatted", answers, failed
                 )
+            if set(failed) != logged:  # once per set of unreachable JournalNodes
+                logged = set(failed)
+                self._log.warning(
+                    "JournalNode unreachable; asking again whether it is formatted",
+                    journalnodes=sorted(lg.address for lg in failed),
+                    error=describe_exception(next(iter(failed.values()))),
+                    until_seconds=round(deadline - time.monotonic(), 1),
+                )
             todo = list(failed)
-            self._log.warning(
-                "JournalNode unreachable; asking again whether it is formatted",
-                journalnodes=sorted(lg.address for lg in todo),
-                error=describe_exception(next(iter(failed.values()))),
-            )
             await asyncio.sleep(FORMAT_RETRY_SECONDS)
 
     # ------------------------------------------------------------------ epochs (HDFS-3077 §2.5)
