@@ -48,7 +48,8 @@ CATCH_UP_TIMEOUT = 30.0
 @dataclass(frozen=True, slots=True)
 class Finding:
     """Something wrong at the end of a run: ``kind`` (acked-missing, txid-written-twice,
-    segment-mismatch, segment-unreadable, standby-diverged, standby-behind) and what."""
+    segment-mismatch, segment-unreadable, standby-diverged, standby-behind,
+    standby-unreadable) and what."""
 
     kind: str
     detail: str
@@ -141,6 +142,15 @@ def _listing(address: str, settings: Settings, path: str, stale: bool) -> dict[s
     return {e.path.rsplit("/", 1)[-1]: e.is_dir for e in entries}
 
 
+def _applied_txid(address: str, settings: Settings) -> tuple[int | None, NamenodeError | None]:
+    """The NameNode's last applied txid, or (None, why) while it does not answer: one that a
+    fault paused or cut off a moment ago may take a few seconds to answer again."""
+    try:
+        return get_service_status(address, settings.tls).last_applied_txid, None
+    except NamenodeError as exc:
+        return None, exc
+
+
 def check_standby_prefix(
     settings: Settings, active: str, standbys: dict[str, str], active_address: str
 ) -> list[Finding]:
@@ -151,10 +161,18 @@ def check_standby_prefix(
     target = get_service_status(active_address, settings.tls).last_applied_txid
     for nn, address in standbys.items():
         deadline = time.monotonic() + CATCH_UP_TIMEOUT
-        applied = get_service_status(address, settings.tls).last_applied_txid
-        while applied < target and time.monotonic() < deadline:
+        applied, error = _applied_txid(address, settings)
+        while (applied is None or applied < target) and time.monotonic() < deadline:
             time.sleep(0.1)
-            applied = get_service_status(address, settings.tls).last_applied_txid
+            applied, error = _applied_txid(address, settings)
+        if applied is None:
+            findings.append(
+                Finding(
+                    "standby-unreadable",
+                    f"{nn} did not answer its status for {CATCH_UP_TIMEOUT:g}s: {error}",
+                )
+            )
+            continue
         if applied < target:
             findings.append(
                 Finding(

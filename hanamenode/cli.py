@@ -17,10 +17,7 @@ asks for confirmation, and turns every failure into one line on stderr and exit 
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
-from types import FrameType
 
 import click
 import structlog
@@ -29,6 +26,7 @@ from conf import ConfigError, Settings, load_settings
 from conf.gcpauses import freeze_after_start
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
 from conf.rpc import daemon_settings
+from conf.signals import stop_on_signals
 from failover.elector import ActiveStandbyElector
 from hanamenode.bootstrap import (
     Confirm,
@@ -162,6 +160,7 @@ def run(conf_path: str | None, nn_id: str, log_format: str) -> None:
         settings = daemon_settings(_settings(conf_path, nn_id), nn_id)
     except ConfigError as exc:
         raise click.ClickException(f"bad configuration: {exc}") from None
+    stopped = stop_on_signals("namenode")  # before the server starts (conf/signals.py)
     # The composition root of the NameNode process: the elector (failover layer) runs in it.
     server = NameNodeServer(settings, nn_id, elector_factory=ActiveStandbyElector)
     try:
@@ -169,15 +168,6 @@ def run(conf_path: str | None, nn_id: str, log_format: str) -> None:
     except _FAILURES as exc:
         raise click.ClickException(f"namenode {nn_id}: {exc}") from None
     freeze_after_start(settings.gc_freeze_after_start, nn_id)
-
-    stopped = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("namenode stopping", signal=signal.Signals(signum).name)
-        stopped.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     click.echo(
         f"namenode {nn_id} serving on {server.address} as {server.state.value}, "
         f"metrics on port {server.metrics_port}",

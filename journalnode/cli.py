@@ -8,10 +8,7 @@ directory locked by another live JournalNode is a one-line error and exit status
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
-from types import FrameType
 
 import click
 import structlog
@@ -20,6 +17,7 @@ from conf import ConfigError, JournalNodeSettings, QJournalUri, load_settings
 from conf.gcpauses import freeze_after_start
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
 from conf.rpc import PortInUseError, daemon_settings
+from conf.signals import stop_on_signals
 from journalnode.errors import JournalError
 from journalnode.server import JournalNodeServer
 from journalnode.syncer import SyncConfig, sync_peers
@@ -45,6 +43,7 @@ def main() -> None:
 def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
     """Serve QJournalService and /metrics until SIGTERM or SIGINT."""
     setup_logging(log_format)
+    stopped = stop_on_signals("journalnode")  # before the server starts (conf/signals.py)
     try:
         settings = daemon_settings(load_settings(conf_path), jn_id)
         jn = settings.journalnode(jn_id)
@@ -73,14 +72,6 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
     except OSError as exc:
         raise click.ClickException(f"journalnode {jn_id}: {exc}") from None
 
-    stopped = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("journalnode stopping", signal=signal.Signals(signum).name)
-        stopped.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     click.echo(
         f"journalnode {jn_id} serving on {server.address}, metrics on port {server.metrics_port}",
         err=True,

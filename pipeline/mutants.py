@@ -31,6 +31,8 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -64,8 +66,6 @@ STATE_FILE = "mutation_soak_state.json"
 DEFAULT_CHUNK_SEEDS = 200
 """Seeds per checkpointed block: with the 13 QJM mutants and the clean code, 2,800 runs, about
 ten minutes on two cores."""
-SIMULATOR_PACKAGES = ("qjm", "journalnode", "conf", "proto")
-"""The code a QJM simulation run executes: what the fingerprint of a resumed soak covers."""
 
 RUN_COLUMNS = ("mutant", "seed", "steps", "verdict", "violated_invariant", "wall_seconds")
 SCORE_COLUMNS = ("mutant", "seeds", "caught", "caught_fraction", "first_seed", "invariants")
@@ -260,15 +260,47 @@ def run_mutation_soak(
     return summary
 
 
+_IMPORTED_BY_A_RUN = (
+    "import json, sys\n"
+    "import qjm.sim.runner, qjm.sim.mutants\n"
+    "print(json.dumps(sorted(m.__file__ for m in list(sys.modules.values())"
+    " if getattr(m, '__file__', None))))"
+)
+
+
 def simulator_fingerprint(root: Path | None = None) -> str:
-    """A hash of the simulator's sources (``SIMULATOR_PACKAGES``, every ``.py`` file, by path
-    and content): two runs with the same fingerprint ran the same code."""
+    """A hash of the simulator's code: every module of this project that a simulation run
+    imports (``qjm.sim.runner`` and ``qjm.sim.mutants``, asked in a fresh interpreter), by
+    path and content. Two runs with the same fingerprint ran the same code; a change to a
+    daemon's CLI or server, which no simulation imports, leaves it as it was."""
     root = Path(__file__).resolve().parent.parent if root is None else root
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
+    try:
+        listed = subprocess.run(
+            [sys.executable, "-c", _IMPORTED_BY_A_RUN],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise PipelineError(f"cannot list the simulator's modules: {exc}") from None
+    files = sorted(
+        path.relative_to(root)
+        for path in (Path(f).resolve() for f in json.loads(listed))
+        if path.is_relative_to(root) and ".venv" not in path.relative_to(root).parts
+    )
     digest = hashlib.sha256()
-    for package in SIMULATOR_PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            digest.update(str(path.relative_to(root)).encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
+    for relative in files:
+        digest.update(str(relative).encode() + b"\0")
+        digest.update((root / relative).read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 

@@ -5,6 +5,7 @@ table whose last line is the JSON object, the chart, progress in seeds; the scor
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,21 @@ def test_a_masked_mutant_counts_only_where_its_masks_alone_pass() -> None:
     config = MutationSoakConfig(first_seed=0, seeds=3, steps=200, mutants=(mutant,))
     report = report_from_rows(rows, config)
     assert report.mutants[0].caught == ((10, "acked-durable"),)
+
+
+def test_the_fingerprint_follows_the_code_a_simulation_imports(tmp_path: Path) -> None:
+    """A resumed soak must run the same simulator: the fingerprint changes with a module a
+    simulation imports, and not with a daemon's CLI, which none imports."""
+    source = Path(mutation_soak.__file__).resolve().parent.parent
+    for package in ("qjm", "journalnode", "conf", "proto", "durable"):
+        shutil.copytree(
+            source / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    before = mutation_soak.simulator_fingerprint(tmp_path)
+    assert before == mutation_soak.simulator_fingerprint(tmp_path)
+    with open(tmp_path / "journalnode" / "cli.py", "a") as cli:
+        cli.write("\n# a daemon's change\n")
+    assert mutation_soak.simulator_fingerprint(tmp_path) == before
+    with open(tmp_path / "journalnode" / "journal.py", "a") as journal:
+        journal.write("\n# a change the simulator runs\n")
+    assert mutation_soak.simulator_fingerprint(tmp_path) != before

@@ -498,3 +498,19 @@ def is_formatted(
         return channel.is_formatted(JID, timeout)
     finally:
         channel.close()
+
+
+def test_a_sigterm_as_soon_as_it_serves_stops_it_cleanly(tmp_path: Path) -> None:
+    """A SIGTERM right after the JournalNode starts serving (while the collector settles:
+    ``freeze_after_start``) is a clean stop, exit status 0, not death by the signal (-15)."""
+    node = JournalNodeProcess("jn1", tmp_path)
+    proc = node.spawn()
+    try:
+        deadline = time.monotonic() + 30
+        while b"journalnode started" not in node.log_path.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, node.log_path.read_text()
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, node.log_path.read_text()[-2000:]
+    finally:
+        node.stop()

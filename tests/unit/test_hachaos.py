@@ -14,7 +14,7 @@ from typing import Any, cast
 import pytest
 from click.testing import CliRunner
 
-from hachaos import runner
+from hachaos import final, runner
 from hachaos.cli import cli
 from hachaos.final import Finding
 from hachaos.history import outcome
@@ -254,3 +254,30 @@ def test_the_standby_check_is_made_again_when_the_active_moved_during_it(
     dev = cast(Any, _SettlingDev(["nn1", "nn2", "nn2"]))
     findings = runner._standby_prefix(dev, cast(Any, None))
     assert findings == [] and checked == [("nn1", ["nn2"]), ("nn2", ["nn1"])]
+
+
+def test_the_standby_check_waits_for_a_standby_that_does_not_answer_yet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A standby that a fault paused a moment ago may not answer its status for a few seconds
+    (a fresh-clone run: "connection attempt timed out before receiving SETTINGS frame"); the
+    check asks again until CATCH_UP_TIMEOUT, and names one that never answers."""
+    silent = {"nn2:8020": 3}
+
+    def status(address: str, tls: Any = None, timeout: float = 5.0) -> Any:
+        if silent.get(address, 0) > 0:
+            silent[address] -= 1
+            raise NamenodeUnavailableError("UNAVAILABLE: connection attempt timed out")
+        return SimpleNamespace(last_applied_txid=42)
+
+    monkeypatch.setattr(final, "get_service_status", status)
+    monkeypatch.setattr(final, "_listing", lambda *_args, **_kw: {"k0": True})
+    settings = cast(Any, SimpleNamespace(tls=None))
+    assert final.check_standby_prefix(settings, "nn1", {"nn2": "nn2:8020"}, "nn1:8020") == []
+    assert silent["nn2:8020"] == 0
+
+    silent["nn2:8020"] = 10**6
+    monkeypatch.setattr(final, "CATCH_UP_TIMEOUT", 0.3)
+    findings = final.check_standby_prefix(settings, "nn1", {"nn2": "nn2:8020"}, "nn1:8020")
+    assert [f.kind for f in findings] == ["standby-unreadable"]
+    assert "did not answer its status" in findings[0].detail
