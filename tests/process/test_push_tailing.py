@@ -12,6 +12,7 @@ gRPC, real fdatasync, JournalNodes stopped with real signals.
 
 from __future__ import annotations
 
+import itertools
 import signal
 import threading
 import time
@@ -106,10 +107,18 @@ def test_one_journalnodes_pushes_are_never_applied_alone(cluster: NameNodeProces
     settings = cluster.settings()
     with HaFsClient(settings, policy=POLICY) as fs:
         wait_until(lambda: subscriptions(cluster) == 3, "three subscriptions")
+        # The steady state is push. On a loaded machine the standby's catch-up round can apply
+        # the first edits before their pushes arrive, so write until one was applied pushed.
+        warm = itertools.count()
+
+        def one_pushed() -> bool:
+            fs.mkdirs(f"/warm{next(warm)}")
+            return pushed_applied(cluster) > 0
+
+        wait_until(one_pushed, "the standby to apply a pushed edit")
         fs.mkdirs("/before")
         acked = int(samples(cluster["nn1"].metrics_url)["hanamenode_last_applied_txid{}"])
         wait_until(lambda: standby_applied(cluster) >= acked, "the standby to apply /before")
-        assert pushed_applied(cluster) > 0  # the steady state is push
         pushed_before = jn_pushed(cluster, 0)
         cluster.journal.kill(1, signal.SIGSTOP)
         cluster.journal.kill(2, signal.SIGSTOP)
