@@ -107,7 +107,11 @@ class MutationSoakConfig:
 
     @property
     def runs(self) -> int:
-        return (len(self.mutants) + 1) * self.seeds
+        return self.runs_over(self.seeds)
+
+    def runs_over(self, seeds: int) -> int:
+        """The runs of ``seeds`` seeds: one per mutant and one clean, each."""
+        return (len(self.mutants) + 1) * seeds
 
     def describe(self) -> str:
         last = self.first_seed + self.seeds - 1
@@ -226,7 +230,7 @@ def run_mutation_soak(
             spark,
             mutation_rdd(spark, config, block),
             f"hapipe soak --mutants: {config.describe()}, seeds {block.start}..{block.stop - 1}",
-            (len(config.mutants) + 1) * len(block),
+            config.runs_over(len(block)),
             None if progress is None else state.shifted(progress),
             poll_seconds,
             seeds_per_task=config.seeds_per_task,
@@ -325,11 +329,7 @@ class SoakCheckpoint:
             raise PipelineError(f"need at least 1 seed per block, got {chunk_seeds}")
         path = out / STATE_FILE
         fingerprint = simulator_fingerprint()
-        wanted = {
-            "config": dataclasses.asdict(config),
-            "chunk_seeds": chunk_seeds,
-            "fingerprint": fingerprint,
-        }
+        wanted = _identity(config, chunk_seeds, fingerprint)
         if not path.exists():
             if (out / CHUNKS_DIR).exists():
                 raise PipelineError(
@@ -410,7 +410,7 @@ class SoakCheckpoint:
     ) -> None:
         """Keep a finished block's rows, then mark it done (a block written but not marked is
         run again; one marked is complete on disk)."""
-        expected = (len(self.config.mutants) + 1) * len(block)
+        expected = self.config.runs_over(len(block))
         if len(rows) != expected:
             raise PipelineError(f"block {self.name(block)} gave {len(rows)} runs, not {expected}")
         chunks = self.out / CHUNKS_DIR
@@ -443,9 +443,7 @@ class SoakCheckpoint:
     def _save(self) -> None:
         path = self.out / STATE_FILE
         state = {
-            "config": dataclasses.asdict(self.config),
-            "chunk_seeds": self.chunk_seeds,
-            "fingerprint": self.fingerprint,
+            **_identity(self.config, self.chunk_seeds, self.fingerprint),
             "starts": self.starts,
             "done": self.done,
         }
@@ -455,6 +453,15 @@ class SoakCheckpoint:
             out.flush()
             os.fsync(out.fileno())
         os.replace(partial, path)
+
+
+def _identity(config: MutationSoakConfig, chunk_seeds: int, fingerprint: str) -> dict[str, Any]:
+    """What makes two starts the same soak: the keys a resume compares with the state file."""
+    return {
+        "config": dataclasses.asdict(config),
+        "chunk_seeds": chunk_seeds,
+        "fingerprint": fingerprint,
+    }
 
 
 def report_from_rows(rows: Sequence[Sequence[Any]], config: MutationSoakConfig) -> Any:
