@@ -64,6 +64,13 @@ def test_a_newer_epoch_fences_the_writer_through_any_call(
         out = old.start_log_segment(1)
         out.write(noop(1))
         out.flush()
+        # A quorum acknowledged txid 1; the third JournalNode may still be writing it, and that
+        # write, refused after the newer epoch, would be what tells the writer instead.
+        wait_for(
+            lambda: all(lg.highest_acked_txid == 1 for lg in old.loggers.loggers),
+            timeout=10,
+            what="every JournalNode to acknowledge txid 1",
+        )
         heard: list[str] = []
         old.add_fence_listener(heard.append)
         old.confirm_epoch()  # still the writer: a quorum confirms
