@@ -126,8 +126,58 @@ def role_pids(cluster: NameNodeProcessCluster) -> dict[str, list[int | None]]:
     }
 
 
+_ROLES = ("active", "standby", "journalnodes")
+"""The daemons' roles of ``role_pids`` (without the measuring client), in table order."""
+
+
 def cpu_by_role(pids: dict[str, list[int | None]]) -> dict[str, float]:
     return {role: sum(cpu_seconds(pid) for pid in group) for role, group in pids.items()}
+
+
+def run_queue_wait_seconds(pid: int | None = None) -> float:
+    """Seconds the threads of process ``pid`` (None: this one) alive now have spent so far
+    runnable but waiting for a CPU, from the second field of each
+    ``/proc/<pid>/task/<tid>/schedstat`` (Linux; nanoseconds). A thread that ended in between
+    takes its share with it, so a difference of two readings is a lower bound."""
+    tasks = Path(f"/proc/{'self' if pid is None else pid}/task")
+    waited = 0
+    for task in tasks.iterdir():
+        try:
+            waited += int((task / "schedstat").read_text().split()[1])
+        except FileNotFoundError:
+            continue  # the thread ended between the listing and the read
+    return waited / 1e9
+
+
+@dataclass(frozen=True)
+class RoleTimes:
+    """Per role, seconds per second of a measurement: running on a CPU (``cpu``, from
+    ``/proc/<pid>/stat``) and runnable but waiting in a run queue for one (``wait``, from
+    ``/proc/<pid>/task/*/schedstat``). A ``wait`` well above ``cpu`` says the role's wake-ups
+    queue behind other processes for the cores: the tail of a latency measured meanwhile is
+    set by the machine's cores, not by the role's own work."""
+
+    cpu: dict[str, float]
+    wait: dict[str, float]
+
+    @staticmethod
+    def read(pids: dict[str, list[int | None]]) -> RoleTimes:
+        """Seconds used and waited so far, by role."""
+        return RoleTimes(
+            cpu_by_role(pids),
+            {
+                role: sum(run_queue_wait_seconds(pid) for pid in group)
+                for role, group in pids.items()
+            },
+        )
+
+    def per_second_since(self, before: RoleTimes, elapsed: float) -> RoleTimes:
+        """What was used and waited between ``before`` and this reading, per second of
+        ``elapsed``."""
+        return RoleTimes(
+            {role: (used - before.cpu[role]) / elapsed for role, used in self.cpu.items()},
+            {role: (waited - before.wait[role]) / elapsed for role, waited in self.wait.items()},
+        )
 
 
 _SYNC_SAMPLES = (
@@ -393,10 +443,10 @@ TARGET_STANDBY_LAG_P99_MS = 10.0
 
 def standby_lag_under_load(
     cluster: NameNodeProcessCluster, samples: int, clients: int
-) -> tuple[list[float], int, dict[str, float]]:
+) -> tuple[list[float], int, RoleTimes]:
     """``standby_lag`` while ``clients`` threads create directories on the active without
     pause (the write load of (a)); the lags, how many load mkdirs failed, and the CPU each
-    role used per second of the sampling (``cpu_by_role``)."""
+    role used and waited for per second of the sampling (``RoleTimes``)."""
     settings = cluster.settings()
     stop = threading.Event()
     errors = [0] * clients
@@ -419,21 +469,22 @@ def standby_lag_under_load(
         t.start()
     try:
         time.sleep(1.0)  # every client connected and writing
-        lags, cpu = _sample_lag(cluster, samples)
+        lags, times = _sample_lag(cluster, samples)
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=60)
-    return lags, sum(errors), cpu
+    return lags, sum(errors), times
 
 
 def standby_lag_under_h2load(
     cluster: NameNodeProcessCluster, samples: int, in_flight: int, follower: str = "nn2"
-) -> tuple[list[float], float, dict[str, float]]:
+) -> tuple[list[float], float, RoleTimes]:
     """``standby_lag`` of ``follower`` (the standby, or an observer) while h2load keeps
     ``in_flight`` ``Create(overwrite)`` calls of one path outstanding on the active: the same
     write load without 32 Python threads sharing the measuring thread's GIL and cores. The
-    lags, the creates logged per second meanwhile, and the CPU of each role per second."""
+    lags, the creates logged per second meanwhile, and the CPU each role used and waited for
+    per second (``RoleTimes``)."""
     active = cluster["nn1"]
     create = namenode_pb2.CreateRequest(
         header=namenode_pb2.RpcHeader(), path=CREATE_PATH, overwrite=True
@@ -443,22 +494,21 @@ def standby_lag_under_h2load(
     with h2load.background(url, create.SerializeToString(), in_flight):
         time.sleep(1.0)  # the connections are up and the creates flowing
         before, began = nn_samples(active.metrics_url or "")[synced], time.perf_counter()
-        lags, cpu = _sample_lag(cluster, samples, tag=f"-h2load{in_flight}", follower=follower)
+        lags, times = _sample_lag(cluster, samples, tag=f"-h2load{in_flight}", follower=follower)
         logged = nn_samples(active.metrics_url or "")[synced] - before
         rate = logged / (time.perf_counter() - began)
-    return lags, rate, cpu
+    return lags, rate, times
 
 
 def _sample_lag(
     cluster: NameNodeProcessCluster, samples: int, tag: str = "", follower: str = "nn2"
-) -> tuple[list[float], dict[str, float]]:
-    """``standby_lag`` and the CPU each role used per second of it."""
+) -> tuple[list[float], RoleTimes]:
+    """``standby_lag`` and the CPU each role used and waited for per second of it."""
     pids = role_pids(cluster)
-    cpu_before, began = cpu_by_role(pids), time.perf_counter()
+    before, began = RoleTimes.read(pids), time.perf_counter()
     lags = standby_lag(cluster, samples, spread=0.02, follower=follower, tag=tag)
     elapsed = time.perf_counter() - began
-    cpu = {role: (used - cpu_before[role]) / elapsed for role, used in cpu_by_role(pids).items()}
-    return lags, cpu
+    return lags, RoleTimes.read(pids).per_second_since(before, elapsed)
 
 
 def push_lag_series(
@@ -482,12 +532,12 @@ def push_lag_series(
         with NameNodeProcessCluster(workdir / f"lag-{mode}", extra_conf=conf) as cluster:
             cluster.transition_to_active("nn1")
             began = time.perf_counter()
-            lags, errors, cpu = standby_lag_under_load(cluster, samples, clients)
+            lags, errors, times = standby_lag_under_load(cluster, samples, clients)
             elapsed = time.perf_counter() - began
             standby = nn_samples(cluster["nn2"].metrics_url or "")
             if shutil.which("h2load") is not None:
-                native, rate, native_cpu = standby_lag_under_h2load(cluster, samples, clients)
-                result.update(_h2load_lag_keys(f"{key}_h2load", "", native, rate, native_cpu))
+                native, rate, native_times = standby_lag_under_h2load(cluster, samples, clients)
+                result.update(_h2load_lag_keys(f"{key}_h2load", "", native, rate, native_times))
                 if push and lighter:
                     result.update(lag_by_write_load(cluster, samples, lighter))
         result[f"{key}_p50_ms"] = round(percentile(lags, 0.50), 1)
@@ -497,8 +547,9 @@ def push_lag_series(
         result[f"{key}_pushed_txns"] = standby.get("hanamenode_tailer_pushed_txns_applied_total", 0)
         result[f"{key}_tailed_txns"] = standby.get("hanamenode_tailer_txns_applied_total", 0)
         result[f"{key}_txns_per_s"] = round(float(result[f"{key}_tailed_txns"]) / elapsed, 1)
-        for role in ("active", "standby", "journalnodes"):
-            result[f"{key}_cpu_{role}"] = round(cpu[role], 2)
+        for role in _ROLES:
+            result[f"{key}_cpu_{role}"] = round(times.cpu[role], 2)
+            result[f"{key}_runq_wait_{role}"] = round(times.wait[role], 2)
     poll_p99 = max(float(result["standby_lag_poll_p99_ms"]), 1e-9)
     result["standby_lag_p99_push_vs_poll"] = round(
         float(result["standby_lag_p99_ms"]) / poll_p99, 3
@@ -515,24 +566,27 @@ def lag_by_write_load(
     ``..._creates_per_s_<n>`` and ``..._cpu_total_<n>`` (s/s, all daemons)."""
     out: dict[str, float | int | str] = {"standby_lag_levels": ",".join(map(str, levels))}
     for n in levels:
-        lags, rate, cpu = standby_lag_under_h2load(cluster, samples, n)
-        out.update(_h2load_lag_keys("standby_lag_h2load", f"_{n}", lags, rate, cpu))
+        lags, rate, times = standby_lag_under_h2load(cluster, samples, n)
+        out.update(_h2load_lag_keys("standby_lag_h2load", f"_{n}", lags, rate, times))
     return out
 
 
 def _h2load_lag_keys(
-    stem: str, suffix: str, lags: list[float], rate: float, cpu: dict[str, float]
+    stem: str, suffix: str, lags: list[float], rate: float, times: RoleTimes
 ) -> dict[str, float | int | str]:
     """One h2load lag series as keys ``<stem>_{p50,p90,p99}_ms<suffix>``,
-    ``<stem>_creates_per_s<suffix>``, ``<stem>_cpu_<role><suffix>`` and ``<stem>_cpu_total<suffix>``
-    (every role, the measuring client included)."""
+    ``<stem>_creates_per_s<suffix>``, ``<stem>_cpu_<role><suffix>``,
+    ``<stem>_runq_wait_<role><suffix>`` and ``<stem>_{cpu,runq_wait}_total<suffix>`` (every
+    role, the measuring client included)."""
     keys: dict[str, float | int | str] = {
         f"{stem}_p{q}_ms{suffix}": round(percentile(lags, q / 100), 1) for q in (50, 90, 99)
     }
     keys[f"{stem}_creates_per_s{suffix}"] = round(rate, 1)
-    for role in ("active", "standby", "journalnodes"):
-        keys[f"{stem}_cpu_{role}{suffix}"] = round(cpu[role], 2)
-    keys[f"{stem}_cpu_total{suffix}"] = round(sum(cpu.values()), 2)
+    for role in _ROLES:
+        keys[f"{stem}_cpu_{role}{suffix}"] = round(times.cpu[role], 2)
+        keys[f"{stem}_runq_wait_{role}{suffix}"] = round(times.wait[role], 2)
+    keys[f"{stem}_cpu_total{suffix}"] = round(sum(times.cpu.values()), 2)
+    keys[f"{stem}_runq_wait_total{suffix}"] = round(sum(times.wait.values()), 2)
     return keys
 
 
@@ -557,6 +611,14 @@ def report_push_lag(result: dict[str, float | int | str]) -> None:
                 f"{result['standby_lag_poll_cpu_active']} / "
                 f"{result['standby_lag_poll_cpu_standby']} / "
                 f"{result['standby_lag_poll_cpu_journalnodes']}",
+                "",
+            ],
+            [
+                "run-queue wait active / standby / JNs (s/s)",
+                *(
+                    " / ".join(str(result[f"{k}_runq_wait_{role}"]) for role in _ROLES)
+                    for k in ("standby_lag", "standby_lag_poll")
+                ),
                 "",
             ],
             [
@@ -598,6 +660,14 @@ def report_push_lag(result: dict[str, float | int | str]) -> None:
                     ),
                     "",
                 ],
+                [
+                    "run-queue wait active / standby / JNs (s/s)",
+                    *(
+                        " / ".join(str(result[f"{k}_h2load_runq_wait_{role}"]) for role in _ROLES)
+                        for k in ("standby_lag", "standby_lag_poll")
+                    ),
+                    "",
+                ],
             ],
         )
     if "standby_lag_levels" in result:
@@ -611,6 +681,7 @@ def report_push_lag(result: dict[str, float | int | str]) -> None:
                 result[f"standby_lag_h2load_p99_ms_{n}"],
                 f"{result[f'standby_lag_h2load_cpu_total_{n}']} / "
                 f"{result[f'standby_lag_h2load_cpu_active_{n}']}",
+                result[f"standby_lag_h2load_runq_wait_total_{n}"],
             ]
             for n in levels
         ]
@@ -621,11 +692,15 @@ def report_push_lag(result: dict[str, float | int | str]) -> None:
             result["standby_lag_h2load_p90_ms"],
             result["standby_lag_h2load_p99_ms"],
             f"{result['standby_lag_h2load_cpu_total']} / {result['standby_lag_h2load_cpu_active']}",
+            result["standby_lag_h2load_runq_wait_total"],
         ])
         print_table(
             "pushed lag by write load (h2load Create calls in flight; CPU of every daemon and "
             "of the measuring client, of 2 cores): the tail grows as the cores fill",
-            ["in flight", "creates/s", "p50 ms", "p90 ms", "p99 ms", "CPU all / active (s/s)"],
+            [
+                "in flight", "creates/s", "p50 ms", "p90 ms", "p99 ms", "CPU all / active (s/s)",
+                "run-queue wait all (s/s)",
+            ],
             rows,
         )
 

@@ -1,0 +1,70 @@
+"""``bench.namenode_ops``'s run-queue wait per role: read from each thread's
+``/proc/<pid>/task/<tid>/schedstat``, it rises for a process that shares its one CPU with
+another busy one and stays near zero for one that sleeps."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from bench.namenode_ops import RoleTimes, run_queue_wait_seconds
+
+SPIN = "while True: pass"
+
+
+@pytest.fixture
+def spinners() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Three busy processes pinned to the same CPU: each is runnable all the time and gets
+    the CPU about a third of it."""
+    cpu = min(os.sched_getaffinity(0))
+    procs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(3)]
+    try:
+        for proc in procs:
+            os.sched_setaffinity(proc.pid, {cpu})
+        yield procs
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_process_sharing_its_cpu_waits_in_the_run_queue(
+    spinners: list[subprocess.Popen[bytes]],
+) -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        pids: dict[str, list[int | None]] = {
+            "busy": [p.pid for p in spinners],
+            "sleeping": [sleeper.pid],
+        }
+        time.sleep(0.2)  # the sleeper has started and gone to sleep
+        before, began = RoleTimes.read(pids), time.monotonic()
+        time.sleep(1.5)
+        times = RoleTimes.read(pids).per_second_since(before, time.monotonic() - began)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # Three spinners on one CPU: at most 1 s/s of CPU between them, and about twice as much
+    # waiting (more if anything else runs there).
+    assert 0.3 < times.cpu["busy"] <= 1.05, times
+    assert times.wait["busy"] > 1.5 * times.cpu["busy"], times
+    assert times.cpu["sleeping"] < 0.05, times
+    assert times.wait["sleeping"] < 0.05, times
+
+
+def test_run_queue_wait_of_this_process_counts_every_thread() -> None:
+    waited = run_queue_wait_seconds()
+    assert waited >= 0.0
+    assert run_queue_wait_seconds(os.getpid()) >= waited
+
+
+def test_per_second_since_divides_the_difference_by_the_time_elapsed() -> None:
+    before = RoleTimes({"a": 1.0, "b": 2.0}, {"a": 0.5, "b": 0.0})
+    after = RoleTimes({"a": 3.0, "b": 2.5}, {"a": 4.5, "b": 1.0})
+    got = after.per_second_since(before, 2.0)
+    assert got == RoleTimes({"a": 1.0, "b": 0.25}, {"a": 2.0, "b": 0.5})
