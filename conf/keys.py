@@ -251,6 +251,20 @@ def _duration(unit: str, *, positive: bool = True) -> Callable[[str], float]:
     return parse
 
 
+def _short_duration(unit: str, maximum: float) -> Callable[[str], float]:
+    """A duration from 0 (off) to ``maximum`` seconds: a wait on a hot path, where a
+    value of seconds is a typo, not a setting."""
+    parse_any = _duration(unit, positive=False)
+
+    def parse(text: str) -> float:
+        value = parse_any(text)  # a negative one is not a duration
+        if value > maximum:
+            raise ValueError(f"must be at most {maximum:g}s, got {text!r}")
+        return value
+
+    return parse
+
+
 def _count(minimum: int, maximum: int = MAX_COUNT) -> Callable[[str], int]:
     def parse(text: str) -> int:
         value = parse_int(text)
@@ -501,6 +515,14 @@ KEYS: tuple[Key, ...] = (
         _count(1, MAX_MESSAGE_MIB * MIB),
         "1048576",
         "most bytes of edits the active's syncer ships in one batch to the JournalNodes",
+    ),
+    Key(
+        "dfs.namenode.edits.sync.gather-delay",
+        _short_duration("ms", 1.0),
+        "8ms",
+        "while recent batches held several edits, the longest the active's syncer waits "
+        "(from the previous sync's start) for as many before it ships the next batch; "
+        "0 ships at once",
     ),
     Key("dfs.namenode.checkpoint.txns", _count(1), "1000000", "checkpoint after this many txns"),
     Key("dfs.namenode.checkpoint.period", _duration("s"), "3600", "checkpoint at least this often"),

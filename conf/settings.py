@@ -115,6 +115,7 @@ class HASettings:
     checkpoint_period: float = 3600.0
     checkpoints_retained: int = 2
     edits_sync_max_batch_bytes: int = 1 * MIB
+    edits_sync_gather_delay: float = 0.008
     graceful_fence_timeout: float = 5.0
     health_check_interval: float = 1.0
     new_active_timeout: float = 60.0
@@ -420,6 +421,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         checkpoint_period=get("dfs.namenode.checkpoint.period"),
         checkpoints_retained=get("dfs.namenode.num.checkpoints.retained"),
         edits_sync_max_batch_bytes=get("dfs.namenode.edits.sync.max-batch.bytes"),
+        edits_sync_gather_delay=get("dfs.namenode.edits.sync.gather-delay"),
         graceful_fence_timeout=get("ha.failover-controller.graceful-fence.rpc-timeout.ms"),
         health_check_interval=get("ha.health-monitor.check-interval.ms"),
         new_active_timeout=get("ha.failover-controller.new-active.rpc-timeout.ms"),

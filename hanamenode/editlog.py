@@ -14,6 +14,12 @@ The syncer is one task:
 - when the sync returns, the next one ships *everything accumulated* in one batch, bounded
   by bytes (``max_batch_bytes``, ``dfs.namenode.edits.sync.max-batch.bytes``): a longer
   backlog goes out as several consecutive batches;
+- under concurrent writers it gathers first (``gather_delay``,
+  ``dfs.namenode.edits.sync.gather-delay``): when recent batches held several edits, the next
+  batch waits until as many edits as the largest of them are pending, or until
+  ``gather_delay`` after the previous sync started, whichever comes first. A lone writer
+  (batches of one edit) never waits; many writers get fewer, larger batches, which cost the
+  JournalNodes and the standbys per batch, not per edit (docs/architecture.md §5.2);
 - the sync awaits the QJM's awaitable API (``QuorumOutputStream.aflush_ready``, issue 12's
   QJM on asyncio, docs/architecture.md §4.6): the writer's QJM is bound to this loop, and
   its loggers' JournalStreams are grpc.aio streams on it too.
@@ -65,6 +71,14 @@ Apply = Callable[[edits_pb2.EditOp], object]
 DEFAULT_MAX_BATCH_BYTES = 1 * MIB
 GATHER_YIELDS = 16
 QUIET_YIELDS = 2
+DEFAULT_GATHER_DELAY = 0.008
+"""dfs.namenode.edits.sync.gather-delay: the longest a batch waits for concurrent writers'
+edits, counted from the start of the previous sync."""
+GATHER_MIN_BATCH = 2
+"""Recent batches must have held this many edits before a batch waits for more: one edit a
+batch is a lone writer, whom a wait would only slow down."""
+GATHER_HISTORY = 16
+"""Batches whose sizes set how many edits the next batch waits for (the largest of them)."""
 
 
 def take_batch(pending: deque[tuple[int, bytes]], max_bytes: int) -> list[tuple[int, bytes]]:
@@ -97,6 +111,7 @@ class FSEditLog:
         on_failure: Callable[[str], None] | None = None,
         metrics: NameNodeMetrics | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        gather_delay: float = DEFAULT_GATHER_DELAY,
         sync_wait_timeout: float | None = None,
         log_context: dict[str, object] | None = None,
     ) -> None:
@@ -105,6 +120,7 @@ class FSEditLog:
         self._on_failure = on_failure
         self._metrics = metrics
         self.max_batch_bytes = max_batch_bytes
+        self.gather_delay = gather_delay
         write_timeout = float(getattr(qjm.timeouts, "write_txns_timeout", 20.0))
         self.sync_wait_timeout = (
             sync_wait_timeout if sync_wait_timeout is not None else 2 * write_timeout + 5.0
@@ -116,6 +132,12 @@ class FSEditLog:
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._waiter_seq = itertools.count()
         self._wake = asyncio.Event()
+        # Gathering: the sizes of recent batches, when the last sync started, and the event
+        # log_and_apply sets once as many edits as the syncer waits for are pending.
+        self._recent_batches: deque[int] = deque(maxlen=GATHER_HISTORY)
+        self._last_sync_started = 0.0
+        self._gather_target = 0
+        self._gathered = asyncio.Event()
         # Held while a roll or the close ends the segment (and a roll starts the next).
         self._segment_lock = asyncio.Lock()
         self._syncer: asyncio.Task[None] | None = None
@@ -277,6 +299,8 @@ class FSEditLog:
         self._pending.append((txid, framed))
         self._last_written_txid = txid
         self._wake.set()
+        if self._gather_target and len(self._pending) >= self._gather_target:
+            self._gathered.set()
         return txid, result
 
     def _check_writable(self) -> None:
@@ -336,7 +360,41 @@ class FSEditLog:
             await asyncio.sleep(0)
             quiet = quiet + 1 if self._last_written_txid == before else 0
             if quiet >= QUIET_YIELDS:
-                return
+                break
+        await self._gather_concurrent_writers()
+
+    def gather_target(self) -> int:
+        """How many pending edits the next batch waits for: the largest of the recent batches
+        when they show concurrent writers (``GATHER_MIN_BATCH``), else 0 (no wait)."""
+        largest = max(self._recent_batches, default=0)
+        return largest if largest >= GATHER_MIN_BATCH else 0
+
+    async def _gather_concurrent_writers(self) -> None:
+        """Wait, at most until ``gather_delay`` after the previous sync started, until as
+        many edits are pending as the largest recent batch held. Not during a roll or a close
+        (the segment lock is held: no edit can follow the END marker), nor once a batch's
+        worth of bytes is pending."""
+        target = self.gather_target()
+        if (
+            self.gather_delay <= 0
+            or target == 0
+            or len(self._pending) >= target
+            or self._segment_lock.locked()
+            or sum(len(framed) for _, framed in self._pending) >= self.max_batch_bytes
+        ):
+            return
+        remaining = self._last_sync_started + self.gather_delay - self._loop.time()
+        if remaining <= 0:
+            return
+        self._gather_target = target
+        self._gathered.clear()
+        try:
+            async with asyncio.timeout(remaining):
+                await self._gathered.wait()
+        except TimeoutError:
+            pass  # the delay is up: ship what came
+        finally:
+            self._gather_target = 0
 
     async def _sync_once(self, stream: QuorumOutputStream) -> None:
         batch = take_batch(self._pending, self.max_batch_bytes)
@@ -345,6 +403,8 @@ class FSEditLog:
         stream.set_ready_to_flush()
         sync_end = batch[-1][0]
         self._sync_running = True
+        self._recent_batches.append(len(batch))
+        self._last_sync_started = self._loop.time()
         started = time.perf_counter()
         try:
             await stream.aflush_ready()

@@ -856,6 +856,7 @@ class FSNamesystem:
                     on_failure=lambda reason: self._on_edit_log_failure(writer, reason),
                     metrics=self.metrics,
                     max_batch_bytes=self.settings.ha.edits_sync_max_batch_bytes,
+                    gather_delay=self.settings.ha.edits_sync_gather_delay,
                     log_context={"nn": self.nn_id},
                 )
                 await edit_log.open_for_write(first, self._namespace.apply)

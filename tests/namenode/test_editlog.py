@@ -152,6 +152,88 @@ def test_a_batch_is_bounded_by_bytes_not_by_callers() -> None:
     run(test)
 
 
+async def logged_at_once(edit_log: FSEditLog, paths: list[str]) -> None:
+    """Log one edit per path with no await between them (concurrent callers), then wait
+    until all are durable."""
+    txids = [edit_log.log_edit(mkdir_op(p)) for p in paths]
+    await asyncio.gather(*(edit_log.log_sync(t) for t in txids))
+
+
+async def after_a_batch_of(writers: int, gather_delay: float) -> tuple[FakeQJM, FSEditLog]:
+    """An edit log whose last batch held one edit from each of ``writers`` callers."""
+    qjm = FakeQJM()
+    edit_log, _ = await open_log(qjm, gather_delay=gather_delay)
+    await logged_at_once(edit_log, [f"/w{i}" for i in range(writers)])
+    return qjm, edit_log
+
+
+def test_a_lone_writer_never_waits_to_gather() -> None:
+    # Batches of one edit: the next sync starts at once, whatever the gather delay.
+    async def test() -> None:
+        qjm = FakeQJM()
+        edit_log, _ = await open_log(qjm, gather_delay=1.0)
+        began = asyncio.get_running_loop().time()
+        for i in range(5):
+            await edit_log.log_sync(edit_log.log_edit(mkdir_op(f"/alone{i}")))
+        assert asyncio.get_running_loop().time() - began < 0.5
+        assert [count for _, _, count in qjm.sent] == [1] * 6
+        assert edit_log.gather_target() == 0
+
+    run(test)
+
+
+def test_after_concurrent_batches_a_batch_waits_for_as_many_edits() -> None:
+    # A batch of four shows four writers: the next batch waits until four edits are
+    # pending (here the last three come 0.1 s after the first), not the whole delay.
+    async def test() -> None:
+        qjm, edit_log = await after_a_batch_of(4, gather_delay=1.0)
+        assert edit_log.gather_target() == 4
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        first = asyncio.create_task(edit_log.log_sync(edit_log.log_edit(mkdir_op("/x0"))))
+        await asyncio.sleep(0.1)
+        assert not first.done()  # gathering, not shipped alone
+        await logged_at_once(edit_log, ["/x1", "/x2", "/x3"])
+        await first
+        assert loop.time() - began < 0.6  # shipped when the fourth came, not at the delay
+        assert [count for _, _, count in qjm.sent] == [1, 4, 4]
+
+    run(test)
+
+
+def test_the_gather_delay_bounds_the_wait_for_writers_who_do_not_come() -> None:
+    async def test() -> None:
+        qjm, edit_log = await after_a_batch_of(3, gather_delay=0.3)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await edit_log.log_sync(edit_log.log_edit(mkdir_op("/late")))
+        waited = loop.time() - began
+        assert 0.15 < waited < 0.9, waited  # about the delay from the previous sync's start
+        assert [count for _, _, count in qjm.sent] == [1, 3, 1]
+        # gather_delay=0 turns gathering off: the next edit ships at once.
+        edit_log.gather_delay = 0.0
+        began = loop.time()
+        await logged_at_once(edit_log, ["/a", "/b"])
+        await edit_log.log_sync(edit_log.log_edit(mkdir_op("/c")))
+        assert loop.time() - began < 0.15
+
+    run(test)
+
+
+def test_a_roll_does_not_wait_to_gather() -> None:
+    # The END marker is the last edit of its segment (writes are held out during a roll):
+    # waiting for more would only delay the roll by the gather delay.
+    async def test() -> None:
+        qjm, edit_log = await after_a_batch_of(4, gather_delay=1.0)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await edit_log.roll(lambda op: None)
+        assert loop.time() - began < 0.5
+        assert qjm.finalized == [(1, 6)]
+
+    run(test)
+
+
 def test_take_batch_keeps_order_and_takes_one_oversized_edit() -> None:
     from collections import deque
 

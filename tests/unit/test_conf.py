@@ -228,9 +228,12 @@ def test_other_typed_values() -> None:
             "dfs.ha.tail-edits.in-progress": "true",
             "dfs.ha.tail-edits.qjm.rpc.max-txns": 100,
             "dfs.journalnode.edit-cache-size.bytes": 0,
+            "dfs.namenode.edits.sync.gather-delay": "0",
         }
     )
     assert s.ha.tail_edits_in_progress is True and s.ha.tail_edits_max_txns == 100
+    assert s.ha.edits_sync_gather_delay == 0.0
+    assert Settings.from_mapping({}).ha.edits_sync_gather_delay == 0.008
     assert s.journalnode("jn1").edit_cache_bytes == 0
     assert s.ha.automatic_failover_enabled is True
     assert s.zk.quorum == "127.0.0.1:2181,127.0.0.1:2182"
@@ -299,6 +302,8 @@ MALFORMED = [
     ("dfs.namenode.checkpoint.txns", "9" * 30, "must be at most 9223372036854775807"),
     ("ha.zookeeper.session-timeout.ms", "366d", "must be at most 365 days"),
     ("dfs.ha.tail-edits.qjm.rpc.max-txns", "2000000", "must be at most 1048576"),
+    ("dfs.namenode.edits.sync.gather-delay", "2s", "must be at most 1s"),
+    ("dfs.namenode.edits.sync.gather-delay", "-5ms", "expected a duration"),
     ("dfs.qjournal.queued-edits.limit.mb", "16", "is not below hanamenode.rpc.max-message.mb"),
 ]
 
