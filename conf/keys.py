@@ -519,9 +519,10 @@ KEYS: tuple[Key, ...] = (
     Key(
         "dfs.namenode.edits.sync.gather-delay",
         _short_duration("ms", 1.0),
-        "8ms",
+        "16ms",
         "while recent batches held several edits, the longest the active's syncer waits "
-        "(from the previous sync's start) for as many before it ships the next batch; "
+        "(from the previous sync's start) for as many edits as their median before it ships "
+        "the next batch; "
         "0 ships at once",
     ),
     Key("dfs.namenode.checkpoint.txns", _count(1), "1000000", "checkpoint after this many txns"),

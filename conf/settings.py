@@ -115,7 +115,7 @@ class HASettings:
     checkpoint_period: float = 3600.0
     checkpoints_retained: int = 2
     edits_sync_max_batch_bytes: int = 1 * MIB
-    edits_sync_gather_delay: float = 0.008
+    edits_sync_gather_delay: float = 0.016
     graceful_fence_timeout: float = 5.0
     health_check_interval: float = 1.0
     new_active_timeout: float = 60.0

@@ -16,7 +16,7 @@ The syncer is one task:
   backlog goes out as several consecutive batches;
 - under concurrent writers it gathers first (``gather_delay``,
   ``dfs.namenode.edits.sync.gather-delay``): when recent batches held several edits, the next
-  batch waits until as many edits as the largest of them are pending, or until
+  batch waits until as many edits as their median are pending, or until
   ``gather_delay`` after the previous sync started, whichever comes first. A lone writer
   (batches of one edit) never waits; many writers get fewer, larger batches, which cost the
   JournalNodes and the standbys per batch, not per edit (docs/architecture.md §5.2);
@@ -71,14 +71,14 @@ Apply = Callable[[edits_pb2.EditOp], object]
 DEFAULT_MAX_BATCH_BYTES = 1 * MIB
 GATHER_YIELDS = 16
 QUIET_YIELDS = 2
-DEFAULT_GATHER_DELAY = 0.008
+DEFAULT_GATHER_DELAY = 0.016
 """dfs.namenode.edits.sync.gather-delay: the longest a batch waits for concurrent writers'
 edits, counted from the start of the previous sync."""
 GATHER_MIN_BATCH = 2
 """Recent batches must have held this many edits before a batch waits for more: one edit a
 batch is a lone writer, whom a wait would only slow down."""
 GATHER_HISTORY = 16
-"""Batches whose sizes set how many edits the next batch waits for (the largest of them)."""
+"""Batches whose sizes set how many edits the next batch waits for (their median)."""
 
 
 def take_batch(pending: deque[tuple[int, bytes]], max_bytes: int) -> list[tuple[int, bytes]]:
@@ -364,14 +364,17 @@ class FSEditLog:
         await self._gather_concurrent_writers()
 
     def gather_target(self) -> int:
-        """How many pending edits the next batch waits for: the largest of the recent batches
-        when they show concurrent writers (``GATHER_MIN_BATCH``), else 0 (no wait)."""
-        largest = max(self._recent_batches, default=0)
-        return largest if largest >= GATHER_MIN_BATCH else 0
+        """How many pending edits the next batch waits for: the median of the recent batches
+        when it shows concurrent writers (``GATHER_MIN_BATCH``), else 0 (no wait). The
+        median, not the largest, so that a writer who comes now and then (a fifth beside
+        four in step) does not make every batch wait for him."""
+        recent = sorted(self._recent_batches)
+        typical = recent[len(recent) // 2] if recent else 0
+        return typical if typical >= GATHER_MIN_BATCH else 0
 
     async def _gather_concurrent_writers(self) -> None:
         """Wait, at most until ``gather_delay`` after the previous sync started, until as
-        many edits are pending as the largest recent batch held. Not during a roll or a close
+        many edits are pending as ``gather_target``. Not during a roll or a close
         (the segment lock is held: no edit can follow the END marker), nor once a batch's
         worth of bytes is pending."""
         target = self.gather_target()

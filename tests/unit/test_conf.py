@@ -233,7 +233,7 @@ def test_other_typed_values() -> None:
     )
     assert s.ha.tail_edits_in_progress is True and s.ha.tail_edits_max_txns == 100
     assert s.ha.edits_sync_gather_delay == 0.0
-    assert Settings.from_mapping({}).ha.edits_sync_gather_delay == 0.008
+    assert Settings.from_mapping({}).ha.edits_sync_gather_delay == 0.016
     assert s.journalnode("jn1").edit_cache_bytes == 0
     assert s.ha.automatic_failover_enabled is True
     assert s.zk.quorum == "127.0.0.1:2181,127.0.0.1:2182"
