@@ -201,6 +201,19 @@ def test_after_concurrent_batches_a_batch_waits_for_as_many_edits() -> None:
     run(test)
 
 
+def test_an_occasional_extra_writer_does_not_raise_what_a_batch_waits_for() -> None:
+    # Four writers in step and, once, a fifth: the batches wait for four (their median),
+    # not for five, which would make every batch of the four wait the whole delay.
+    async def test() -> None:
+        _, edit_log = await after_a_batch_of(4, gather_delay=1.0)
+        await logged_at_once(edit_log, [f"/a{i}" for i in range(4)])
+        await logged_at_once(edit_log, [f"/b{i}" for i in range(5)])
+        await logged_at_once(edit_log, [f"/c{i}" for i in range(4)])
+        assert edit_log.gather_target() == 4
+
+    run(test)
+
+
 def test_the_gather_delay_bounds_the_wait_for_writers_who_do_not_come() -> None:
     async def test() -> None:
         qjm, edit_log = await after_a_batch_of(3, gather_delay=0.3)
