@@ -522,8 +522,7 @@ KEYS: tuple[Key, ...] = (
         "16ms",
         "while recent batches held several edits, the longest the active's syncer waits "
         "(from the previous sync's start) for as many edits as their median before it ships "
-        "the next batch; "
-        "0 ships at once",
+        "the next batch; 0 ships at once",
     ),
     Key("dfs.namenode.checkpoint.txns", _count(1), "1000000", "checkpoint after this many txns"),
     Key("dfs.namenode.checkpoint.period", _duration("s"), "3600", "checkpoint at least this often"),

@@ -75,8 +75,8 @@ DEFAULT_GATHER_DELAY = 0.016
 """dfs.namenode.edits.sync.gather-delay: the longest a batch waits for concurrent writers'
 edits, counted from the start of the previous sync."""
 GATHER_MIN_BATCH = 2
-"""Recent batches must have held this many edits before a batch waits for more: one edit a
-batch is a lone writer, whom a wait would only slow down."""
+"""The median of the recent batches must be this many edits before a batch waits for more:
+one edit a batch is a lone writer, whom a wait would only slow down."""
 GATHER_HISTORY = 16
 """Batches whose sizes set how many edits the next batch waits for (their median)."""
 
