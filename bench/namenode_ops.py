@@ -592,19 +592,25 @@ def push_lag_series(
         for role in (*_ROLES, "load"):
             result[f"{py}_cpu_{role}"] = round(times.cpu[role], 2)
             result[f"{py}_runq_wait_{role}"] = round(times.wait[role], 2)
-        # The headline: under h2load, the load generator of every server-capacity series,
-        # whose 32 calls in flight cost the 2 cores almost nothing; without it, under the
-        # Python writers, who use a large share of those cores themselves.
-        source = f"{key}_h2load" if f"{key}_h2load_p99_ms" in result else py
-        result["standby_lag_load"] = "h2load" if source.endswith("h2load") else "python"
-        for q in ("p50", "p99"):
-            result[f"{key}_{q}_ms"] = result[f"{source}_{q}_ms"]
+        result["standby_lag_load"] = _headline_lag(result, key)
     poll_p99 = max(float(result["standby_lag_poll_p99_ms"]), 1e-9)
     result["standby_lag_p99_push_vs_poll"] = round(
         float(result["standby_lag_p99_ms"]) / poll_p99, 3
     )
     result["standby_lag_target_p99_ms"] = TARGET_STANDBY_LAG_P99_MS
     return result
+
+
+def _headline_lag(result: dict[str, float | int | str], stem: str) -> str:
+    """Copy ``<stem>_h2load_{p50,p99}_ms`` to ``<stem>_{p50,p99}_ms``, or the Python
+    writers' ``<stem>_pyclients_*`` without h2load; the load it took ("h2load" or "python").
+    h2load is the load generator of every server-capacity series: its 32 calls in flight cost
+    the 2 cores almost nothing, where the Python writers use a large share of them."""
+    load = "h2load" if f"{stem}_h2load_p99_ms" in result else "python"
+    source = f"{stem}_h2load" if load == "h2load" else f"{stem}_pyclients"
+    for q in ("p50", "p99"):
+        result[f"{stem}_{q}_ms"] = result[f"{source}_{q}_ms"]
+    return load
 
 
 def lag_by_write_load(
@@ -917,13 +923,7 @@ def observer_series(
     result["observer_lag_pyclients_p99_ms"] = round(percentile(lags, 0.99), 1)
     result["observer_lag_pyclients_max_ms"] = round(lags[-1], 1) if lags else 0.0
     result["observer_lag_samples"] = len(lags)
-    # The headline, as for the standby (push_lag_series): under h2load when installed.
-    source = "observer_lag_h2load" if "observer_lag_h2load_p99_ms" in result else (
-        "observer_lag_pyclients"
-    )
-    result["observer_lag_load"] = "h2load" if source.endswith("h2load") else "python"
-    for q in ("p50", "p99", "max"):
-        result[f"observer_lag_{q}_ms"] = result[f"{source}_{q}_ms"]
+    result["observer_lag_load"] = _headline_lag(result, "observer_lag")
     return result
 
 

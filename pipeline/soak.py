@@ -224,7 +224,8 @@ class SoakProgress:
     and once clean)."""
 
     @property
-    def seeds_per_minute(self) -> float:
+    def per_minute(self) -> float:
+        """``done`` a minute (seeds, or runs: ``unit``)."""
         return 60.0 * self.done / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
 
     def line(self) -> str:
@@ -236,7 +237,7 @@ class SoakProgress:
             f"{format_duration(self.elapsed_seconds)}"
         )
         if self.done:
-            rate = self.seeds_per_minute
+            rate = self.per_minute
             left = (self.total - self.done) / rate * 60 if rate else 0.0
             text += f", {rate:.0f} {self.unit}/min, about {format_duration(left)} left"
         if self.failing_seeds:

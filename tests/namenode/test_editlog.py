@@ -167,15 +167,25 @@ async def after_a_batch_of(writers: int, gather_delay: float) -> tuple[FakeQJM, 
     return qjm, edit_log
 
 
+async def seconds_of(awaitable: Awaitable[object]) -> float:
+    """How long ``awaitable`` took on the loop's clock."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await awaitable
+    return loop.time() - began
+
+
 def test_a_lone_writer_never_waits_to_gather() -> None:
     # Batches of one edit: the next sync starts at once, whatever the gather delay.
     async def test() -> None:
         qjm = FakeQJM()
         edit_log, _ = await open_log(qjm, gather_delay=1.0)
-        began = asyncio.get_running_loop().time()
-        for i in range(5):
-            await edit_log.log_sync(edit_log.log_edit(mkdir_op(f"/alone{i}")))
-        assert asyncio.get_running_loop().time() - began < 0.5
+
+        async def alone() -> None:
+            for i in range(5):
+                await edit_log.log_sync(edit_log.log_edit(mkdir_op(f"/alone{i}")))
+
+        assert await seconds_of(alone()) < 0.5
         assert [count for _, _, count in qjm.sent] == [1] * 6
         assert edit_log.gather_target() == 0
 
@@ -217,18 +227,13 @@ def test_an_occasional_extra_writer_does_not_raise_what_a_batch_waits_for() -> N
 def test_the_gather_delay_bounds_the_wait_for_writers_who_do_not_come() -> None:
     async def test() -> None:
         qjm, edit_log = await after_a_batch_of(3, gather_delay=0.3)
-        loop = asyncio.get_running_loop()
-        began = loop.time()
-        await edit_log.log_sync(edit_log.log_edit(mkdir_op("/late")))
-        waited = loop.time() - began
+        waited = await seconds_of(edit_log.log_sync(edit_log.log_edit(mkdir_op("/late"))))
         assert 0.15 < waited < 0.9, waited  # about the delay from the previous sync's start
         assert [count for _, _, count in qjm.sent] == [1, 3, 1]
         # gather_delay=0 turns gathering off: the next edit ships at once.
         edit_log.gather_delay = 0.0
-        began = loop.time()
         await logged_at_once(edit_log, ["/a", "/b"])
-        await edit_log.log_sync(edit_log.log_edit(mkdir_op("/c")))
-        assert loop.time() - began < 0.15
+        assert await seconds_of(edit_log.log_sync(edit_log.log_edit(mkdir_op("/c")))) < 0.15
 
     run(test)
 
@@ -238,10 +243,7 @@ def test_a_roll_does_not_wait_to_gather() -> None:
     # waiting for more would only delay the roll by the gather delay.
     async def test() -> None:
         qjm, edit_log = await after_a_batch_of(4, gather_delay=1.0)
-        loop = asyncio.get_running_loop()
-        began = loop.time()
-        await edit_log.roll(lambda op: None)
-        assert loop.time() - began < 0.5
+        assert await seconds_of(edit_log.roll(lambda op: None)) < 0.5
         assert qjm.finalized == [(1, 6)]
 
     run(test)
