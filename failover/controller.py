@@ -39,7 +39,7 @@ from hanamenode.errors import NamenodeError, from_rpc_error
 from hanamenode.ha import HAState
 from hanamenode.peers import connect_address
 from proto import namenode_pb2, namenode_pb2_grpc
-from zk.client import client_from_settings, close_client, split_quorum
+from zk.client import admin_retry, client_from_settings, close_client, split_quorum
 from zk.paths import ElectorPaths
 
 __all__ = [
@@ -243,9 +243,11 @@ def _connect_timeout(settings: Settings) -> float:
 def working_znode_exists(settings: Settings, timeout: float | None = None) -> bool:
     """Whether ``<parent>/<nameservice>`` exists (``format-zk`` was run)."""
     client = client_from_settings(settings)
-    _start(client, timeout or _connect_timeout(settings))
+    wait = timeout or _connect_timeout(settings)
+    _start(client, wait)
     try:
-        return client.exists(ElectorPaths.from_settings(settings).working) is not None
+        working = ElectorPaths.from_settings(settings).working
+        return admin_retry(client, wait)(client.exists, working) is not None
     finally:
         close_client(client)
 
@@ -271,17 +273,20 @@ def format_zk(
     wait = timeout or _connect_timeout(settings)
     _, chroot = split_quorum(settings.zk.quorum)
     try:
+        # Each call is asked again while the connection is lost (admin_retry): one ping
+        # answered late on a loaded machine failed a dev cluster's start before.
         if chroot is not None:
             root = client_from_settings(settings, chroot=False)
             _start(root, wait)
             try:
-                root.ensure_path(chroot)
+                admin_retry(root, wait)(root.ensure_path, chroot)
             finally:
                 close_client(root)
         client = client_from_settings(settings)
         _start(client, wait)
+        retry = admin_retry(client, wait)
         try:
-            if client.exists(paths.working) is not None:
+            if retry(client.exists, paths.working) is not None:
                 question = (
                     f"The configured parent znode {paths.working} already exists.\n"
                     "Are you sure you want to clear all failover information from ZooKeeper?\n"
@@ -293,11 +298,11 @@ def format_zk(
                         "(use --force, or answer yes)"
                     )
                 started = time.monotonic()
-                client.delete(paths.working, recursive=True)
+                retry(_delete_if_present, client, paths.working)
                 log.info("cleared working znode", path=paths.working,
                          seconds=round(time.monotonic() - started, 3))
-            client.ensure_path(paths.working)
-            client.ensure_path(paths.members)
+            retry(client.ensure_path, paths.working)
+            retry(client.ensure_path, paths.members)
         finally:
             close_client(client)
     except KazooException as exc:
@@ -306,6 +311,13 @@ def format_zk(
         ) from None
     log.info("formatted ZooKeeper for automatic failover", path=paths.working)
     return paths.working
+
+
+def _delete_if_present(client: KazooClient, path: str) -> None:
+    """``path`` and everything under it, if it is there: idempotent, so a retry after a lost
+    connection that had already deleted it succeeds."""
+    if client.exists(path) is not None:
+        client.delete(path, recursive=True)
 
 
 def fence_old_active(

@@ -116,6 +116,22 @@ def make_client(
     )
 
 
+def admin_retry(client: KazooClient, deadline: float) -> KazooRetry:
+    """A retry for an admin command's ZooKeeper calls (``hactl format-zk``): a lost
+    connection (a ping answered late on a loaded machine, a server restarting) is asked
+    again, backing off, for up to ``deadline`` seconds, then ``RetryFailedError`` (a
+    KazooException). The calls it wraps must be idempotent: ``retry(fn, *args)``."""
+    return KazooRetry(
+        max_tries=-1,
+        delay=0.05,
+        backoff=2,
+        max_jitter=0.1,
+        max_delay=1.0,
+        deadline=deadline,
+        sleep_func=client.handler.sleep_func,
+    )
+
+
 def client_from_settings(settings: Settings, *, chroot: bool = True) -> KazooClient:
     """``make_client`` for the configuration: ACL explicit iff ``ha.zookeeper.acl`` is set."""
     return make_client(settings.zk, acl_explicit=ACL_KEY in settings.values, chroot=chroot)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError
+from kazoo.exceptions import ConnectionLoss, NoAuthError
 from kazoo.security import ACL, Id, Permissions, make_digest_acl_credential
 
 from conf import ConfigError, Settings
@@ -122,6 +122,35 @@ def test_missing_java_or_jars_says_what_to_install(
     with pytest.raises(ZooKeeperNotInstalledError, match="no Java runtime"):
         server.start()
     assert not (tmp_path / "zk").exists()  # failed before taking a port or a directory
+
+
+def test_format_zk_asks_again_when_the_connection_is_lost(
+    zookeeper: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fresh-clone run's dev cluster failed to start: format-zk's session missed a ping
+    # under load and its next call got ConnectionLoss. Each call now is asked again.
+    lost: list[str] = []
+
+    def once_lost(method: Callable[..., object]) -> Callable[..., object]:
+        def call(self: KazooClient, *args: object, **kwargs: object) -> object:
+            if method.__name__ not in lost:
+                lost.append(method.__name__)
+                raise ConnectionLoss()
+            return method(self, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(KazooClient, "exists", once_lost(KazooClient.exists))
+    monkeypatch.setattr(KazooClient, "ensure_path", once_lost(KazooClient.ensure_path))
+    settings = zk_settings(zookeeper, **{"ha.zookeeper.parent-znode": "/lossy"})
+    assert format_zk(settings) == "/lossy/ns1"
+    assert lost == ["exists", "ensure_path"]
+    monkeypatch.undo()
+    client = started(KazooClient(zookeeper.connect_string))
+    try:
+        assert client.exists("/lossy/ns1/members") is not None
+    finally:
+        close_client(client)
 
 
 def test_open_acl_without_auth(zookeeper: ZooKeeperServer) -> None:
