@@ -350,8 +350,12 @@ class ActiveStandbyElector:
         self._log.info("graceful failover to this NameNode", holder=holder)
 
         def cede(nn: str) -> None:
+            # The ceding NameNode waits up to new_active_timeout to step down, then answers
+            # why not; the call's own deadline leaves it the graceful timeout to say so.
             target = HAServiceTarget.from_settings(self.settings, nn)
-            target.cede_active(self.cede_seconds, self.new_active_timeout)
+            target.cede_active(
+                self.cede_seconds, self.new_active_timeout + self.graceful_fence_timeout
+            )
 
         def rejoin(nn: str) -> None:
             target = HAServiceTarget.from_settings(self.settings, nn)

@@ -9,14 +9,25 @@ prints it (with each NameNode's state) after the failure.
 
 from __future__ import annotations
 
+import datetime
 import os
 import random
+import re
 import time
 from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 
 from hadev.devcluster import DevCluster
+
+# What a failing test prints of each NameNode's log: its warnings and errors and its HA steps
+# (election, transitions, cedes, rolls), since the test began, the last EXCERPT_LINES of them.
+# A CI run keeps only the test's output, so this is what explains a failure there.
+EXCERPT_LINES = 60
+_NOTABLE = re.compile(
+    r"\[(warning|error|critical)|\[failover\.|now active|now standby|leaving active|rolled edit"
+)
 
 SESSION_TIMEOUT = 1.0
 QUORUM_TIMEOUT = "4s"
@@ -28,6 +39,7 @@ class Timeline:
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.started = time.monotonic()
+        self.started_wall = datetime.datetime.now(datetime.UTC)
         self.events: list[str] = [f"seed {seed} (CHAOS_SEED={seed} draws the same choices)"]
 
     def add(self, event: str) -> None:
@@ -79,4 +91,27 @@ def timeline(request: pytest.FixtureRequest, dev: DevCluster) -> Iterator[Timeli
     yield line
     if request.node.stash.get(_FAILED, False):
         line.add(f"at failure: {dev.states()}; logs in {dev.log_dir}")
-        print(f"\nchaos timeline of {request.node.name}:\n{line}")
+        excerpts = "".join(
+            log_excerpt(dev.log_path(nn), line.started_wall) for nn in dev.namenode_ids
+        )
+        print(f"\nchaos timeline of {request.node.name}:\n{line}{excerpts}")
+
+
+def log_excerpt(path: Path, since: datetime.datetime, limit: int = EXCERPT_LINES) -> str:
+    """The notable lines of the daemon log ``path`` stamped at ``since`` or later, the last
+    ``limit`` of them, under a heading naming the file ("" when it has none)."""
+    stamp = since.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return f"\n{path.name}: no log\n"
+    notable = [
+        row for row in text.splitlines()
+        if row[:26] >= stamp and row[:4].isdigit() and _NOTABLE.search(row)
+    ]
+    if not notable:
+        return ""
+    shown = notable[-limit:]
+    skipped = f" ({len(notable) - limit} earlier left out)" if len(notable) > limit else ""
+    return f"\n{path.name}, notable lines since the test began{skipped}:\n" + "\n".join(shown)
+

@@ -4,6 +4,7 @@ on a real ZooKeeper: exact outputs and exit statuses, in the habit of ``hdfs haa
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import uuid
@@ -244,3 +245,33 @@ def test_manual_failover_without_zookeeper(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         assert marker.exists()
         assert active_ids(c) == ["nn1"]
+
+
+def test_an_active_slow_to_step_down_is_named_with_its_timeout(
+    tmp_path: Path, zookeeper: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ceding active waits up to new-active.rpc-timeout to step down and then says so;
+    hactl shows that answer, not the asking NameNode's own deadline running out."""
+    conf = failover_conf(
+        zookeeper, extra={"ha.failover-controller.new-active.rpc-timeout.ms": "1500"}
+    )
+    with auto_cluster(tmp_path / "cluster", conf) as c:
+        fsn = c.fsn("nn1")
+        step_down = fsn.transition_to_standby_async
+
+        async def slow_step_down() -> None:
+            await asyncio.sleep(3.0)
+            await step_down()
+
+        monkeypatch.setattr(fsn, "transition_to_standby_async", slow_step_down)
+        wait_for(lambda: elector(c, "nn2").state.value == "waiting", 10, "nn2 queued")
+        conf_path = tmp_path / "hdfs-site.xml"
+        write_xml(c.mapping, conf_path)
+        result = hactl(conf_path, "failover", "nn1", "nn2")
+        assert result.returncode == 255, result.stdout
+        assert result.stderr == (
+            "Failover failed: Unable to get the active NameNode nn1 to cede: "
+            "NameNode nn1 did not step down within 1.5s\n"
+        )
+        # Late, but it steps down all the same, and nn2 takes over.
+        wait_for(lambda: active_ids(c) == ["nn2"], 10, "nn2 active")
