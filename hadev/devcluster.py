@@ -513,13 +513,16 @@ class DevCluster:
                 out[nn_id] = f"no answer ({type(exc).__name__})"
         return out
 
-    def active(self, exclude: Sequence[str] = ()) -> str | None:
-        """The NameNode reporting ACTIVE (not one of ``exclude``), or None."""
+    def active(self, exclude: Sequence[str] = (), timeout: float = 1.0) -> str | None:
+        """The NameNode reporting ACTIVE (not one of ``exclude``), or None. Each NameNode
+        has ``timeout`` seconds to answer; one that does not is passed over, so a caller that
+        asserts on the answer gives it longer (on a loaded machine a status call can take
+        over a second, and a slow answer does not mean "not active")."""
         for nn_id, proc in self.nodes.namenodes.items():
             if nn_id in exclude or not proc.running:
                 continue
             try:
-                if proc.state(1.0) is HAState.ACTIVE:
+                if proc.state(timeout) is HAState.ACTIVE:
                     return nn_id
             except NamenodeError:
                 continue

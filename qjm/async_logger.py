@@ -269,7 +269,10 @@ class AsyncLogger:
     def _put(self, item: Any) -> None:
         """On the loop: stamp the call and queue it, or send a batch at once when nothing is
         queued before it."""
-        if self._task is None and not self._closed:
+        if self._closed:  # closed after another thread handed this to the loop
+            self._refuse_closed(item)
+            return
+        if self._task is None:
             self._wakeup = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"logger-{self.address}"
@@ -293,11 +296,15 @@ class AsyncLogger:
         self._wakeup.set()
 
     async def _run(self) -> None:
-        """The logger's task: one queued call after another, in order."""
+        """The logger's task: one queued call after another, in order, until the logger is
+        closed. It checks ``_closed`` itself: a cancellation alone may be lost (Python
+        3.11's ``wait_for`` drops one that lands in the turn its future completes)."""
         assert self._wakeup is not None
-        while True:
+        while not self._closed:
             while not self._queue:
                 self._wakeup.clear()
+                if self._closed:
+                    return
                 await self._wakeup.wait()
             item = self._queue.popleft()
             if item is _STOP:
@@ -370,6 +377,8 @@ class AsyncLogger:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
         while self._stream_unanswered:
+            if self._closed:
+                raise JournalUnavailableError(f"logger {self.address} closed")
             left = deadline - loop.time()
             if left <= 0:
                 raise JournalUnavailableError(
@@ -378,8 +387,11 @@ class AsyncLogger:
                 )
             waiter = loop.create_future()
             self._drain_waiters.append(waiter)
+            # asyncio.timeout, not wait_for: in 3.11 wait_for returns a future that completed
+            # in the turn the task was cancelled, and the cancellation is lost.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiter, left)
+                async with asyncio.timeout(left):
+                    await waiter
 
     def _drained(self) -> None:
         """The last batch on the stream was answered: wake the queued call waiting for it
@@ -409,23 +421,29 @@ class AsyncLogger:
         self._closed = True
         task, self._task = self._task, None
         if task is not None:
+            # A task that loses this cancellation stops at its next check of _closed.
             task.cancel()
             with contextlib.suppress(BaseException):  # cancelled on purpose
                 await task
         while self._queue:
-            item = self._queue.popleft()
-            if isinstance(item, _Batch | _Call) and not item.future.done():
-                error = JournalUnavailableError(f"logger {self.address} closed")
-                if isinstance(item, _Batch):
-                    self._finish_batch(item, error)
-                else:
-                    item.future.set_exception(error)
+            self._refuse_closed(self._queue.popleft())
         if hasattr(self.channel, "aclose"):
             await self.channel.aclose()
         else:
             await asyncio.get_running_loop().run_in_executor(None, self.channel.close)
         if self._blocking_executor is not None:
             self._blocking_executor.shutdown(wait=False, cancel_futures=True)
+
+    def _refuse_closed(self, item: Any) -> None:
+        """Fail a queued call or batch of a closed logger."""
+        if isinstance(item, _Bypass):
+            item = item.call
+        if isinstance(item, _Batch | _Call) and not item.future.done():
+            error = JournalUnavailableError(f"logger {self.address} closed")
+            if isinstance(item, _Batch):
+                self._finish_batch(item, error)
+            else:
+                item.future.set_exception(error)
 
     def close(self) -> None:
         """``aclose`` from a thread (waits for it); on the loop's own thread it is scheduled."""

@@ -31,6 +31,9 @@ _NOTABLE = re.compile(
 
 SESSION_TIMEOUT = 1.0
 QUORUM_TIMEOUT = "4s"
+STATUS_TIMEOUT = 5.0
+"""How long a NameNode has to answer a status call that a test asserts on (``dev.active``):
+on a loaded two-core machine one can take over a second."""
 
 
 class Timeline:

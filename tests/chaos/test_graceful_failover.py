@@ -10,7 +10,7 @@ import pytest
 
 from hadev.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
 from hanamenode.ha import HAState
-from tests.chaos.conftest import Timeline
+from tests.chaos.conftest import STATUS_TIMEOUT, Timeline
 from tests.chaos.journal_audit import JournalAudit
 
 pytestmark = pytest.mark.timeout(600)
@@ -34,7 +34,7 @@ def test_hactl_failover_back_and_forth_under_load(
                 f"in {took:.2f}s: {(result.stdout + result.stderr).strip()}"
             )
             assert result.returncode == 0, result.stderr
-            assert dev.active() == target, dev.states()
+            assert dev.active(timeout=STATUS_TIMEOUT) == target, dev.states()
             dev.wait_state(active, HAState.STANDBY, 10)
             assert load.wait_acks(50, 15), f"failover {number}: no acks through {target}"
         load.stop()

@@ -19,7 +19,7 @@ import pytest
 
 from hadev.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
 from hanamenode.client import RetryPolicy
-from tests.chaos.conftest import Timeline
+from tests.chaos.conftest import STATUS_TIMEOUT, Timeline
 from tests.chaos.journal_audit import JournalAudit
 
 pytestmark = pytest.mark.timeout(600)
@@ -101,7 +101,8 @@ def test_two_journalnodes_down_fail_writes_and_lose_nothing(
             stalled_from = time.time()
             time.sleep(2.0)
             assert load.acks_since(stalled_from) == 0, "a write was acknowledged without quorum"
-            assert dev.active() is None, f"an active NameNode without a quorum: {dev.states()}"
+            active = dev.active(timeout=STATUS_TIMEOUT)
+            assert active is None, f"an active NameNode without a quorum: {dev.states()}"
         finally:
             for jn in victims:
                 revive(jn)

@@ -16,7 +16,7 @@ from hadev.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.errors import NamenodeError
 from hanamenode.ha import HAState
-from tests.chaos.conftest import SESSION_TIMEOUT, Timeline
+from tests.chaos.conftest import SESSION_TIMEOUT, STATUS_TIMEOUT, Timeline
 from tests.chaos.journal_audit import JournalAudit
 
 pytestmark = pytest.mark.timeout(600)
@@ -75,7 +75,7 @@ def test_paused_active_is_replaced_and_acknowledges_nothing_after(
                         break
                 timeline.add(f"round {round_no}: {old} refused {refused} mkdirs after SIGCONT")
             dev.wait_state(old, HAState.STANDBY, 20)
-            assert dev.active() == new, f"round {round_no}: {dev.states()}"
+            assert dev.active(timeout=STATUS_TIMEOUT) == new, f"round {round_no}: {dev.states()}"
             timeline.add(f"round {round_no}: {old} is standby, {new} active")
             with dev.client(LOAD_POLICY) as fs:
                 missing = load.missing(fs) + [p for p in pinned_acks if not _exists(fs, p)]

@@ -24,7 +24,7 @@ import pytest
 
 from hadev.devcluster import LOAD_POLICY, DevCluster, MkdirLoad
 from hanamenode.ha import HAState
-from tests.chaos.conftest import Timeline
+from tests.chaos.conftest import STATUS_TIMEOUT, Timeline
 from tests.chaos.journal_audit import JournalAudit
 
 pytestmark = pytest.mark.timeout(600)
@@ -110,7 +110,7 @@ def test_zookeeper_killed_under_load_the_active_keeps_serving(
         # active unless the other wins the lock first (then it is fenced and steps down).
         wait_until(lambda: sorted(service_state(dev, nn) for nn in dev.namenode_ids)
                    == ["active", "standby"], 30)
-        elected = dev.active()
+        elected = dev.active(timeout=STATUS_TIMEOUT)
         assert elected is not None
         timeline.add(f"after ZooKeeper returned: {elected} active")
         assert load.wait_acks(50, 20), "no acks after ZooKeeper returned"

@@ -10,6 +10,7 @@ rejoins. JournalNodes are in-process ``JournalNodeServer``s on loopback.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -254,3 +255,34 @@ def test_closing_the_channel_fails_unanswered_batches(
     assert "closed" in str(exc)
     after = channel.send_journal(request_info(2), 1, 2, 1, batch(2, 1), 30.0)
     assert isinstance(after.exception(TIMEOUT), JournalUnavailableError)
+
+
+def test_a_close_racing_the_answer_that_drains_the_stream_still_stops_the_logger(
+    silent: tuple[SilentJournalNode, str],
+) -> None:
+    """The step-down closes the writer's loggers while a queued call may wait for the stream
+    to drain. When the answer that drains it lands in the same turn of the loop as the close,
+    Python 3.11's ``asyncio.wait_for`` returns that answer and drops the cancellation; the
+    logger's task must stop all the same, or the close (and the NameNode's transition to
+    standby, with its election lock) waits for ever."""
+    _, address = silent
+    logger = AsyncLogger(GrpcJournalChannel(address), JID, NS)
+    logger.set_epoch(1)
+    unanswered = logger.send_edits(1, 1, 1, batch(1, 1))  # on the stream; never answered
+    queued = logger.heartbeat()  # waits in the logger's task for the stream to drain
+    loop = logger.loop
+    assert loop is not None
+
+    async def close_as_the_answer_lands() -> bool:
+        await asyncio.sleep(0.2)  # the task is waiting for the stream now
+        closing = asyncio.get_running_loop().create_task(logger.aclose())
+        logger._drained()  # the answer's wake-up, in the same turn as the close's cancel
+        done, _ = await asyncio.wait({closing}, timeout=3.0)
+        if not done:
+            closing.cancel()
+        return bool(done)
+
+    closed = asyncio.run_coroutine_threadsafe(close_as_the_answer_lands(), loop).result(TIMEOUT)
+    assert closed, "the logger's task did not stop: its close waited for it"
+    assert isinstance(queued.exception(TIMEOUT), BaseException)
+    assert isinstance(unanswered.exception(TIMEOUT), JournalUnavailableError)
