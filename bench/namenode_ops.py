@@ -153,8 +153,8 @@ def run_queue_wait_seconds(pid: int | None = None) -> float:
     for task in tasks.iterdir():
         try:
             waited += int((task / "schedstat").read_text().split()[1])
-        except FileNotFoundError:
-            continue  # the thread ended between the listing and the read
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the thread ended between the listing and the read (either errno)
     return waited / 1e9
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,3 +71,43 @@ def test_per_second_since_divides_the_difference_by_the_time_elapsed() -> None:
     after = RoleTimes({"a": 3.0, "b": 2.5}, {"a": 4.5, "b": 1.0})
     got = after.per_second_since(before, 2.0)
     assert got == RoleTimes({"a": 1.0, "b": 0.25}, {"a": 2.0, "b": 0.5})
+
+
+
+class _EndingThread:
+    """A thread whose schedstat file is opened while it lives and read once it is gone."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.thread = threading.Thread(target=self.release.wait)
+        self.thread.start()
+        self.path = Path(f"/proc/self/task/{self.thread.native_id}/schedstat")
+
+    def read_after_the_end(self) -> str:
+        with self.path.open() as handle:  # opened while the thread lives
+            self.release.set()
+            self.thread.join()
+            deadline = time.monotonic() + 5.0
+            while self.path.parent.exists():  # the kernel's thread outlives join() briefly
+                assert time.monotonic() < deadline, "the thread's task never went away"
+                time.sleep(0.001)
+            return handle.read()
+
+
+def test_a_thread_that_ends_while_its_schedstat_is_read_is_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thread of a busy daemon can end between the listing of its process's tasks and the
+    read of its schedstat. Opened before and read after, the read fails with ESRCH
+    (ProcessLookupError), not ENOENT; the bench crashed on it in a lag series."""
+    with pytest.raises(ProcessLookupError):
+        _EndingThread().read_after_the_end()  # what the kernel does
+    ending = _EndingThread()
+    read_text = Path.read_text
+
+    def read(self: Path, *args: Any, **kwargs: Any) -> str:
+        return ending.read_after_the_end() if self == ending.path else read_text(self)
+
+    monkeypatch.setattr(Path, "read_text", read)
+    assert run_queue_wait_seconds() >= 0.0
+    assert not ending.thread.is_alive()
