@@ -161,6 +161,14 @@ def chain_segments(
 # ---------------------------------------------------------------------------------------------
 
 
+def holders_needed(answers: int, cluster_size: int) -> int:
+    """How many of ``answers`` must hold a txid (in one writer epoch) before a reader may
+    apply it: a majority of the whole cluster (``journaled_edits_quorum``)."""
+    if active(Mutant.TAIL_SINGLE_JOURNALNODE):
+        return 1
+    return majority(answers if active(Mutant.TAIL_MAJORITY_OF_ANSWERS) else cluster_size)
+
+
 def journaled_edits_quorum(
     responses: Mapping[K, CachedEdits], *, cluster_size: int
 ) -> tuple[K, int] | None:
@@ -178,10 +186,8 @@ def journaled_edits_quorum(
     """
     if len(responses) > cluster_size:
         raise ValueError(f"{len(responses)} answers from a cluster of {cluster_size}")
-    need = majority(len(responses) if active(Mutant.TAIL_MAJORITY_OF_ANSWERS) else cluster_size)
+    need = holders_needed(len(responses), cluster_size)
     best: tuple[K, int] | None = None
-    if active(Mutant.TAIL_SINGLE_JOURNALNODE):
-        need = 1
     any_epoch = active(Mutant.TAIL_ANY_EPOCH)
     if len(responses) < need:
         return None

@@ -34,7 +34,7 @@ from journalnode.errors import from_rpc_error
 from journalnode.subscriptions import PushedEdits
 from proto import edits_pb2, journal_pb2, journal_pb2_grpc
 from qjm.errors import describe_exception
-from qjm.reader import EditLogReadError, safe_journaled_ops
+from qjm.reader import EditLogReadError, holders_needed, safe_journaled_ops
 
 log = structlog.get_logger(__name__)
 
@@ -134,7 +134,16 @@ class PushedFeeds(Generic[K]):
 
     def decide(self, next_txid: int) -> list[edits_pb2.EditOp]:
         """The ops from ``next_txid`` on that a majority of all sources pushed in one writer
-        epoch (``journaled_edits_quorum``), checked to be those txids in order."""
+        epoch (``journaled_edits_quorum``), checked to be those txids in order.
+
+        Each batch is pushed by every JournalNode, so most calls come when fewer than a
+        majority of feeds reach ``next_txid`` (the first push of a batch, and those after
+        it was applied): they return at once, before any answer is assembled."""
+        need = holders_needed(len(self._feeds), len(self.sources))
+        if sum(feed.next_txid > next_txid for feed in self._feeds.values()) < need:
+            for feed in self._feeds.values():
+                feed.trim(next_txid)  # what was applied is forgotten all the same
+            return []
         return safe_journaled_ops(
             self.answers(next_txid),
             cluster_size=len(self.sources),
