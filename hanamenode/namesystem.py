@@ -717,6 +717,23 @@ class FSNamesystem:
         segment = edit_log.segment_txid
         if segment is not None and edit_log.last_written_txid == segment:
             return segment
+        # Its own task, shielded: a caller that goes away (the follower killed, its deadline
+        # passed: gRPC cancels the call) must not stop the roll between the finalized segment
+        # and the next one, where every write would be refused for want of a segment.
+        roll = asyncio.get_running_loop().create_task(
+            self._roll(edit_log), name=f"roll-edit-log-{self.nn_id}"
+        )
+        roll.add_done_callback(self._roll_done)
+        return await asyncio.shield(roll)
+
+    def _roll_done(self, roll: asyncio.Task[int]) -> None:
+        """Log a failed roll here too: its caller may have gone away (the edit log failed
+        with it, so this NameNode is leaving ACTIVE)."""
+        error = None if roll.cancelled() else roll.exception()
+        if error is not None:
+            self._log.error("rolling the edit log failed", error=describe_exception(error))
+
+    async def _roll(self, edit_log: FSEditLog) -> int:
         self._writable.clear()
         try:
             return await edit_log.roll(self._namespace.apply)

@@ -5,9 +5,11 @@ a failover, fencing of an old active, and group commit."""
 from __future__ import annotations
 
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -21,6 +23,7 @@ from hanamenode.errors import (
     from_rpc_error,
 )
 from hanamenode.ha import HAState
+from journalnode.journal import Journal
 from proto import namenode_pb2
 from tests.namenode.cluster import CLIENT_ID, NameNodeCluster, header, wait_for
 
@@ -291,3 +294,30 @@ def test_in_progress_tailing_shows_edits_before_any_roll(tmp_path: Path) -> None
             assert stat(c, "nn2", f"/open{i}").is_dir
         c.wait_caught_up("nn1", after.txid)
         assert c.fsn("nn1").namespace.snapshot() == c.fsn("nn2").namespace.snapshot()
+
+
+def test_a_roll_whose_caller_goes_away_still_ends_in_a_new_segment(
+    cluster: NameNodeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower asks the active to roll and is killed (or its deadline passes) while the
+    JournalNodes finalize: gRPC cancels the call's coroutine. The roll must not stop
+    half-way, between the finalized segment and the next one, where the active would refuse
+    every write ("no active segment") until it stepped down."""
+    assert cluster.mkdir("nn1", "/before-roll").created
+    finalize = Journal.finalize_log_segment
+    finalizing = threading.Event()
+
+    def slow_finalize(self: Journal, *args: Any, **kwargs: Any) -> Any:
+        finalizing.set()
+        time.sleep(0.5)  # the caller's deadline passes meanwhile
+        return finalize(self, *args, **kwargs)
+
+    monkeypatch.setattr(Journal, "finalize_log_segment", slow_finalize)
+    with pytest.raises(grpc.RpcError) as info:
+        cluster.namenode("nn1").RollEditLog(namenode_pb2.HAEmpty(), timeout=0.2)
+    assert info.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert finalizing.is_set()
+    monkeypatch.setattr(Journal, "finalize_log_segment", finalize)
+    time.sleep(1.0)  # the roll, if it goes on, is done by now
+    assert cluster.mkdir("nn1", "/after-roll").created
+    assert cluster.fsn("nn1").state is HAState.ACTIVE
