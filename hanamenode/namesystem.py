@@ -717,6 +717,12 @@ class FSNamesystem:
         segment = edit_log.segment_txid
         if segment is not None and edit_log.last_written_txid == segment:
             return segment
+        # The gate closes here, with no await since it was found open: one roll at a time
+        # gets through (the standby's and an observer's rolls come together), and nothing
+        # is logged between a segment's end marker and its finalize. Closed in the task
+        # instead, a second roll started as the first reopened the gate, and the writes
+        # logged after its end marker made the JournalNodes refuse its finalize.
+        self._writable.clear()
         # Its own task, shielded: a caller that goes away (the follower killed, its deadline
         # passed: gRPC cancels the call) must not stop the roll between the finalized segment
         # and the next one, where every write would be refused for want of a segment.
@@ -734,7 +740,7 @@ class FSNamesystem:
             self._log.error("rolling the edit log failed", error=describe_exception(error))
 
     async def _roll(self, edit_log: FSEditLog) -> int:
-        self._writable.clear()
+        """The roll proper; the write gate was closed for it, and it reopens it."""
         try:
             return await edit_log.roll(self._namespace.apply)
         finally:

@@ -321,3 +321,54 @@ def test_a_roll_whose_caller_goes_away_still_ends_in_a_new_segment(
     time.sleep(1.0)  # the roll, if it goes on, is done by now
     assert cluster.mkdir("nn1", "/after-roll").created
     assert cluster.fsn("nn1").state is HAState.ACTIVE
+
+
+def test_rolls_asked_together_under_writes_end_each_segment_where_it_was_written(
+    cluster: NameNodeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The standby and an observer both ask the active to roll, while clients write. Only
+    one roll may pass the write gate at a time: a roll that waited for another must not
+    start while the gate is open, or the writes logged after its end marker make the
+    JournalNodes refuse the finalize ('only written up to txid ...') and the active fails
+    (bench/namenode_ops.py --observers-only met it)."""
+    assert cluster.mkdir("nn1", "/before").created
+    finalize = Journal.finalize_log_segment
+
+    def slow_finalize(self: Journal, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)  # the other rolls and the writers queue up meanwhile
+        return finalize(self, *args, **kwargs)
+
+    monkeypatch.setattr(Journal, "finalize_log_segment", slow_finalize)
+    stop = threading.Event()
+    written: list[int] = []
+    errors: list[BaseException] = []
+
+    def write(who: int) -> None:
+        try:
+            while not stop.is_set():
+                written.append(cluster.mkdir("nn1", f"/w{who}-{len(written)}").txid)
+        except BaseException as exc:  # the assertion below reports it
+            errors.append(exc)
+
+    def roll() -> None:
+        try:
+            cluster.namenode("nn1").RollEditLog(namenode_pb2.HAEmpty(), timeout=20)
+        except BaseException as exc:  # the assertion below reports it
+            errors.append(exc)
+
+    writers = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for w in writers:
+        w.start()
+    wait_for(lambda: len(written) >= 5, timeout=10, what="writes before the rolls")
+    for _ in range(2):  # two rounds: the interleaving is likely, not certain, in one
+        rollers = [threading.Thread(target=roll) for _ in range(5)]
+        for r in rollers:
+            r.start()
+        for r in rollers:
+            r.join(timeout=30)
+    stop.set()
+    for w in writers:
+        w.join(timeout=30)
+    assert errors == []
+    assert cluster.fsn("nn1").state is HAState.ACTIVE
+    assert cluster.mkdir("nn1", "/after").created
