@@ -511,6 +511,13 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("dfs.ha.log-roll.period", _duration("s"), "120", "how often the standby asks for a roll"),
     Key(
+        "dfs.ha.log-roll.observers",
+        parse_bool,
+        "false",
+        "observers that tail the in-progress segment ask for rolls too (the standby does in "
+        "any case; an observer without in-progress tailing always asks, it sees nothing else)",
+    ),
+    Key(
         "dfs.namenode.edits.sync.max-batch.bytes",
         _count(1, MAX_MESSAGE_MIB * MIB),
         "1048576",

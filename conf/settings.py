@@ -111,6 +111,7 @@ class HASettings:
     tail_edits_push: bool = True
     tail_edits_max_txns: int = 5000
     log_roll_period: float = 120.0
+    log_roll_by_observers: bool = False
     checkpoint_txns: int = 1_000_000
     checkpoint_period: float = 3600.0
     checkpoints_retained: int = 2
@@ -417,6 +418,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         tail_edits_push=get("dfs.ha.tail-edits.push"),
         tail_edits_max_txns=get("dfs.ha.tail-edits.qjm.rpc.max-txns"),
         log_roll_period=get("dfs.ha.log-roll.period"),
+        log_roll_by_observers=get("dfs.ha.log-roll.observers"),
         checkpoint_txns=get("dfs.namenode.checkpoint.txns"),
         checkpoint_period=get("dfs.namenode.checkpoint.period"),
         checkpoints_retained=get("dfs.namenode.num.checkpoints.retained"),

@@ -252,6 +252,7 @@ class FSNamesystem:
                 nn_loop=self.nn_loop,
                 on_target=self._edits_target,
                 on_round=self._edits_round,
+                asks_for_rolls=self._asks_for_rolls,
             )
             self._checkpointer = StandbyCheckpointer(
                 lambda: self._namespace,
@@ -706,6 +707,19 @@ class FSNamesystem:
         with self._namespace.lock:
             self._namespace.apply(op)
         return True
+
+    def _asks_for_rolls(self) -> bool:
+        """Whether this follower asks the active to roll when the roll period has passed (from
+        the tailer's thread). The standby does. An observer that tails the in-progress segment
+        does not, unless dfs.ha.log-roll.observers says so: its edits come without rolls, and
+        each observer's rolls would add two JournalNode round trips a period to the active's
+        writes, for nothing the standby's rolls do not already give (HDFS-16513 and HDFS-17924
+        made the same choice). One that reads finalized segments only must ask, or it sees
+        nothing until someone else rolls."""
+        if self._state is not HAState.OBSERVER:
+            return True
+        ha_settings = self.settings.ha
+        return ha_settings.log_roll_by_observers or not ha_settings.tail_edits_in_progress
 
     # -- the active's NamenodeProtocol ----------------------------------------------------------
 

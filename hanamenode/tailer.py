@@ -179,8 +179,11 @@ class EditLogTailer:
         on_target: Callable[[int], None] | None = None,
         on_round: Callable[[LoadResult], None] | None = None,
         push: bool = False,
+        asks_for_rolls: Callable[[], bool] | None = None,
     ) -> None:
         self._apply_many = apply_many
+        self._asks_for_rolls = asks_for_rolls
+        """Asked when a roll is due: False lets this one pass (an observer's, by default)."""
         self._on_target = on_target
         self._on_round = on_round
         """Told, from the round's bridge thread, how far the log goes once the manifests are
@@ -301,7 +304,11 @@ class EditLogTailer:
                 if self.metrics is not None:
                     self.metrics.tail_errors.inc()
                 self._log.warning("tailing edits failed", error=describe_exception(exc))
-            if not stop.is_set() and time.monotonic() - self.last_roll_request >= self.roll_period:
+            if (
+                not stop.is_set()
+                and time.monotonic() - self.last_roll_request >= self.roll_period
+                and (self._asks_for_rolls is None or self._asks_for_rolls())
+            ):
                 await blocking(self.trigger_active_log_roll)
         self._log.info("edit log tailer stopped")
 

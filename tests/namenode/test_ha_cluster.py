@@ -372,3 +372,42 @@ def test_rolls_asked_together_under_writes_end_each_segment_where_it_was_written
     assert errors == []
     assert cluster.fsn("nn1").state is HAState.ACTIVE
     assert cluster.mkdir("nn1", "/after").created
+
+
+@pytest.mark.parametrize("observers_roll", [False, True], ids=["default", "observers-roll"])
+def test_an_observer_asks_for_rolls_only_when_configured_to(
+    tmp_path: Path, observers_roll: bool
+) -> None:
+    """An observer that tails the in-progress segment sees every edit without rolls, so by
+    default it does not ask the active for one (each would cost the active's writes two
+    JournalNode round trips; HDFS-16513). ``dfs.ha.log-roll.observers`` brings its rolls
+    back. The standby asks in either case."""
+    conf = {
+        "dfs.ha.tail-edits.in-progress": True,
+        "dfs.ha.tail-edits.period": "0.1",
+        "dfs.ha.log-roll.period": "0.2",
+        "dfs.ha.log-roll.observers": observers_roll,
+    }
+    with NameNodeCluster(tmp_path, namenodes=3, conf=conf) as c:
+        c.transition_to_active("nn1")
+        c.ha("nn3").TransitionToObserver(namenode_pb2.TransitionRequest(), timeout=30)
+        assert c.fsn("nn3").state is HAState.OBSERVER
+        last = 0
+        for i in range(10):
+            last = c.mkdir("nn1", f"/o{i}").txid
+            time.sleep(0.1)
+        wait_for(
+            lambda: c.fsn("nn3").namespace.last_applied_txid >= last,
+            what="the observer to apply every edit",
+        )
+
+        def asked(nn: str) -> float:
+            return c.server(nn).metrics.value(
+                "hanamenode_tailer_roll_requests_total", {"outcome": "ok"}
+            )
+
+        assert asked("nn2") > 0, "the standby asks for rolls"
+        if observers_roll:
+            assert asked("nn3") > 0
+        else:
+            assert asked("nn3") == 0
