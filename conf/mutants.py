@@ -130,6 +130,10 @@ class Mutant(enum.Enum):
         "step-down-serves-during-io",
         "the step-down flips the state after the END-op sync and finalize: ACTIVE meanwhile",
     )
+    ROLL_GATE_IN_TASK = (
+        "roll-gate-in-task",
+        "the active's roll shuts the write gate in its own task: rolls asked together all pass",
+    )
     ANSWER_WITHOUT_DURABILITY = (
         "answer-without-durability",
         "reads, no-op and refused mutations answer before the edits they observed are durable",

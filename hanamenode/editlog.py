@@ -58,7 +58,7 @@ from collections.abc import Callable
 import structlog
 
 from conf.keys import MIB
-from hanamenode.errors import EditLogError
+from hanamenode.errors import EditLogError, SegmentOverrunError
 from hanamenode.metrics import NameNodeMetrics
 from proto import edits_pb2, records
 from qjm.errors import describe_exception
@@ -257,6 +257,17 @@ class FSEditLog:
         await self.log_sync(end_txid)
         stream, self._stream = self._stream, None
         assert stream is not None, "log_and_apply succeeded, so a segment was open"
+        if self._last_written_txid != end_txid:
+            # The JournalNodes would refuse the finalize (they hold more than it ends with),
+            # or take it and then refuse the edits after it: either way the log fails. Fail
+            # it here, naming the cause, before anything is finalized short.
+            reason = (
+                f"txids {end_txid + 1}-{self._last_written_txid} were logged after the end "
+                f"marker {end_txid} of segment {stream.segment_txid}, before its finalize "
+                "(a bug: the write gate was open while the segment ended)"
+            )
+            self._fail(reason)
+            raise SegmentOverrunError(reason)
         try:
             await self.qjm.afinalize_log_segment(stream.segment_txid, end_txid)
         except Exception as exc:

@@ -104,6 +104,15 @@ class EditLogError(NamenodeError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class SegmentOverrunError(EditLogError):
+    """Edits were logged after a segment's end marker, before its finalize: a bug in this
+    NameNode (something wrote while a roll or a close had the write gate shut). The edit log
+    fails at once instead of asking the JournalNodes to finalize the segment short of what
+    they hold; the message names the segment and the txids."""
+
+    code = grpc.StatusCode.INTERNAL
+
+
 class EditLogReplayError(NamenodeError):
     """An already-logged op did not apply: the log and the namespace disagree. Never a user
     error: it means corruption or a bug, and the message names the txid and the op."""
@@ -183,6 +192,7 @@ CODEC: ErrorCodec[NamenodeError] = ErrorCodec(
         StandbyError,
         ObserverBehindError,
         EditLogError,
+        SegmentOverrunError,
         EditLogReplayError,
         FSImageError,
         CorruptImageError,

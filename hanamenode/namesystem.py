@@ -736,7 +736,8 @@ class FSNamesystem:
         # is logged between a segment's end marker and its finalize. Closed in the task
         # instead, a second roll started as the first reopened the gate, and the writes
         # logged after its end marker made the JournalNodes refuse its finalize.
-        self._writable.clear()
+        if not active(Mutant.ROLL_GATE_IN_TASK):
+            self._writable.clear()
         # Its own task, shielded: a caller that goes away (the follower killed, its deadline
         # passed: gRPC cancels the call) must not stop the roll between the finalized segment
         # and the next one, where every write would be refused for want of a segment.
@@ -755,6 +756,8 @@ class FSNamesystem:
 
     async def _roll(self, edit_log: FSEditLog) -> int:
         """The roll proper; the write gate was closed for it, and it reopens it."""
+        if active(Mutant.ROLL_GATE_IN_TASK):
+            self._writable.clear()
         try:
             return await edit_log.roll(self._namespace.apply)
         finally:

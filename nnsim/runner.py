@@ -11,7 +11,8 @@ next, the clients' operations and delays, and every fault:
   may expire and the other take over while it sleeps, then it resumes mid-flight;
 - a NameNode crashes (its loop is dropped: no ``finally`` runs) and restarts later from its
   image and the journal; its ZooKeeper session expires after the timeout;
-- a ZooKeeper session expires outright; the active is asked to roll its segment;
+- a ZooKeeper session expires outright; the active is asked to roll its segment, at times by
+  two or three followers at once (a standby and observers ask on their own clocks);
 - JournalNodes crash and restart, and RPCs fail, as in the QJM simulator (``FaultInjector``).
 
 Invariants, checked at the end over the whole run:
@@ -24,7 +25,8 @@ Invariants, checked at the end over the whole run:
 - ``nn-standby-prefix``: every namespace a standby showed while tailing equals the final
   log replayed up to that standby's last applied txid;
 - ``nn-recoverable``: once every fault is healed, a NameNode recovers the log (the audit);
-- ``no-unexpected-error``: nothing but the protocol's own errors reached a client or a loop.
+- ``no-unexpected-error``: nothing but the protocol's own errors reached a client or a loop
+  (``SegmentOverrunError``, edits logged past a segment's end marker, is a bug, not one).
 
 The final namespace is what a third NameNode, started from the empty image after the faults
 stop, recovers from the JournalNodes and replays (the real transition to active).
@@ -62,6 +64,7 @@ from hanamenode import fsimage
 from hanamenode.errors import (
     EditLogError,
     NamenodeError,
+    SegmentOverrunError,
     ServiceFailedError,
     StandbyError,
 )
@@ -245,6 +248,8 @@ class SimNameNode:
     restart_at: float | None = None
     session: Session | None = None
     clients: list[Client] = field(default_factory=list)
+    stepping_down: bool = False
+    """Its elector is taking it out of ACTIVE (the END-op sync and finalize in flight)."""
 
     @property
     def up(self) -> bool:
@@ -285,6 +290,13 @@ class NNSimulation:
         self.n_clients = n_clients
         self.mutants = tuple(sorted(mutants))
         self.rng = random.Random(seed)
+        # Buggify (FoundationDB's word): a per-run choice that makes a rare timing common.
+        # Its own generator, so runs that do not take it keep the main sequence's draws.
+        self._buggify = random.Random(f"buggify-{seed}")
+        self.slow_step_downs = self._buggify.random() < 0.8
+        """The JournalNode RPCs of a NameNode stepping down take 50-500 ms each way: the
+        window where a stepping-down active could still answer lasts long enough for the
+        clients and the next active to meet it (issue 11's second finding)."""
         self.clock = VirtualClock()
         self.trace = Trace(echo=echo)
         self.faults = FaultInjector(self.rng, NN_FAULT_PLAN)
@@ -330,8 +342,11 @@ class NNSimulation:
         # The history's time: the order of events in the one thread (ties cannot happen).
         self.records.append({**record, "time": float(next(self._seq))})
 
-    def _latency(self) -> float:
-        """One way of one JournalNode RPC: mostly a few milliseconds, now and then a stall."""
+    def _latency(self, node: SimNameNode) -> float:
+        """One way of one JournalNode RPC of ``node``: mostly a few milliseconds, now and then
+        a stall; slow throughout a step-down in the runs that buggify it."""
+        if node.stepping_down and self.slow_step_downs:
+            return self._buggify.uniform(0.05, 0.5)
         rng = self.rng
         return rng.uniform(0.05, 0.6) if rng.random() < 0.03 else rng.uniform(0.0005, 0.008)
 
@@ -355,7 +370,10 @@ class NNSimulation:
                 AsyncLogger(
                     # Duck-typed as grpc.aio's AioJournalChannel (is_aio, coroutines).
                     cast(Any, SimAioJournalChannel)(
-                        channel, self.wire, self._latency, self._cut_check(node, channel)
+                        channel,
+                        self.wire,
+                        functools.partial(self._latency, node),
+                        self._cut_check(node, channel),
                     ),
                     JOURNAL_ID,
                     ns_info,
@@ -383,6 +401,7 @@ class NNSimulation:
     def _start_namenode(self, node: SimNameNode, *, elector: bool = True) -> None:
         node.incarnation += 1
         node.clients = []
+        node.stepping_down = False  # a crash mid-step-down runs no ``finally``
         loop = SimEventLoop(self.clock, f"{node.nn_id}#{node.incarnation}")
         nn_loop = SimNameNodeLoop(node.nn_id, loop, self._for_blocking)
         fsn = FSNamesystem(
@@ -402,6 +421,8 @@ class NNSimulation:
     async def _guard(self, node: SimNameNode, coro: Coroutine[Any, Any, Any], what: str) -> None:
         try:
             await coro
+        except SegmentOverrunError as exc:
+            self._unexpected(f"{node.nn_id} {what} raised {short(exc, 400)}")
         except NamenodeError as exc:
             self._say(f"{node.nn_id} {what} failed: {short(exc)}")
         except Exception as exc:
@@ -421,7 +442,11 @@ class NNSimulation:
             if not self.zk.ping(session):
                 self._say(f"{nn} learns its ZooKeeper session expired")
                 if fsn.state is HAState.ACTIVE:
-                    await self._guard(node, fsn.transition_to_standby_async(), "step-down")
+                    node.stepping_down = True
+                    try:
+                        await self._guard(node, fsn.transition_to_standby_async(), "step-down")
+                    finally:
+                        node.stepping_down = False
                 session = node.session = self.zk.connect(nn)
                 continue
             if self.zk.holds(session):
@@ -675,8 +700,11 @@ class NNSimulation:
             node = active[0]
             fsn, loop = node.fsn, node.loop
             assert fsn is not None and loop is not None
-            self._say(f"{node.nn_id} is asked to roll its edit log")
-            loop.create_task(self._guard(node, fsn.roll_edit_log_async(), "roll"))
+            # The standby and any observers ask on their own clocks: now and then together.
+            asks = rng.choice((1, 1, 2, 3))
+            self._say(f"{node.nn_id} is asked to roll its edit log ({asks} at once)")
+            for _ in range(asks):
+                loop.create_task(self._guard(node, fsn.roll_edit_log_async(), "roll"))
         self._schedule_next_fault()
 
     def _restart_jn(self, jn: Any) -> None:

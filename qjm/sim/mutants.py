@@ -44,14 +44,16 @@ and reader)."""
 NAMENODE: tuple[Mutant, ...] = (
     Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED,
     Mutant.STEP_DOWN_SERVES_DURING_IO,
+    Mutant.ROLL_GATE_IN_TASK,
     Mutant.ANSWER_WITHOUT_DURABILITY,
     Mutant.READ_WITHOUT_QUORUM_CONFIRMATION,
     Mutant.RETRY_ANSWER_BEFORE_DURABLE,
     Mutant.ACK_FROM_ONE,
 )
 """The planted bugs the NameNode-layer simulation scores (``nnsim``, ``python -m qjm.sim
-mutants --namenodes``): the active's answers (issue 11's switches) and, once more through
-group commit, the writer that counts one JournalNode as a quorum."""
+mutants --namenodes``): the active's answers (issue 11's switches), its edit-log rolls asked
+by several followers at once, and, once more through group commit, the writer that counts
+one JournalNode as a quorum."""
 
 MASKED_BY: dict[Mutant, tuple[Mutant, ...]] = {
     Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED: (Mutant.READ_WITHOUT_QUORUM_CONFIRMATION,),

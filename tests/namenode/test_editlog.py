@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hanamenode.editlog import FSEditLog
-from hanamenode.errors import EditLogError
+from hanamenode.errors import EditLogError, SegmentOverrunError
 from hanamenode.metrics import NameNodeMetrics
 from proto import edits_pb2, records
 from qjm.errors import QuorumException
@@ -435,5 +435,28 @@ def test_a_roll_racing_the_close_ends_each_segment_once() -> None:
         # 1 START, 2 mkdir, 3 END | 4 START, 5 END: each segment ended once, nothing after.
         assert qjm.finalized == [(1, 3), (4, 5)]
         assert qjm.txids == applied == [1, 2, 3, 4, 5]
+
+    run(test)
+
+
+def test_an_edit_logged_after_the_end_marker_fails_the_log_before_any_finalize() -> None:
+    """Nothing may be logged between a segment's END op and its finalize (the namesystem's
+    write gate keeps mutations out). If something is, the segment must not be finalized
+    short of it, where the JournalNodes refuse the finalize or the edits after it: the edit
+    log fails at once, naming the txids (two followers' rolls passing the gate together did
+    this, bench/namenode_ops.py --observers-only)."""
+
+    async def test() -> None:
+        qjm = FakeQJM()
+        failures: list[str] = []
+        edit_log, applied = await open_log(qjm, on_failure=failures.append)
+        edit_log.log_and_apply(mkdir_op("/a"), lambda op: applied.append(op.txid))
+        roll = asyncio.ensure_future(edit_log.roll(lambda op: applied.append(op.txid)))
+        await asyncio.sleep(0)  # the roll has logged its END op (3) and waits for its sync
+        edit_log.log_and_apply(mkdir_op("/late"), lambda op: applied.append(op.txid))
+        with pytest.raises(SegmentOverrunError, match="txids 4-4 were logged after the end"):
+            await roll
+        assert qjm.finalized == []
+        assert failures and edit_log.failure is not None
 
     run(test)

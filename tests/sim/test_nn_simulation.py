@@ -28,15 +28,16 @@ CLEAN_SEEDS = range(0, 8)
 # mutant -> (first seed, how many seeds) at STEPS client operations: the first seed that
 # caught it in ``python -m qjm.sim mutants --namenodes`` (docs/architecture.md §8.8).
 SWEEPS: dict[Mutant, tuple[int, int]] = {
-    Mutant.READ_WITHOUT_QUORUM_CONFIRMATION: (3, 1),
-    Mutant.ANSWER_WITHOUT_DURABILITY: (9, 1),
-    Mutant.RETRY_ANSWER_BEFORE_DURABLE: (1, 1),
-    Mutant.ACK_FROM_ONE: (3, 1),
+    Mutant.READ_WITHOUT_QUORUM_CONFIRMATION: (1, 1),
+    Mutant.ANSWER_WITHOUT_DURABILITY: (3, 1),
+    Mutant.RETRY_ANSWER_BEFORE_DURABLE: (2, 1),
+    Mutant.ACK_FROM_ONE: (0, 1),
+    Mutant.ROLL_GATE_IN_TASK: (0, 1),
 }
 
 # Masked end to end by other fixes (qjm.sim.mutants.MASKED_BY): planted with their masks,
 # caught where the masks alone pass on the same seed.
-SWEEPS[Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED] = (7, 1)
+SWEEPS[Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED] = (16, 1)
 SWEEPS[Mutant.STEP_DOWN_SERVES_DURING_IO] = (10, 1)
 
 
