@@ -713,9 +713,9 @@ class FSNamesystem:
         the tailer's thread). The standby does. An observer that tails the in-progress segment
         does not, unless dfs.ha.log-roll.observers says so: its edits come without rolls, and
         each observer's rolls would add two JournalNode round trips a period to the active's
-        writes, for nothing the standby's rolls do not already give (HDFS-16513 and HDFS-17924
-        made the same choice). One that reads finalized segments only must ask, or it sees
-        nothing until someone else rolls."""
+        writes, for nothing the standby's rolls do not already give (HDFS-16513 proposed the
+        same; HDFS-17924 lets followers opt out). One that reads finalized segments only must
+        ask, or it sees nothing until someone else rolls."""
         if self._state is not HAState.OBSERVER:
             return True
         ha_settings = self.settings.ha

@@ -387,11 +387,11 @@ def test_an_observer_asks_for_rolls_only_when_configured_to(
         "dfs.ha.tail-edits.period": "0.1",
         "dfs.ha.log-roll.period": "0.2",
         "dfs.ha.log-roll.observers": observers_roll,
+        "dfs.namenode.observer.ns1.nn3": True,  # an observer from its start, never a standby
     }
     with NameNodeCluster(tmp_path, namenodes=3, conf=conf) as c:
-        c.transition_to_active("nn1")
-        c.ha("nn3").TransitionToObserver(namenode_pb2.TransitionRequest(), timeout=30)
         assert c.fsn("nn3").state is HAState.OBSERVER
+        c.transition_to_active("nn1")
         last = 0
         for i in range(10):
             last = c.mkdir("nn1", f"/o{i}").txid
