@@ -277,6 +277,17 @@ def _count(minimum: int, maximum: int = MAX_COUNT) -> Callable[[str], int]:
     return parse
 
 
+def _multiplier(text: str) -> float:
+    """A finite number, 0 or more (0 turns the feature it scales off)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):  # NaN fails the first test
+        raise ValueError(f"must be a finite number of at least 0, got {text!r}")
+    return value
+
+
 def _mebibytes(text: str, maximum: int = MAX_COUNT // MIB) -> int:
     return _count(1, maximum)(text) * MIB
 
@@ -533,6 +544,19 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("dfs.namenode.checkpoint.txns", _count(1), "1000000", "checkpoint after this many txns"),
     Key("dfs.namenode.checkpoint.period", _duration("s"), "3600", "checkpoint at least this often"),
+    Key(
+        "dfs.namenode.edit.log.autoroll.multiplier.threshold",
+        _multiplier,
+        "0.5",
+        "the active rolls its segment by itself once it holds this many times "
+        "dfs.namenode.checkpoint.txns edits, asked or not (0: only when asked)",
+    ),
+    Key(
+        "dfs.namenode.edit.log.autoroll.check.interval.ms",
+        _duration("ms"),
+        "300000",
+        "how often the active compares its open segment with that threshold",
+    ),
     Key(
         "dfs.namenode.num.checkpoints.retained",
         _count(1, 1000),

@@ -113,6 +113,8 @@ class HASettings:
     log_roll_period: float = 120.0
     log_roll_by_observers: bool = False
     checkpoint_txns: int = 1_000_000
+    autoroll_multiplier: float = 0.5
+    autoroll_check_interval: float = 300.0
     checkpoint_period: float = 3600.0
     checkpoints_retained: int = 2
     edits_sync_max_batch_bytes: int = 1 * MIB
@@ -420,6 +422,8 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         log_roll_period=get("dfs.ha.log-roll.period"),
         log_roll_by_observers=get("dfs.ha.log-roll.observers"),
         checkpoint_txns=get("dfs.namenode.checkpoint.txns"),
+        autoroll_multiplier=get("dfs.namenode.edit.log.autoroll.multiplier.threshold"),
+        autoroll_check_interval=get("dfs.namenode.edit.log.autoroll.check.interval.ms"),
         checkpoint_period=get("dfs.namenode.checkpoint.period"),
         checkpoints_retained=get("dfs.namenode.num.checkpoints.retained"),
         edits_sync_max_batch_bytes=get("dfs.namenode.edits.sync.max-batch.bytes"),

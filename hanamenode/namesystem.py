@@ -177,6 +177,8 @@ class FSNamesystem:
         self._edit_log: FSEditLog | None = None
         self._writer_qjm: QuorumJournalManager | None = None
         self._read_index: SharedRounds | None = None
+        self._auto_roll: asyncio.Task[None] | None = None
+        """The active's own roll of a segment grown past the threshold (none when it is 0)."""
         self._reader_qjm: QuorumJournalManager | None = None
         self._tailer: EditLogTailer | None = None
         self._checkpointer: StandbyCheckpointer | None = None
@@ -721,6 +723,45 @@ class FSNamesystem:
         ha_settings = self.settings.ha
         return ha_settings.log_roll_by_observers or not ha_settings.tail_edits_in_progress
 
+    # -- the active's own rolls ---------------------------------------------------------------
+
+    def _start_auto_roll(self, edit_log: FSEditLog) -> None:
+        ha_settings = self.settings.ha
+        threshold = int(ha_settings.autoroll_multiplier * ha_settings.checkpoint_txns)
+        if threshold <= 0:
+            return
+        self._auto_roll = asyncio.get_running_loop().create_task(
+            self._auto_roll_loop(edit_log, threshold, ha_settings.autoroll_check_interval),
+            name=f"auto-roll-{self.nn_id}",
+        )
+
+    async def _auto_roll_loop(self, edit_log: FSEditLog, threshold: int, interval: float) -> None:
+        """Roll a segment that holds ``threshold`` edits or more, whether or not a follower
+        asks (HDFS's autoroll): without a standby, or with observers that do not ask, the
+        open segment would otherwise grow without end, and nothing before it could be
+        purged. Ends when this edit log stops being the serving one."""
+        while True:
+            await asyncio.sleep(interval)
+            if self._edit_log is not edit_log or edit_log.failure is not None:
+                return
+            segment = edit_log.segment_txid
+            written = edit_log.last_written_txid
+            if segment is None or written == segment or written - segment + 1 < threshold:
+                continue  # (a segment of its start marker alone is never rolled)
+            self._log.info(
+                "rolling the edit log by itself",
+                segment=segment,
+                txns=written - segment + 1,
+                threshold=threshold,
+            )
+            try:
+                await self.roll_edit_log_async()
+            except NamenodeError as exc:
+                # The edit log failed with it (the NameNode leaves ACTIVE), or a step-down
+                # began: either way this loop is done.
+                self._log.warning("rolling the edit log by itself failed", error=str(exc))
+                return
+
     # -- the active's NamenodeProtocol ----------------------------------------------------------
 
     async def roll_edit_log_async(self) -> int:
@@ -908,6 +949,7 @@ class FSNamesystem:
                 self._state = HAState.ACTIVE
                 self._serving = True
                 qjm.start_heartbeats()  # a task on this loop, the QJM's
+                self._start_auto_roll(edit_log)
             except Exception as exc:
                 self._log.error("transition to active failed", step=step, error=str(exc))
                 if in_startup:
@@ -978,6 +1020,9 @@ class FSNamesystem:
         write timeout); calls already waiting for their sync get their answer once it is
         durable."""
         self._log.info("leaving active state", reason=reason)
+        auto_roll, self._auto_roll = self._auto_roll, None
+        if auto_roll is not None:
+            auto_roll.cancel()  # a roll it started goes on (shielded); the close waits for it
         if not active(Mutant.STEP_DOWN_SERVES_DURING_IO):
             # Before any I/O (the END-op sync and the finalize may take the write timeout,
             # or hang): from here on, nothing is answered as the active.

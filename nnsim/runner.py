@@ -170,6 +170,8 @@ def nn_settings() -> Settings:
             "dfs.ha.tail-edits.push": "false",
             "dfs.ha.log-roll.period": "100000",
             "dfs.namenode.checkpoint.txns": "1000000000",
+            # The active's own rolls are off (no task): the fault schedule asks for rolls.
+            "dfs.namenode.edit.log.autoroll.multiplier.threshold": "0",
             "dfs.namenode.checkpoint.period": "1000000",
             "dfs.qjournal.heartbeat.interval.ms": "500",
             # Every QJM quorum timeout 3 s (a hung JournalNode costs little virtual time).

@@ -411,3 +411,47 @@ def test_an_observer_asks_for_rolls_only_when_configured_to(
             assert asked("nn3") > 0
         else:
             assert asked("nn3") == 0
+
+
+def test_the_active_rolls_a_grown_segment_by_itself(tmp_path: Path) -> None:
+    """With nobody asking for rolls (no standby asks within the test; observers do not ask),
+    the active still rolls a segment that has grown past its threshold
+    (dfs.namenode.edit.log.autoroll.*, as HDFS's autoroll), so the log does not grow as one
+    segment for ever; a segment below it is left alone."""
+    conf = {
+        "dfs.ha.log-roll.period": "1h",
+        "dfs.namenode.checkpoint.txns": 20,
+        "dfs.namenode.edit.log.autoroll.multiplier.threshold": 0.5,  # 10 txns
+        "dfs.namenode.edit.log.autoroll.check.interval.ms": 100,
+    }
+    with NameNodeCluster(tmp_path, conf=conf) as c:
+        c.transition_to_active("nn1")
+        fsn = c.fsn("nn1")
+
+        def rolls() -> float:
+            return c.server("nn1").metrics.value("hanamenode_edit_log_rolls_total")
+
+        for i in range(5):
+            c.mkdir("nn1", f"/small{i}")
+        time.sleep(0.5)  # five intervals: 6 txns in the segment, below the threshold
+        assert rolls() == 0
+        for i in range(10):
+            c.mkdir("nn1", f"/grown{i}")
+        wait_for(lambda: rolls() >= 1, timeout=10, what="the active's own roll")
+        assert c.mkdir("nn1", "/after").created
+        assert fsn.state is HAState.ACTIVE
+
+
+def test_autoroll_off_never_rolls(tmp_path: Path) -> None:
+    conf = {
+        "dfs.ha.log-roll.period": "1h",
+        "dfs.namenode.checkpoint.txns": 2,
+        "dfs.namenode.edit.log.autoroll.multiplier.threshold": 0,
+        "dfs.namenode.edit.log.autoroll.check.interval.ms": 50,
+    }
+    with NameNodeCluster(tmp_path, conf=conf) as c:
+        c.transition_to_active("nn1")
+        for i in range(10):
+            c.mkdir("nn1", f"/d{i}")
+        time.sleep(0.5)
+        assert c.server("nn1").metrics.value("hanamenode_edit_log_rolls_total") == 0

@@ -304,6 +304,10 @@ MALFORMED = [
     ("dfs.ha.tail-edits.qjm.rpc.max-txns", "2000000", "must be at most 1048576"),
     ("dfs.namenode.edits.sync.gather-delay", "2s", "must be at most 1s"),
     ("dfs.namenode.edits.sync.gather-delay", "-5ms", "expected a duration"),
+    ("dfs.namenode.edit.log.autoroll.multiplier.threshold", "-1", "at least 0, got '-1'"),
+    ("dfs.namenode.edit.log.autoroll.multiplier.threshold", "nan", "a finite number"),
+    ("dfs.namenode.edit.log.autoroll.multiplier.threshold", "inf", "a finite number"),
+    ("dfs.namenode.edit.log.autoroll.multiplier.threshold", "half", "expected a number"),
     ("dfs.qjournal.queued-edits.limit.mb", "16", "is not below hanamenode.rpc.max-message.mb"),
 ]
 
