@@ -59,8 +59,9 @@ It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run
     configuration) with nn3 and nn4 made standbys (0 observers: every read goes to the
     active, confirmed by a read-index round) and then made observers again (2 observers),
     in the same run, on the same processes; and the observer's lag under 32 writer threads:
-    a mkdir acknowledged by nn1, then nn3 polled (``allow_stale_read``) until it shows it.
-    The proxy's client costs as much CPU as a server, so the same comparison is run again
+    a mkdir acknowledged by nn1, then nn3 polled (``allow_stale_read``) until it shows it;
+    under h2load's write load also held (``observer_lag_h2load_read_*``): one read that
+    carries the mkdir's txid, which nn3 answers once it has applied it. The proxy's client costs as much CPU as a server, so the same comparison is run again
     with h2load as the driver, measuring what the servers can answer: 32 ``GetFileInfo``
     calls in flight on the active alone, then spread over the active and both observers
     (``observer_capacity_ratio``). ``--no-observers`` leaves (d) out.
@@ -103,7 +104,7 @@ from hadev.devcluster import MkdirLoad
 from hadev.namenodes import NameNodeProcessCluster, transition
 from hadev.scrape import metric_value
 from hanamenode.client import HaFsClient, RetryPolicy
-from hanamenode.ha import HAState
+from hanamenode.ha import SEEN_TXID_KEY, HAState
 from proto import namenode_pb2, namenode_pb2_grpc
 
 CLIENTS = (1, 8, 32)
@@ -411,10 +412,18 @@ def standby_lag(
     spread: float,
     follower: str = "nn2",
     tag: str = "",
+    consistent: bool = False,
 ) -> list[float]:
     """Milliseconds from a mkdir's acknowledgement by the active to the standby (or observer)
     ``follower`` showing it, over ``samples`` samples each started after a random pause in
-    ``[0, spread)``."""
+    ``[0, spread)``.
+
+    By default the probe polls ``follower`` with stale reads every millisecond until the new
+    directory is there, so a sample also holds up to a poll's period and the polls' own
+    round trips. ``consistent`` (an observer) asks once instead, as an observer's client
+    does (docs/consistency.md §9): the read carries the mkdir's txid as the txid the client
+    has seen, and the observer holds it until it has applied that txid; a refusal for lag
+    (ObserverBehindError, past ``dfs.namenode.observer.read.max-wait.ms``) is asked again."""
     settings = cluster.settings()
     standby = cluster[follower]
     rng = random.Random(4)
@@ -431,13 +440,16 @@ def standby_lag(
                 fs.mkdirs(path)
                 acked = time.perf_counter()
                 request = namenode_pb2.GetFileInfoRequest(header=stale, path=path)
+                metadata = ((SEEN_TXID_KEY, str(fs.proxy.seen_txid)),) if consistent else ()
                 deadline = acked + 30.0
                 while time.perf_counter() < deadline:
                     try:
-                        stub.GetFileInfo(request, timeout=5.0)
+                        stub.GetFileInfo(request, timeout=5.0, metadata=metadata)
                         break
                     except grpc.RpcError as exc:
-                        if exc.code() != grpc.StatusCode.NOT_FOUND:
+                        if consistent and exc.code() == grpc.StatusCode.UNAVAILABLE:
+                            continue  # the observer's wait ran out: ask again
+                        if exc.code() != grpc.StatusCode.NOT_FOUND or consistent:
                             raise  # anything but "not applied yet" ends the bench
                         time.sleep(0.001)
                 lags.append((time.perf_counter() - acked) * 1000.0)
@@ -508,7 +520,11 @@ def _mkdir_writers(conf_path: str, clients: int, stop: Any, errors: Any) -> None
 
 
 def standby_lag_under_h2load(
-    cluster: NameNodeProcessCluster, samples: int, in_flight: int, follower: str = "nn2"
+    cluster: NameNodeProcessCluster,
+    samples: int,
+    in_flight: int,
+    follower: str = "nn2",
+    consistent: bool = False,
 ) -> tuple[list[float], float, RoleTimes]:
     """``standby_lag`` of ``follower`` (the standby, or an observer) while h2load keeps
     ``in_flight`` ``Create(overwrite)`` calls of one path outstanding on the active: the same
@@ -524,7 +540,10 @@ def standby_lag_under_h2load(
     with h2load.background(url, create.SerializeToString(), in_flight):
         time.sleep(1.0)  # the connections are up and the creates flowing
         before, began = nn_samples(active.metrics_url or "")[synced], time.perf_counter()
-        lags, times = _sample_lag(cluster, samples, tag=f"-h2load{in_flight}", follower=follower)
+        lags, times = _sample_lag(
+            cluster, samples, tag=f"-h2load{in_flight}{'-read' if consistent else ''}",
+            follower=follower, consistent=consistent,
+        )
         logged = nn_samples(active.metrics_url or "")[synced] - before
         rate = logged / (time.perf_counter() - began)
     return lags, rate, times
@@ -536,6 +555,7 @@ def _sample_lag(
     tag: str = "",
     follower: str = "nn2",
     load_pids: list[int | None] | None = None,
+    consistent: bool = False,
 ) -> tuple[list[float], RoleTimes]:
     """``standby_lag`` and the CPU each role used and waited for per second of it (role
     ``load``: ``load_pids``, the load generator's processes, when given)."""
@@ -543,7 +563,9 @@ def _sample_lag(
     if load_pids:
         pids["load"] = load_pids
     before, began = RoleTimes.read(pids), time.perf_counter()
-    lags = standby_lag(cluster, samples, spread=0.02, follower=follower, tag=tag)
+    lags = standby_lag(
+        cluster, samples, spread=0.02, follower=follower, tag=tag, consistent=consistent
+    )
     elapsed = time.perf_counter() - began
     return lags, RoleTimes.read(pids).per_second_since(before, elapsed)
 
@@ -919,6 +941,15 @@ def observer_series(
             result["observer_lag_h2load_p99_ms"] = round(percentile(native, 0.99), 1)
             result["observer_lag_h2load_max_ms"] = round(native[-1], 1) if native else 0.0
             result["observer_lag_h2load_creates_per_s"] = round(rate, 1)
+            # The same, probed as an observer's client reads: one read that carries the
+            # mkdir's txid and that the observer holds until it has applied it.
+            held, rate, _ = standby_lag_under_h2load(
+                cluster, lag_samples, clients, follower="nn3", consistent=True
+            )
+            result["observer_lag_h2load_read_p50_ms"] = round(percentile(held, 0.50), 1)
+            result["observer_lag_h2load_read_p99_ms"] = round(percentile(held, 0.99), 1)
+            result["observer_lag_h2load_read_max_ms"] = round(held[-1], 1) if held else 0.0
+            result["observer_lag_h2load_read_creates_per_s"] = round(rate, 1)
     result["observer_lag_pyclients_p50_ms"] = round(percentile(lags, 0.50), 1)
     result["observer_lag_pyclients_p99_ms"] = round(percentile(lags, 0.99), 1)
     result["observer_lag_pyclients_max_ms"] = round(lags[-1], 1) if lags else 0.0
@@ -1046,12 +1077,16 @@ def report_observers(result: dict[str, float | int | str]) -> None:
         print_table(
             f"the same, the write load driven by h2load ({result['observer_clients']} "
             f"Create(overwrite) calls in flight, {result['observer_lag_h2load_creates_per_s']} "
-            "creates/s logged): observer_lag_p99_ms",
-            ["measure", "value"],
+            "creates/s logged): observer_lag_p99_ms polled; held: one read carrying the "
+            f"mkdir's txid ({result['observer_lag_h2load_read_creates_per_s']} creates/s)",
+            ["measure", "polled (stale reads)", "held (seen txid)"],
             [
-                ["p50 ms", result["observer_lag_h2load_p50_ms"]],
-                ["p99 ms", result["observer_lag_h2load_p99_ms"]],
-                ["max ms", result["observer_lag_h2load_max_ms"]],
+                [
+                    f"{q} ms",
+                    result[f"observer_lag_h2load_{q}_ms"],
+                    result[f"observer_lag_h2load_read_{q}_ms"],
+                ]
+                for q in ("p50", "p99", "max")
             ],
         )
 
