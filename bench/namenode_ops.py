@@ -61,9 +61,10 @@ It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run
     in the same run, on the same processes; and the observer's lag under 32 writer threads:
     a mkdir acknowledged by nn1, then nn3 polled (``allow_stale_read``) until it shows it;
     under h2load's write load also held (``observer_lag_h2load_read_*``): one read that
-    carries the mkdir's txid, which nn3 answers once it has applied it. The proxy's client costs as much CPU as a server, so the same comparison is run again
-    with h2load as the driver, measuring what the servers can answer: 32 ``GetFileInfo``
-    calls in flight on the active alone, then spread over the active and both observers
+    carries the mkdir's txid, which nn3 answers once it has applied it. The proxy's client
+    costs as much CPU as a server, so the same comparison is run again with h2load as the
+    driver, measuring what the servers can answer: 32 ``GetFileInfo`` calls in flight on
+    the active alone, then spread over the active and both observers
     (``observer_capacity_ratio``). ``--no-observers`` leaves (d) out.
 
 ``--loop uvloop|asyncio`` runs every daemon's event loop on that loop (``HANAMENODE_UVLOOP``);
