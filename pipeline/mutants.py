@@ -400,6 +400,7 @@ class SoakCheckpoint:
                     elapsed_seconds=seconds + p.elapsed_seconds,
                     failing_seeds=failing + p.failing_seeds,
                     unit="runs",
+                    runs_per_seed=len(self.config.mutants) + 1,
                 )
             )
 
@@ -547,7 +548,8 @@ def format_mutation_summary(summary: MutationSoakSummary) -> str:
     per_min = 60.0 * s.config.runs / s.elapsed_seconds if s.elapsed_seconds > 0 else 0.0
     lines = [
         f"soak --mutants: {s.config.describe()}",
-        f"  time: {format_duration(s.elapsed_seconds)} ({per_min:.0f} runs/min)"
+        f"  time: {format_duration(s.elapsed_seconds)} ({per_min:.0f} runs/min, "
+        f"{per_min / (len(s.config.mutants) + 1):.0f} seeds/min)"
         + (f", over {s.starts} starts (resumed)" if s.starts > 1 else ""),
         f"  results: {Path(s.out) / SCORE_DIR}, {Path(s.out) / RUNS_DIR}",
     ]

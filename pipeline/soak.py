@@ -222,6 +222,8 @@ class SoakProgress:
     unit: str = "seeds"
     """What ``done`` counts: seeds, or runs (the mutation soak runs each seed once per mutant
     and once clean)."""
+    runs_per_seed: int = 1
+    """With ``unit`` "runs": the runs of one seed, so that the line also says seeds a minute."""
 
     @property
     def per_minute(self) -> float:
@@ -229,8 +231,9 @@ class SoakProgress:
         return 60.0 * self.done / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
 
     def line(self) -> str:
-        """``soak: 1200/5000 seeds (24%), 3m10s, 379 seeds/min, about 10m left`` (runs in
-        place of seeds for the mutation soak)."""
+        """``soak: 1200/5000 seeds (24%), 3m10s, 379 seeds/min, about 10m left`` (for the
+        mutation soak, runs in place of seeds, and the seeds a minute after the runs:
+        ``563 runs/min (40 seeds/min)``)."""
         pct = 100 * self.done // self.total if self.total else 100
         text = (
             f"soak: {self.done}/{self.total} {self.unit} ({pct}%), "
@@ -239,7 +242,10 @@ class SoakProgress:
         if self.done:
             rate = self.per_minute
             left = (self.total - self.done) / rate * 60 if rate else 0.0
-            text += f", {rate:.0f} {self.unit}/min, about {format_duration(left)} left"
+            text += f", {rate:.0f} {self.unit}/min"
+            if self.unit == "runs" and self.runs_per_seed > 1:
+                text += f" ({rate / self.runs_per_seed:.0f} seeds/min)"
+            text += f", about {format_duration(left)} left"
         if self.failing_seeds:
             text += f", {self.failing_seeds} with a violation"
         if self.failed_tasks:

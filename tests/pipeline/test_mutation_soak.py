@@ -152,7 +152,11 @@ def test_a_stopped_soak_goes_on_where_it_was_on_the_same_code_only(
     assert first_block.stat().st_mtime_ns == kept_at  # the finished block was not run again
     assert seen[0].done >= 2 and seen[-1].done == seen[-1].total == config.runs
     assert seen[-1].line().startswith(f"soak: {config.runs}/{config.runs} runs (100%)")
+    # Runs and seeds a minute: each seed is one run per mutant and one clean.
+    runs_rate = seen[-1].per_minute
+    assert f"{runs_rate:.0f} runs/min ({runs_rate / 2:.0f} seeds/min)" in seen[-1].line()
     assert summary.starts == 2 and "over 2 starts (resumed)" in format_mutation_summary(summary)
+    assert " seeds/min)" in format_mutation_summary(summary)
     state = json.loads((out / STATE_FILE).read_text())
     assert len(state["done"]) == SEEDS and state["starts"] == 2
     assert summary.elapsed_seconds == pytest.approx(
