@@ -761,6 +761,15 @@ class FSNamesystem:
                 # began: either way this loop is done.
                 self._log.warning("rolling the edit log by itself failed", error=str(exc))
                 return
+            except Exception as exc:
+                # A bug, not a state of the log: say so, and try again at the next check
+                # rather than leave the segment to grow with nobody rolling it.
+                self._log.error(
+                    "rolling the edit log by itself raised; trying again at the next check",
+                    error=describe_exception(exc),
+                    segment=segment,
+                    interval_seconds=interval,
+                )
 
     # -- the active's NamenodeProtocol ----------------------------------------------------------
 

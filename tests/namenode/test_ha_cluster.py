@@ -453,6 +453,40 @@ def test_the_active_rolls_a_grown_segment_by_itself(tmp_path: Path) -> None:
         assert fsn.state is HAState.ACTIVE
 
 
+def test_the_active_rolls_by_itself_again_after_an_unexpected_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error that is not the edit log's (a bug) is logged and the next check tries again:
+    the loop does not end silently and leave the segment to grow."""
+    conf = {
+        "dfs.ha.log-roll.period": "1h",
+        "dfs.namenode.checkpoint.txns": 4,
+        "dfs.namenode.edit.log.autoroll.multiplier.threshold": 1,
+        "dfs.namenode.edit.log.autoroll.check.interval.ms": 100,
+    }
+    with NameNodeCluster(tmp_path, conf=conf) as c:
+        c.transition_to_active("nn1")
+        fsn = c.fsn("nn1")
+        real = fsn.roll_edit_log_async
+        calls = []
+
+        async def fails_once() -> int:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("planted: the first roll raises")
+            return await real()
+
+        monkeypatch.setattr(fsn, "roll_edit_log_async", fails_once)
+        for i in range(6):
+            c.mkdir("nn1", f"/d{i}")
+        wait_for(
+            lambda: c.server("nn1").metrics.value("hanamenode_edit_log_rolls_total") >= 1,
+            timeout=10,
+            what="a roll after the one that raised",
+        )
+        assert len(calls) >= 2 and fsn.state is HAState.ACTIVE
+
+
 def test_autoroll_off_never_rolls(tmp_path: Path) -> None:
     conf = {
         "dfs.ha.log-roll.period": "1h",
