@@ -424,17 +424,23 @@ def test_an_observer_asks_for_rolls_only_when_configured_to(
             assert tried("nn3") == 0, "the observer asked for a roll"
 
 
+def autoroll_conf(txns: int, multiplier: float, interval_ms: int) -> dict[str, Any]:
+    """Auto-roll at ``multiplier`` x ``txns`` edits, checked every ``interval_ms``; nobody
+    asks for rolls (the standby's period is an hour)."""
+    return {
+        "dfs.ha.log-roll.period": "1h",
+        "dfs.namenode.checkpoint.txns": txns,
+        "dfs.namenode.edit.log.autoroll.multiplier.threshold": multiplier,
+        "dfs.namenode.edit.log.autoroll.check.interval.ms": interval_ms,
+    }
+
+
 def test_the_active_rolls_a_grown_segment_by_itself(tmp_path: Path) -> None:
     """With nobody asking for rolls (no standby asks within the test; observers do not ask),
     the active still rolls a segment that has grown past its threshold
     (dfs.namenode.edit.log.autoroll.*, as HDFS's autoroll), so the log does not grow as one
     segment for ever; a segment below it is left alone."""
-    conf = {
-        "dfs.ha.log-roll.period": "1h",
-        "dfs.namenode.checkpoint.txns": 20,
-        "dfs.namenode.edit.log.autoroll.multiplier.threshold": 0.5,  # 10 txns
-        "dfs.namenode.edit.log.autoroll.check.interval.ms": 100,
-    }
+    conf = autoroll_conf(txns=20, multiplier=0.5, interval_ms=100)  # 10 txns
     with NameNodeCluster(tmp_path, conf=conf) as c:
         c.transition_to_active("nn1")
         fsn = c.fsn("nn1")
@@ -458,12 +464,7 @@ def test_the_active_rolls_by_itself_again_after_an_unexpected_error(
 ) -> None:
     """An error that is not the edit log's (a bug) is logged and the next check tries again:
     the loop does not end silently and leave the segment to grow."""
-    conf = {
-        "dfs.ha.log-roll.period": "1h",
-        "dfs.namenode.checkpoint.txns": 4,
-        "dfs.namenode.edit.log.autoroll.multiplier.threshold": 1,
-        "dfs.namenode.edit.log.autoroll.check.interval.ms": 100,
-    }
+    conf = autoroll_conf(txns=4, multiplier=1, interval_ms=100)
     with NameNodeCluster(tmp_path, conf=conf) as c:
         c.transition_to_active("nn1")
         fsn = c.fsn("nn1")
@@ -488,12 +489,7 @@ def test_the_active_rolls_by_itself_again_after_an_unexpected_error(
 
 
 def test_autoroll_off_never_rolls(tmp_path: Path) -> None:
-    conf = {
-        "dfs.ha.log-roll.period": "1h",
-        "dfs.namenode.checkpoint.txns": 2,
-        "dfs.namenode.edit.log.autoroll.multiplier.threshold": 0,
-        "dfs.namenode.edit.log.autoroll.check.interval.ms": 50,
-    }
+    conf = autoroll_conf(txns=2, multiplier=0, interval_ms=50)
     with NameNodeCluster(tmp_path, conf=conf) as c:
         c.transition_to_active("nn1")
         for i in range(10):
