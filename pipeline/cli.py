@@ -3,6 +3,7 @@
     hapipe soak --seeds 5000 [--first-seed 0] [--steps 200] [--mutant ignore-writer-epoch]
     hapipe soak --mutants --seeds 200 [--mutant NAME ...] [--charts]
     hapipe soak --mutants --seeds 10000 --out D [--resume]   (checkpointed: goes on after a stop)
+    hapipe soak --namenodes [--mutants] --seeds 200      (the NameNode layer's simulation, nnsim)
     hapipe verify --dirs /data/jn1,/data/jn2,/data/jn3 [--logtester-dirs /tmp/lt]
     hapipe verify --journalnodes h1:8485,h2:8485,h3:8485 --journal-id ns1
     hapipe analyze --image name/fsimage_0000000000000000000.db --edits /data/jn1/ns1/current
@@ -176,6 +177,13 @@ def main(log_format: str, log_level: str) -> None:
     "code, over the seeds; write the mutation-score table.",
 )
 @click.option(
+    "--namenodes",
+    is_flag=True,
+    help="Simulate the NameNode layer (nnsim: NameNodes, a ZooKeeper model and clients over the "
+    "simulated JournalNodes; --steps counts client operations). With --mutants: score the "
+    "NameNode layer's catalogue.",
+)
+@click.option(
     "--charts", is_flag=True, help="With --mutants: also write mutation_score.png (matplotlib)."
 )
 @click.option(
@@ -204,6 +212,7 @@ def soak(
     n_journalnodes: int,
     mutant_names: tuple[str, ...],
     mutation_score: bool,
+    namenodes: bool,
     charts: bool,
     resume: bool,
     chunk_seeds: int | None,
@@ -239,8 +248,14 @@ def soak(
         from pipeline.session import spark_session
         from pipeline.soak import prepare_out
 
-        kwargs: dict[str, Any] = {"mutants": tuple(mutant_names)} if mutant_names else {}
-        config = MutationSoakConfig(first_seed, seeds, steps, n_journalnodes, **kwargs)
+        config = MutationSoakConfig(
+            first_seed,
+            seeds,
+            steps,
+            n_journalnodes,
+            mutants=tuple(mutant_names),
+            namenodes=namenodes,
+        )
         out_dir = out or _default_out("soak-mutants")
         prepare_out(out_dir)  # refuse before a JVM starts
         printer = ProgressPrinter()
@@ -268,7 +283,9 @@ def soak(
         from pipeline.session import spark_session
         from pipeline.soak import SoakConfig, format_summary, prepare_out, run_soak
 
-        config = SoakConfig(first_seed, seeds, steps, n_journalnodes, tuple(mutant_names))
+        config = SoakConfig(
+            first_seed, seeds, steps, n_journalnodes, tuple(mutant_names), namenodes=namenodes
+        )
         out_dir = out or _default_out("soak")
         prepare_out(out_dir)  # refuse before a JVM starts
         printer = ProgressPrinter()

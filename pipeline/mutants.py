@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,23 +71,27 @@ RUN_COLUMNS = ("mutant", "seed", "steps", "verdict", "violated_invariant", "wall
 SCORE_COLUMNS = ("mutant", "seeds", "caught", "caught_fraction", "first_seed", "invariants")
 
 
-def _default_mutants() -> tuple[str, ...]:
-    from qjm.sim.mutants import SIMULATED
+def catalogue(namenodes: bool = False) -> tuple[str, ...]:
+    """The switches of the QJM simulator's catalogue (``SIMULATED``), or with ``namenodes``
+    the NameNode layer's (``NAMENODE``, run on ``nnsim``)."""
+    from qjm.sim.mutants import NAMENODE, SIMULATED
 
-    return tuple(m.switch for m in SIMULATED)
+    return tuple(m.switch for m in (NAMENODE if namenodes else SIMULATED))
 
 
 @dataclass(frozen=True)
 class MutationSoakConfig:
-    """``seeds`` seeds from ``first_seed`` for each of ``mutants`` (switch names; default the
-    simulator's whole catalogue) and for the clean code, ``steps`` steps each."""
+    """``seeds`` seeds from ``first_seed`` for each of ``mutants`` (switch names; empty: the
+    whole catalogue of the simulator run) and for the clean code, ``steps`` steps each; with
+    ``namenodes``, on the NameNode layer's simulation (``nnsim``) and its catalogue."""
 
     first_seed: int = 0
     seeds: int = 200
     steps: int = 200
     n_journalnodes: int = 3
-    mutants: tuple[str, ...] = field(default_factory=_default_mutants)
+    mutants: tuple[str, ...] = ()
     seeds_per_task: int = 10
+    namenodes: bool = False
 
     def __post_init__(self) -> None:
         if self.seeds < 1 or self.first_seed < 0 or self.seeds_per_task < 1:
@@ -95,14 +99,18 @@ class MutationSoakConfig:
                 f"need seeds >= 1, first seed >= 0 and seeds per task >= 1, got seeds="
                 f"{self.seeds} first_seed={self.first_seed} seeds_per_task={self.seeds_per_task}"
             )
-        from qjm.sim.mutants import SIMULATED
-
-        known = {m.switch for m in SIMULATED}
+        known = catalogue(self.namenodes)
+        if not self.mutants:
+            object.__setattr__(self, "mutants", known)
         unknown = [m for m in self.mutants if m not in known]
-        if unknown or not self.mutants:
+        if unknown:
+            where = (
+                "the NameNode layer's simulation runs" if self.namenodes
+                else "it runs (NameNode-layer mutants need --namenodes)"
+            )
             raise PipelineError(
-                f"mutants the simulator does not run: {', '.join(unknown) or '(none given)'}; "
-                f"it runs {', '.join(sorted(known))}"
+                f"mutants the simulator does not run: {', '.join(unknown)}; {where} "
+                f"{', '.join(sorted(known))}"
             )
 
     @property
@@ -115,9 +123,10 @@ class MutationSoakConfig:
 
     def describe(self) -> str:
         last = self.first_seed + self.seeds - 1
+        layer = ", the NameNode layer (nnsim)" if self.namenodes else ""
         return (
             f"{len(self.mutants)} mutants and the clean code, seeds {self.first_seed}..{last}, "
-            f"{self.steps} steps, {self.n_journalnodes} JournalNodes ({self.runs:,} runs)"
+            f"{self.steps} steps, {self.n_journalnodes} JournalNodes{layer} ({self.runs:,} runs)"
         )
 
 
@@ -127,20 +136,23 @@ MASKED = "masked"
 
 
 def simulate_run(
-    mutant_and_seed: tuple[str, int], *, steps: int, n_journalnodes: int
+    mutant_and_seed: tuple[str, int], *, steps: int, n_journalnodes: int, namenodes: bool = False
 ) -> tuple[Any, ...]:
     """One run on an executor: a ``RUN_COLUMNS`` row. ``mutant`` is a switch or "clean",
-    planted with its masks (``qjm.sim.mutants.MASKED_BY``). A simulator that raises is a
-    caught mutant too (verdict "error"), never a failed task."""
+    planted with its masks (``qjm.sim.mutants.MASKED_BY``), on the QJM simulator or with
+    ``namenodes`` on the NameNode layer's. A simulator that raises is a caught mutant too
+    (verdict "error"), never a failed task."""
+    from nnsim.runner import run_nn_simulation
     from qjm.sim.mutants import run_planted
     from qjm.sim.runner import run_simulation
 
+    simulate = run_nn_simulation if namenodes else run_simulation
     mutant, seed = mutant_and_seed
     started = time.perf_counter()
     try:
         r, caught = run_planted(
             mutant,
-            lambda planted: run_simulation(
+            lambda planted: simulate(
                 seed, steps, n_journalnodes=n_journalnodes, mutants=planted
             ),
         )
@@ -161,7 +173,12 @@ def mutation_rdd(
     seeds = _seeds(config) if seeds is None else seeds
     work = [(m, s) for m in (*config.mutants, CLEAN) for s in seeds]
     tasks = max(1, -(-len(work) // config.seeds_per_task))
-    run = functools.partial(simulate_run, steps=config.steps, n_journalnodes=config.n_journalnodes)
+    run = functools.partial(
+        simulate_run,
+        steps=config.steps,
+        n_journalnodes=config.n_journalnodes,
+        namenodes=config.namenodes,
+    )
     return spark.sparkContext.parallelize(work, numSlices=tasks).map(run)
 
 
@@ -264,19 +281,23 @@ def run_mutation_soak(
     return summary
 
 
-_IMPORTED_BY_A_RUN = (
-    "import json, sys\n"
-    "import qjm.sim.runner, qjm.sim.mutants\n"
-    "print(json.dumps(sorted(m.__file__ for m in list(sys.modules.values())"
-    " if getattr(m, '__file__', None))))"
-)
+def _imported_by_a_run(namenodes: bool) -> str:
+    """A script that prints the files of every module a simulation run imports."""
+    modules = "qjm.sim.runner, qjm.sim.mutants" + (", nnsim.runner" if namenodes else "")
+    return (
+        "import json, sys\n"
+        f"import {modules}\n"
+        "print(json.dumps(sorted(m.__file__ for m in list(sys.modules.values())"
+        " if getattr(m, '__file__', None))))"
+    )
 
 
-def simulator_fingerprint(root: Path | None = None) -> str:
+def simulator_fingerprint(root: Path | None = None, *, namenodes: bool = False) -> str:
     """A hash of the simulator's code: every module of this project that a simulation run
-    imports (``qjm.sim.runner`` and ``qjm.sim.mutants``, asked in a fresh interpreter), by
-    path and content. Two runs with the same fingerprint ran the same code; a change to a
-    daemon's CLI or server, which no simulation imports, leaves it as it was."""
+    imports (``qjm.sim.runner`` and ``qjm.sim.mutants``, and ``nnsim.runner`` with
+    ``namenodes``, asked in a fresh interpreter), by path and content. Two runs with the same
+    fingerprint ran the same code; a change to a daemon's CLI or server, which no simulation
+    imports, leaves it as it was."""
     root = Path(__file__).resolve().parent.parent if root is None else root
     env = {
         **os.environ,
@@ -286,7 +307,7 @@ def simulator_fingerprint(root: Path | None = None) -> str:
     }
     try:
         listed = subprocess.run(
-            [sys.executable, "-c", _IMPORTED_BY_A_RUN],
+            [sys.executable, "-c", _imported_by_a_run(namenodes)],
             cwd=root,
             env=env,
             capture_output=True,
@@ -328,7 +349,7 @@ class SoakCheckpoint:
         if chunk_seeds < 1:
             raise PipelineError(f"need at least 1 seed per block, got {chunk_seeds}")
         path = out / STATE_FILE
-        fingerprint = simulator_fingerprint()
+        fingerprint = simulator_fingerprint(namenodes=config.namenodes)
         wanted = _identity(config, chunk_seeds, fingerprint)
         if not path.exists():
             if (out / CHUNKS_DIR).exists():
@@ -457,9 +478,14 @@ class SoakCheckpoint:
 
 
 def _identity(config: MutationSoakConfig, chunk_seeds: int, fingerprint: str) -> dict[str, Any]:
-    """What makes two starts the same soak: the keys a resume compares with the state file."""
+    """What makes two starts the same soak: the keys a resume compares with the state file.
+    ``namenodes`` is there only when set, so a QJM soak's state written before it existed
+    still resumes."""
+    settings = dataclasses.asdict(config)
+    if not config.namenodes:
+        del settings["namenodes"]
     return {
-        "config": dataclasses.asdict(config),
+        "config": settings,
         "chunk_seeds": chunk_seeds,
         "fingerprint": fingerprint,
     }

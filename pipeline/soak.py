@@ -118,6 +118,9 @@ class SoakConfig:
     steps: int = 200
     n_journalnodes: int = 3
     mutants: tuple[str, ...] = ()
+    namenodes: bool = False
+    """Simulate the NameNode layer (``nnsim``: NameNodes, a ZooKeeper model and clients over
+    the simulated JournalNodes; ``steps`` counts client operations) instead of the QJM alone."""
 
     def __post_init__(self) -> None:
         if self.seeds < 1:
@@ -136,9 +139,10 @@ class SoakConfig:
 
     def describe(self) -> str:
         planted = f" [planted: {', '.join(self.mutants)}]" if self.mutants else ""
+        layer = ", the NameNode layer (nnsim)" if self.namenodes else ""
         return (
             f"{self.seeds} seeds ({self.first_seed}..{self.last_seed}), {self.steps} steps each, "
-            f"{self.n_journalnodes} JournalNodes{planted}"
+            f"{self.n_journalnodes} JournalNodes{layer}{planted}"
         )
 
 
@@ -148,19 +152,29 @@ class SoakConfig:
 
 
 def simulate_seed(
-    seed: int, *, steps: int, n_journalnodes: int, mutants: tuple[str, ...] = ()
+    seed: int,
+    *,
+    steps: int,
+    n_journalnodes: int,
+    mutants: tuple[str, ...] = (),
+    namenodes: bool = False,
 ) -> tuple[Any, ...]:
-    """Run one simulation on an executor and return its row (``SOAK_COLUMNS``).
+    """Run one simulation on an executor and return its row (``SOAK_COLUMNS``): the QJM
+    simulator's, or with ``namenodes`` the NameNode layer's (``nnsim``).
 
     The simulator is imported here, on the executor. A simulator that raises instead of
     returning a verdict is reported as verdict "error" for that seed rather than failing
     the task: one broken seed must not abort a soak of thousands.
     """
+    from nnsim.runner import nn_replay_command, run_nn_simulation
     from qjm.sim import replay_command, run_simulation
 
+    simulate, replay = (
+        (run_nn_simulation, nn_replay_command) if namenodes else (run_simulation, replay_command)
+    )
     started = time.perf_counter()
     try:
-        r = run_simulation(seed, steps, n_journalnodes=n_journalnodes, mutants=mutants)
+        r = simulate(seed, steps, n_journalnodes=n_journalnodes, mutants=mutants)
     except Exception as exc:
         return (
             seed,
@@ -172,7 +186,7 @@ def simulate_seed(
             None,
             f"the simulator raised {type(exc).__name__}: {exc}",
             time.perf_counter() - started,
-            replay_command(seed, steps, n_journalnodes=n_journalnodes, mutants=mutants),
+            replay(seed, steps, n_journalnodes=n_journalnodes, mutants=mutants),
             "",
         )
     return (
@@ -197,6 +211,7 @@ def soak_rdd(spark: SparkSession, config: SoakConfig) -> RDD[tuple[Any, ...]]:
         steps=config.steps,
         n_journalnodes=config.n_journalnodes,
         mutants=config.mutants,
+        namenodes=config.namenodes,
     )
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     return spark.sparkContext.parallelize(seeds, numSlices=config.seeds).map(run)

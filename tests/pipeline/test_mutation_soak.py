@@ -77,6 +77,9 @@ def test_the_mutation_soak_writes_the_score_table_and_agrees_with_the_simulator(
     assert last[CAUGHT] == pytest.approx(rows[CAUGHT]["caught_fraction"], abs=1e-4)
     assert summary.chart is not None and (tmp_path / "m" / SCORE_CHART).stat().st_size > 1000
     assert (tmp_path / "m" / "mutation_summary.txt").read_text().strip() == text
+    # A QJM soak's state has no "namenodes" key, as before it existed: the checkpoints kept
+    # in soaks/ still resume.
+    assert "namenodes" not in json.loads((tmp_path / "m" / STATE_FILE).read_text())["config"]
 
 
 def test_the_cli_scores_and_refuses_what_it_cannot_run(tmp_path: Path) -> None:
@@ -104,6 +107,39 @@ def test_the_cli_scores_and_refuses_what_it_cannot_run(tmp_path: Path) -> None:
     assert "PASSED" in result.stdout
     resumed = CliRunner().invoke(main, ["soak", "--mutants", "--seeds", "1", "--resume"])
     assert resumed.exit_code == 2 and "--resume needs the --out directory" in resumed.output
+
+
+def test_the_namenode_layer_catalogue_is_scored_on_nnsim(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``--namenodes --mutants``: the NameNode layer's catalogue on nnsim, with the same
+    verdicts as ``python -m qjm.sim mutants --namenodes`` gives here; its fingerprint covers
+    nnsim as well, and a QJM mutant is refused by name."""
+    from nnsim.runner import nn_seed_outcome
+    from qjm.sim.mutants import NAMENODE
+
+    assert MutationSoakConfig(namenodes=True).mutants == tuple(m.switch for m in NAMENODE)
+    with pytest.raises(PipelineError, match="the NameNode layer's simulation runs"):
+        MutationSoakConfig(namenodes=True, mutants=(CAUGHT,))
+    assert mutation_soak.simulator_fingerprint(namenodes=True) != (
+        mutation_soak.simulator_fingerprint()
+    )
+    caught = "ack-from-one"  # seed 0 catches it (tests/sim/test_nn_simulation.py SWEEPS)
+    result = CliRunner().invoke(
+        main,
+        [
+            "soak", "--mutants", "--namenodes", "--seeds", "1", "--steps", "200",
+            "--mutant", caught, "--out", str(tmp_path / "nn"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "the NameNode layer (nnsim)" in result.stdout
+    summary = json.loads(result.stdout.splitlines()[-1])
+    local = score(range(1), [m for m in NAMENODE if m.switch == caught], runner=nn_seed_outcome)
+    assert summary[caught] == local.mutants[0].caught_fraction == 1.0
+    assert summary["clean_violations"] == 0 and not local.clean.caught
+    state = json.loads((tmp_path / "nn" / STATE_FILE).read_text())
+    assert state["config"]["namenodes"] is True
 
 
 class _Stopped(Exception):
@@ -141,7 +177,9 @@ def test_a_stopped_soak_goes_on_where_it_was_on_the_same_code_only(
     with pytest.raises(PipelineError, match="its chunk_seeds was 1"):
         run_mutation_soak(spark, config, out, resume=True, chunk_seeds=2)
     with monkeypatch.context() as patched:
-        patched.setattr(mutation_soak, "simulator_fingerprint", lambda: "changed-code")
+        patched.setattr(
+            mutation_soak, "simulator_fingerprint", lambda **_: "changed-code"
+        )
         with pytest.raises(PipelineError, match="its fingerprint was"):
             run_mutation_soak(spark, config, out, resume=True, chunk_seeds=1)
 

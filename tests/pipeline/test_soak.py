@@ -172,3 +172,30 @@ def test_cli_refusals_are_one_line_with_status_2(tmp_path: Path) -> None:
         f"hapipe: error: {tmp_path / RESULTS_DIR} already exists; give another --out directory"
     ]
     assert CliRunner().invoke(main, ["soak", "--seeds", "0"]).exit_code == 2
+
+
+def test_a_namenode_layer_soak_runs_nnsim_on_the_executors(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``--namenodes`` soaks the NameNode layer's simulation: the same runs (trace digests)
+    as here, replay commands that run nnsim, and the CLI flag reaches the config."""
+    from nnsim import run_nn_simulation
+
+    config = SoakConfig(first_seed=3, seeds=2, steps=60, namenodes=True)
+    assert "the NameNode layer (nnsim)" in config.describe()
+    summary = run_soak(spark, config, tmp_path / "nn", poll_seconds=0.2)
+    assert summary.passed, format_summary(summary)
+    rows = sorted(spark.read.parquet(str(tmp_path / "nn" / RESULTS_DIR)).collect(),
+                  key=lambda r: r["seed"])
+    for row in rows:
+        here = run_nn_simulation(row["seed"], 60)
+        assert row["trace_digest"] == here.trace_digest
+        assert row["replay_command"].startswith("python -m qjm.sim --namenodes ")
+        assert row["txns_acknowledged"] == here.txns_acknowledged > 0
+
+    out = CliRunner().invoke(
+        main, ["soak", "--namenodes", "--seeds", "1", "--steps", "40", "--out",
+               str(tmp_path / "cli")],
+    )
+    assert out.exit_code == 0, out.output
+    assert "the NameNode layer (nnsim)" in out.stdout
