@@ -142,11 +142,14 @@ def simulate_run(
     planted with its masks (``qjm.sim.mutants.MASKED_BY``), on the QJM simulator or with
     ``namenodes`` on the NameNode layer's. A simulator that raises is a caught mutant too
     (verdict "error"), never a failed task."""
-    from nnsim.runner import run_nn_simulation
     from qjm.sim.mutants import run_planted
     from qjm.sim.runner import run_simulation
 
-    simulate = run_nn_simulation if namenodes else run_simulation
+    simulate: Callable[..., Any] = run_simulation
+    if namenodes:  # imported only for it: a QJM soak's executors never load the NameNode
+        from nnsim.runner import run_nn_simulation
+
+        simulate = run_nn_simulation
     mutant, seed = mutant_and_seed
     started = time.perf_counter()
     try:

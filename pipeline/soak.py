@@ -166,12 +166,14 @@ def simulate_seed(
     returning a verdict is reported as verdict "error" for that seed rather than failing
     the task: one broken seed must not abort a soak of thousands.
     """
-    from nnsim.runner import nn_replay_command, run_nn_simulation
     from qjm.sim import replay_command, run_simulation
 
-    simulate, replay = (
-        (run_nn_simulation, nn_replay_command) if namenodes else (run_simulation, replay_command)
-    )
+    simulate: Callable[..., Any] = run_simulation
+    replay: Callable[..., str] = replay_command
+    if namenodes:  # imported only for it: a QJM soak's executors never load the NameNode
+        from nnsim.runner import nn_replay_command, run_nn_simulation
+
+        simulate, replay = run_nn_simulation, nn_replay_command
     started = time.perf_counter()
     try:
         r = simulate(seed, steps, n_journalnodes=n_journalnodes, mutants=mutants)
