@@ -60,7 +60,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 FORMAT_RETRY_SECONDS = 0.2
-"""How often ``is_formatted`` asks an unreachable JournalNode again, until ``format_timeout``."""
+"""How often ``is_formatted`` and ``format`` ask an unreachable JournalNode again, until
+``format_timeout``."""
 
 
 class _DefaultTimeouts:
@@ -196,58 +197,70 @@ class QuorumJournalManager:
         self._block(self.aformat(force=force))
 
     async def aformat(self, *, force: bool = False) -> None:
+        """``format`` on the loop. A JournalNode that cannot be reached is asked again, as
+        by ``ais_formatted``: formatting an empty journal twice is harmless (a second
+        Format of one with nothing in it writes the same VERSION), so a request that may have
+        arrived before its connection failed can be sent again."""
         self._bind_running()
-        call = self.loggers.format(self.namespace_info, force)
-        await call.await_for(
-            len(self.loggers),
-            len(self.loggers),
-            0,
-            self.timeouts.format_timeout,
-            operation_name="format",
+        ns = self.namespace_info
+        await self._ask_every_journalnode(
+            lambda lg: lg.format(ns, force),
+            "format",
+            f"format journal {self.journal_id!r}",
         )
-        if call.count_successes() != len(self.loggers):
-            call.rethrow_exception(
-                f"could not format journal {self.journal_id!r} on every JournalNode"
-            )
 
     def is_formatted(self) -> dict[str, bool]:
         """Which JournalNodes hold a formatted journal (needs every JournalNode to answer)."""
         return self._block(self.ais_formatted())
 
     async def ais_formatted(self) -> dict[str, bool]:
-        """``is_formatted`` on the loop. A JournalNode that cannot be reached (starting, or a
-        connection that failed) is asked again every ``FORMAT_RETRY_SECONDS`` until
-        ``format_timeout``: formatting needs every JournalNode, and a blip is no answer. Any
-        other error, or the deadline, raises QuorumException naming each JournalNode's."""
+        """``is_formatted`` on the loop (needs every JournalNode's answer, with the retries of
+        ``_ask_every_journalnode``)."""
         self._bind_running()
+        answers = await self._ask_every_journalnode(
+            lambda lg: lg.is_formatted(),
+            "isFormatted",
+            f"ask whether journal {self.journal_id!r} is formatted",
+        )
+        return {lg.address: formatted for lg, (formatted, _) in answers.items()}
+
+    async def _ask_every_journalnode(
+        self, ask: Callable[[AsyncLogger], Future[T]], operation: str, what: str
+    ) -> dict[AsyncLogger, T]:
+        """Every JournalNode's answer to ``ask`` (formatting needs all of them, not a
+        quorum). One that cannot be reached (starting, or a connection that failed) is asked
+        again every ``FORMAT_RETRY_SECONDS`` until ``format_timeout``, because a blip is no
+        answer; any other error, or the deadline, raises QuorumException naming each
+        JournalNode's ("could not <what> on every JournalNode")."""
         deadline = time.monotonic() + self.timeouts.format_timeout
-        answers: dict[AsyncLogger, tuple[bool, NamespaceInfo | None]] = {}
+        answers: dict[AsyncLogger, T] = {}
         todo = list(self.loggers.loggers)
         logged: set[AsyncLogger] = set()
         while True:
-            call = QuorumCall({lg: lg.is_formatted() for lg in todo})
+            call = QuorumCall({lg: ask(lg) for lg in todo})
             await call.await_for(
                 len(todo),
                 len(todo),
                 -1,
                 max(0.0, deadline - time.monotonic()),
-                operation_name="isFormatted",
+                operation_name=operation,
             )
             answers.update(call.successes())
             failed = call.exceptions()
             if not failed:
-                return {lg.address: formatted for lg, (formatted, _) in answers.items()}
+                return answers
             unreachable = all(isinstance(e, JournalUnavailableError) for e in failed.values())
             if self.loggers.direct or not unreachable or (
                 time.monotonic() + FORMAT_RETRY_SECONDS >= deadline
             ):
                 raise QuorumException(
-                    "could not ask every JournalNode whether it is formatted", answers, failed
+                    f"could not {what} on every JournalNode", answers, failed
                 )
             if set(failed) != logged:  # once per set of unreachable JournalNodes
                 logged = set(failed)
                 self._log.warning(
-                    "JournalNode unreachable; asking again whether it is formatted",
+                    "JournalNode unreachable; asking again",
+                    operation=operation,
                     journalnodes=sorted(lg.address for lg in failed),
                     error=describe_exception(next(iter(failed.values()))),
                     until_seconds=round(deadline - time.monotonic(), 1),

@@ -732,6 +732,33 @@ def test_format_asks_a_journalnode_that_is_starting_again_until_it_answers(
         assert len(info.value.successes) == 2
 
 
+def test_format_sends_again_to_a_journalnode_that_was_unreachable(
+    cluster: MiniJournalCluster,
+) -> None:
+    """Format itself, not only the question before it, asks an unreachable JournalNode again
+    until ``format_timeout`` (it can be away between the two, as a JournalNode that had just
+    answered a probe was in CI); one that stays away is named, and the others are formatted."""
+    with Writer(cluster) as w:
+        assert w.qjm.is_formatted() == dict.fromkeys(cluster.addresses, False)
+        cluster.stop(2)
+        back = threading.Timer(1.0, cluster.start, args=(2,))
+        back.start()
+        try:
+            started = time.monotonic()
+            w.qjm.format()
+            assert time.monotonic() - started >= 0.5  # it did wait for the third one
+        finally:
+            back.join()
+        assert w.qjm.is_formatted() == dict.fromkeys(cluster.addresses, True)
+    cluster.stop(2)
+    with Writer(cluster, timeouts=dataclasses.replace(FAST, format_timeout=1.0)) as w:
+        with pytest.raises(QuorumException, match="could not format journal") as info:
+            w.qjm.format(force=True)
+        assert list(info.value.exceptions) == [w.loggers["JN2"]]
+        assert isinstance(info.value.exceptions[w.loggers["JN2"]], JournalUnavailableError)
+        assert len(info.value.successes) == 2
+
+
 def test_journalnode_formatted_for_another_cluster_refuses_the_writer(
     cluster: MiniJournalCluster,
 ) -> None:
