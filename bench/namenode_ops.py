@@ -449,6 +449,7 @@ def standby_lag(
                         break
                     except grpc.RpcError as exc:
                         if consistent and exc.code() == grpc.StatusCode.UNAVAILABLE:
+                            time.sleep(0.001)  # not a busy loop if nn3 is not there at all
                             continue  # the observer's wait ran out: ask again
                         if exc.code() != grpc.StatusCode.NOT_FOUND or consistent:
                             raise  # anything but "not applied yet" ends the bench
