@@ -7,7 +7,6 @@ than at the end of the soak."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
