@@ -129,10 +129,14 @@ def cpu_seconds(pid: int | None = None) -> float:
 
 
 def role_pids(cluster: NameNodeProcessCluster) -> dict[str, list[int | None]]:
+    """The processes of each role: the measuring client (this one), nn1 (active), nn2
+    (standby), the NameNodes after them (``observers``: nn3 and nn4 of the observers'
+    cluster; none elsewhere) and the JournalNodes."""
     return {
         "client": [None],
         "active": [cluster["nn1"].pid],
         "standby": [cluster["nn2"].pid],
+        "observers": [cluster[nn].pid for nn in cluster.ids[2:]],
         "journalnodes": [jn.pid for jn in cluster.journal],
     }
 
@@ -936,9 +940,13 @@ def observer_series(
         result["observer_lag_write_failures"] = len(load.failures)
         if shutil.which("h2load") is not None:
             # The same write load from h2load: no writer threads share the measuring GIL.
-            native, rate, _ = standby_lag_under_h2load(
+            native, rate, times = standby_lag_under_h2load(
                 cluster, lag_samples, clients, follower="nn3"
             )
+            # Where the cores went meanwhile: CPU used and run-queue wait, seconds a second.
+            for role in ("client", "active", "standby", "observers", "journalnodes"):
+                result[f"observer_lag_h2load_cpu_{role}"] = round(times.cpu[role], 2)
+                result[f"observer_lag_h2load_runq_wait_{role}"] = round(times.wait[role], 2)
             result["observer_lag_h2load_p50_ms"] = round(percentile(native, 0.50), 1)
             result["observer_lag_h2load_p99_ms"] = round(percentile(native, 0.99), 1)
             result["observer_lag_h2load_max_ms"] = round(native[-1], 1) if native else 0.0
@@ -1089,6 +1097,20 @@ def report_observers(result: dict[str, float | int | str]) -> None:
                     result[f"observer_lag_h2load_read_{q}_ms"],
                 ]
                 for q in ("p50", "p99", "max")
+            ],
+        )
+        roles = ("active", "standby", "observers", "journalnodes", "client")
+        print_table(
+            "meanwhile (polled series), seconds a second: CPU used, and runnable but waiting "
+            "for a core (/proc/<pid>/task/*/schedstat)",
+            ["role", "CPU", "run-queue wait"],
+            [
+                [
+                    role,
+                    result.get(f"observer_lag_h2load_cpu_{role}", "-"),
+                    result.get(f"observer_lag_h2load_runq_wait_{role}", "-"),
+                ]
+                for role in roles
             ],
         )
 
