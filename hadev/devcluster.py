@@ -45,7 +45,12 @@ from conf.guard import Role
 from conf.xmlconf import ConfigValue
 from hadev.daemon import LOOPBACK, DaemonHost, free_ports
 from hadev.journalnodes import JournalNodeProcess
-from hadev.namenodes import NameNodeProcess, NameNodeProcessCluster, run_command
+from hadev.namenodes import (
+    NameNodeProcess,
+    NameNodeProcessCluster,
+    reported_state,
+    run_command,
+)
 from hadev.pki import make_pki
 from hadev.zookeeper import MAIN_CLASS, ZooKeeperServer
 from hanamenode.client import HaFsClient, RetryPolicy
@@ -515,17 +520,15 @@ class DevCluster:
 
     def active(self, exclude: Sequence[str] = (), timeout: float = 1.0) -> str | None:
         """The NameNode reporting ACTIVE (not one of ``exclude``), or None. Each NameNode
-        has ``timeout`` seconds to answer; one that does not is passed over, so a caller that
+        has ``timeout`` seconds to answer, asked again while it cannot be reached
+        (``reported_state``); one that does not answer is passed over, so a caller that
         asserts on the answer gives it longer (on a loaded machine a status call can take
         over a second, and a slow answer does not mean "not active")."""
         for nn_id, proc in self.nodes.namenodes.items():
             if nn_id in exclude or not proc.running:
                 continue
-            try:
-                if proc.state(timeout) is HAState.ACTIVE:
-                    return nn_id
-            except NamenodeError:
-                continue
+            if reported_state(proc.state, timeout) is HAState.ACTIVE:
+                return nn_id
         return None
 
     def wait_active(

@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -161,6 +162,30 @@ def transition(
     }[to]
     source = namenode_pb2.REQUEST_BY_USER_FORCED if forced else namenode_pb2.REQUEST_BY_USER
     _ha_call(address, tls, rpc, namenode_pb2.TransitionRequest(source=source), timeout)
+
+
+STATE_RETRY_SECONDS = 0.1
+"""How soon ``reported_state`` asks again a NameNode it could not reach."""
+
+
+def reported_state(
+    state: Callable[[float], HAState], timeout: float
+) -> HAState | None:
+    """What ``state(timeout_left)`` says within ``timeout`` seconds, or None. A NameNode
+    that cannot be reached (UNAVAILABLE: each call opens a fresh channel, and on a loaded
+    machine its connection or TLS handshake can fail at once) is asked again every
+    ``STATE_RETRY_SECONDS`` until then: a failed connection is no answer, so it must not
+    read as "not active". Any other error, or the deadline, gives None."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return state(max(0.05, deadline - time.monotonic()))
+        except NamenodeUnavailableError:
+            if time.monotonic() + STATE_RETRY_SECONDS >= deadline:
+                return None
+            time.sleep(STATE_RETRY_SECONDS)
+        except NamenodeError:
+            return None
 
 
 class NameNodeProcess(DaemonProcess):
@@ -485,12 +510,10 @@ class NameNodeProcessCluster:
     def state(self, nn_id: str) -> HAState:
         return self.namenodes[nn_id].state()
 
-    def active(self) -> str | None:
-        """The id of the NameNode that reports ACTIVE (the first, if several do), or None."""
+    def active(self, timeout: float = 5.0) -> str | None:
+        """The id of the NameNode that reports ACTIVE (the first, if several do), or None.
+        Each has ``timeout`` seconds to answer (``reported_state``)."""
         for nn, proc in self.namenodes.items():
-            try:
-                if proc.running and proc.state() is HAState.ACTIVE:
-                    return nn
-            except NamenodeError:
-                continue
+            if proc.running and reported_state(proc.state, timeout) is HAState.ACTIVE:
+                return nn
         return None
