@@ -7,6 +7,7 @@ refusal, or the deadline, reads as no answer (None)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from hadev.namenodes import STATE_RETRY_SECONDS, reported_state
 from hanamenode.errors import NamenodeUnavailableError, StandbyError
@@ -27,26 +28,25 @@ def test_an_unreachable_namenode_is_asked_again_until_it_answers() -> None:
     assert all(0 < t <= 5.0 for t in timeouts) and timeouts[2] < timeouts[0]
 
 
+def always(error: Exception) -> tuple[Callable[[float], HAState], list[float]]:
+    """A state call that always raises ``error``, and the timeouts it was called with."""
+    calls: list[float] = []
+
+    def state(timeout: float) -> HAState:
+        calls.append(timeout)
+        raise error
+
+    return state, calls
+
+
 def test_one_that_stays_unreachable_gives_none_at_the_deadline() -> None:
-    calls = 0
-
-    def away(timeout: float) -> HAState:
-        nonlocal calls
-        calls += 1
-        raise NamenodeUnavailableError("connection refused")
-
+    away, calls = always(NamenodeUnavailableError("connection refused"))
     started = time.monotonic()
     assert reported_state(away, timeout=0.5) is None
     took = time.monotonic() - started
-    assert 0.5 - STATE_RETRY_SECONDS <= took < 2.0 and calls >= 3
+    assert 0.5 - STATE_RETRY_SECONDS <= took < 2.0 and len(calls) >= 3
 
 
 def test_another_refusal_is_not_asked_again() -> None:
-    calls = 0
-
-    def refuses(timeout: float) -> HAState:
-        nonlocal calls
-        calls += 1
-        raise StandbyError("Operation category READ is not supported in state standby")
-
-    assert reported_state(refuses, timeout=5.0) is None and calls == 1
+    refuses, calls = always(StandbyError("Operation category READ is not supported"))
+    assert reported_state(refuses, timeout=5.0) is None and len(calls) == 1
