@@ -48,6 +48,7 @@ from hadev.journalnodes import JournalNodeProcess
 from hadev.namenodes import (
     NameNodeProcess,
     NameNodeProcessCluster,
+    ask_state,
     reported_state,
     run_command,
 )
@@ -506,14 +507,15 @@ class DevCluster:
     # -- HA state ------------------------------------------------------------------------------
 
     def states(self, timeout: float = 2.0) -> dict[str, str]:
-        """Each NameNode's HA state as it reports it, or why it does not answer."""
+        """Each NameNode's HA state as it reports it (one it cannot reach is asked again
+        within ``timeout``: ``ask_state``), or why it does not answer."""
         out: dict[str, str] = {}
         for nn_id, proc in self.nodes.namenodes.items():
             if not proc.running:
                 out[nn_id] = "not running"
                 continue
             try:
-                out[nn_id] = proc.state(timeout).value
+                out[nn_id] = ask_state(proc.state, timeout).value
             except NamenodeError as exc:
                 out[nn_id] = f"no answer ({type(exc).__name__})"
         return out

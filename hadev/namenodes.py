@@ -168,24 +168,29 @@ STATE_RETRY_SECONDS = 0.1
 """How soon ``reported_state`` asks again a NameNode it could not reach."""
 
 
-def reported_state(
-    state: Callable[[float], HAState], timeout: float
-) -> HAState | None:
-    """What ``state(timeout_left)`` says within ``timeout`` seconds, or None. A NameNode
-    that cannot be reached (UNAVAILABLE: each call opens a fresh channel, and on a loaded
-    machine its connection or TLS handshake can fail at once) is asked again every
-    ``STATE_RETRY_SECONDS`` until then: a failed connection is no answer, so it must not
-    read as "not active". Any other error, or the deadline, gives None."""
+def ask_state(state: Callable[[float], HAState], timeout: float) -> HAState:
+    """What ``state(timeout_left)`` says within ``timeout`` seconds. A NameNode that cannot
+    be reached (UNAVAILABLE: each call opens a fresh channel, and on a loaded machine its
+    connection or TLS handshake can fail at once) is asked again every
+    ``STATE_RETRY_SECONDS`` until then, because a failed connection is no answer. Any other
+    error, or the last one at the deadline, is raised (a ``NamenodeError``)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             return state(max(0.05, deadline - time.monotonic()))
         except NamenodeUnavailableError:
             if time.monotonic() + STATE_RETRY_SECONDS >= deadline:
-                return None
+                raise
             time.sleep(STATE_RETRY_SECONDS)
-        except NamenodeError:
-            return None
+
+
+def reported_state(state: Callable[[float], HAState], timeout: float) -> HAState | None:
+    """``ask_state``, or None when the NameNode gives no answer: "not known to be active"
+    for the harness's searches."""
+    try:
+        return ask_state(state, timeout)
+    except NamenodeError:
+        return None
 
 
 class NameNodeProcess(DaemonProcess):
@@ -507,8 +512,9 @@ class NameNodeProcessCluster:
     def transition_to_standby(self, nn_id: str, timeout: float = TRANSITION_TIMEOUT) -> None:
         self.namenodes[nn_id].transition_to_standby(timeout)
 
-    def state(self, nn_id: str) -> HAState:
-        return self.namenodes[nn_id].state()
+    def state(self, nn_id: str, timeout: float = 5.0) -> HAState:
+        """What ``nn_id`` reports, asked again while it cannot be reached (``ask_state``)."""
+        return ask_state(self.namenodes[nn_id].state, timeout)
 
     def active(self, timeout: float = 5.0) -> str | None:
         """The id of the NameNode that reports ACTIVE (the first, if several do), or None.
