@@ -39,13 +39,19 @@ def spinners() -> Iterator[list[subprocess.Popen[bytes]]]:
 def test_a_process_sharing_its_cpu_waits_in_the_run_queue(
     spinners: list[subprocess.Popen[bytes]],
 ) -> None:
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('asleep', flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE,
+    )
     try:
         pids: dict[str, list[int | None]] = {
             "busy": [p.pid for p in spinners],
             "sleeping": [sleeper.pid],
         }
-        time.sleep(0.2)  # the sleeper has started and gone to sleep
+        # Measure only once the sleeper has started: on a loaded machine an interpreter's
+        # start can take longer than any fixed pause, and its start is CPU and waiting.
+        assert sleeper.stdout is not None and sleeper.stdout.readline() == b"asleep\n"
+        time.sleep(0.05)
         before, began = RoleTimes.read(pids), time.monotonic()
         time.sleep(1.5)
         times = RoleTimes.read(pids).per_second_since(before, time.monotonic() - began)
