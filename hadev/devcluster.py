@@ -45,13 +45,7 @@ from conf.guard import Role
 from conf.xmlconf import ConfigValue
 from hadev.daemon import LOOPBACK, DaemonHost, free_ports
 from hadev.journalnodes import JournalNodeProcess
-from hadev.namenodes import (
-    NameNodeProcess,
-    NameNodeProcessCluster,
-    ask_state,
-    reported_state,
-    run_command,
-)
+from hadev.namenodes import NameNodeProcess, NameNodeProcessCluster, run_command
 from hadev.pki import make_pki
 from hadev.zookeeper import MAIN_CLASS, ZooKeeperServer
 from hanamenode.client import HaFsClient, RetryPolicy
@@ -507,30 +501,32 @@ class DevCluster:
     # -- HA state ------------------------------------------------------------------------------
 
     def states(self, timeout: float = 2.0) -> dict[str, str]:
-        """Each NameNode's HA state as it reports it (one it cannot reach is asked again
-        within ``timeout``: ``ask_state``), or why it does not answer."""
+        """Each NameNode's HA state as it reports it, or why it does not answer."""
         out: dict[str, str] = {}
         for nn_id, proc in self.nodes.namenodes.items():
             if not proc.running:
                 out[nn_id] = "not running"
                 continue
             try:
-                out[nn_id] = ask_state(proc.state, timeout).value
+                out[nn_id] = proc.state(timeout).value
             except NamenodeError as exc:
                 out[nn_id] = f"no answer ({type(exc).__name__})"
         return out
 
     def active(self, exclude: Sequence[str] = (), timeout: float = 1.0) -> str | None:
         """The NameNode reporting ACTIVE (not one of ``exclude``), or None. Each NameNode
-        has ``timeout`` seconds to answer, asked again while it cannot be reached
-        (``reported_state``); one that does not answer is passed over, so a caller that
+        has ``timeout`` seconds to answer (asked again while it cannot be reached:
+        ``get_service_status``); one that does not is passed over, so a caller that
         asserts on the answer gives it longer (on a loaded machine a status call can take
         over a second, and a slow answer does not mean "not active")."""
         for nn_id, proc in self.nodes.namenodes.items():
             if nn_id in exclude or not proc.running:
                 continue
-            if reported_state(proc.state, timeout) is HAState.ACTIVE:
-                return nn_id
+            try:
+                if proc.state(timeout) is HAState.ACTIVE:
+                    return nn_id
+            except NamenodeError:
+                continue
         return None
 
     def wait_active(

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 import grpc
 
@@ -124,15 +125,42 @@ def _ha_call(
         channel.close()
 
 
+STATUS_RETRY_SECONDS = 0.1
+"""How soon ``get_service_status`` asks again a NameNode it could not reach."""
+
+T = TypeVar("T")
+
+
+def until_reached(call: Callable[[float], T], timeout: float) -> T:
+    """``call(timeout_left)``, made again every ``STATUS_RETRY_SECONDS`` while it raises
+    ``NamenodeUnavailableError``, until ``timeout`` seconds have passed: each call opens a
+    fresh channel, and on a loaded machine its connection or TLS handshake can fail at once,
+    which is no answer. Only for reads, which are safe to send twice. Any other error, or the
+    last one at the deadline, is raised."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call(max(0.05, deadline - time.monotonic()))
+        except NamenodeUnavailableError:
+            if time.monotonic() + STATUS_RETRY_SECONDS >= deadline:
+                raise
+            time.sleep(STATUS_RETRY_SECONDS)
+
+
 def get_service_status(
     address: str, tls: TLSSettings | None = None, timeout: float = 5.0
 ) -> namenode_pb2.ServiceStatus:
     """What the NameNode at ``address`` reports (GetServiceStatus: HA state, last applied
-    txid, epoch); a ``NamenodeError`` (``NamenodeUnavailableError`` when unreachable)
-    otherwise."""
-    reply = _ha_call(address, tls, "GetServiceStatus", namenode_pb2.HAEmpty(), timeout)
-    assert isinstance(reply, namenode_pb2.ServiceStatus)
-    return reply
+    txid, epoch) within ``timeout`` seconds, asked again while it cannot be reached
+    (``until_reached``); a ``NamenodeError`` (``NamenodeUnavailableError`` when it stays
+    unreachable) otherwise."""
+
+    def ask(left: float) -> namenode_pb2.ServiceStatus:
+        reply = _ha_call(address, tls, "GetServiceStatus", namenode_pb2.HAEmpty(), left)
+        assert isinstance(reply, namenode_pb2.ServiceStatus)
+        return reply
+
+    return until_reached(ask, timeout)
 
 
 def get_service_state(
@@ -162,35 +190,6 @@ def transition(
     }[to]
     source = namenode_pb2.REQUEST_BY_USER_FORCED if forced else namenode_pb2.REQUEST_BY_USER
     _ha_call(address, tls, rpc, namenode_pb2.TransitionRequest(source=source), timeout)
-
-
-STATE_RETRY_SECONDS = 0.1
-"""How soon ``reported_state`` asks again a NameNode it could not reach."""
-
-
-def ask_state(state: Callable[[float], HAState], timeout: float) -> HAState:
-    """What ``state(timeout_left)`` says within ``timeout`` seconds. A NameNode that cannot
-    be reached (UNAVAILABLE: each call opens a fresh channel, and on a loaded machine its
-    connection or TLS handshake can fail at once) is asked again every
-    ``STATE_RETRY_SECONDS`` until then, because a failed connection is no answer. Any other
-    error, or the last one at the deadline, is raised (a ``NamenodeError``)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return state(max(0.05, deadline - time.monotonic()))
-        except NamenodeUnavailableError:
-            if time.monotonic() + STATE_RETRY_SECONDS >= deadline:
-                raise
-            time.sleep(STATE_RETRY_SECONDS)
-
-
-def reported_state(state: Callable[[float], HAState], timeout: float) -> HAState | None:
-    """``ask_state``, or None when the NameNode gives no answer: "not known to be active"
-    for the harness's searches."""
-    try:
-        return ask_state(state, timeout)
-    except NamenodeError:
-        return None
 
 
 class NameNodeProcess(DaemonProcess):
@@ -512,14 +511,15 @@ class NameNodeProcessCluster:
     def transition_to_standby(self, nn_id: str, timeout: float = TRANSITION_TIMEOUT) -> None:
         self.namenodes[nn_id].transition_to_standby(timeout)
 
-    def state(self, nn_id: str, timeout: float = 5.0) -> HAState:
-        """What ``nn_id`` reports, asked again while it cannot be reached (``ask_state``)."""
-        return ask_state(self.namenodes[nn_id].state, timeout)
+    def state(self, nn_id: str) -> HAState:
+        return self.namenodes[nn_id].state()
 
-    def active(self, timeout: float = 5.0) -> str | None:
-        """The id of the NameNode that reports ACTIVE (the first, if several do), or None.
-        Each has ``timeout`` seconds to answer (``reported_state``)."""
+    def active(self) -> str | None:
+        """The id of the NameNode that reports ACTIVE (the first, if several do), or None."""
         for nn, proc in self.namenodes.items():
-            if proc.running and reported_state(proc.state, timeout) is HAState.ACTIVE:
-                return nn
+            try:
+                if proc.running and proc.state() is HAState.ACTIVE:
+                    return nn
+            except NamenodeError:
+                continue
         return None

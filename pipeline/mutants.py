@@ -53,7 +53,7 @@ from pyspark.sql.types import (
 
 from pipeline.errors import PipelineError
 from pipeline.report import format_duration
-from pipeline.soak import SoakProgress, collect_with_progress, prepare_out
+from pipeline.soak import SoakProgress, collect_with_progress, prepare_out, simulator
 
 log = structlog.get_logger(__name__)
 
@@ -143,13 +143,8 @@ def simulate_run(
     ``namenodes`` on the NameNode layer's. A simulator that raises is a caught mutant too
     (verdict "error"), never a failed task."""
     from qjm.sim.mutants import run_planted
-    from qjm.sim.runner import run_simulation
 
-    simulate: Callable[..., Any] = run_simulation
-    if namenodes:  # imported only for it: a QJM soak's executors never load the NameNode
-        from nnsim.runner import run_nn_simulation
-
-        simulate = run_nn_simulation
+    simulate = simulator(namenodes)[0]
     mutant, seed = mutant_and_seed
     started = time.perf_counter()
     try:

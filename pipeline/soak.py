@@ -151,6 +151,19 @@ class SoakConfig:
 # ---------------------------------------------------------------------------------------------
 
 
+def simulator(namenodes: bool) -> tuple[Callable[..., Any], Callable[..., str]]:
+    """The run function of one seed and its replay-command function: the QJM simulator's,
+    or the NameNode layer's (nnsim), imported only when asked for, so that a QJM soak's
+    executors never load the NameNode."""
+    if namenodes:
+        from nnsim.runner import nn_replay_command, run_nn_simulation
+
+        return run_nn_simulation, nn_replay_command
+    from qjm.sim import replay_command, run_simulation
+
+    return run_simulation, replay_command
+
+
 def simulate_seed(
     seed: int,
     *,
@@ -166,14 +179,7 @@ def simulate_seed(
     returning a verdict is reported as verdict "error" for that seed rather than failing
     the task: one broken seed must not abort a soak of thousands.
     """
-    from qjm.sim import replay_command, run_simulation
-
-    simulate: Callable[..., Any] = run_simulation
-    replay: Callable[..., str] = replay_command
-    if namenodes:  # imported only for it: a QJM soak's executors never load the NameNode
-        from nnsim.runner import nn_replay_command, run_nn_simulation
-
-        simulate, replay = run_nn_simulation, nn_replay_command
+    simulate, replay = simulator(namenodes)
     started = time.perf_counter()
     try:
         r = simulate(seed, steps, n_journalnodes=n_journalnodes, mutants=mutants)

@@ -1,15 +1,17 @@
-"""``hadev.namenodes.reported_state``: how the harness reads a NameNode's HA state. A failed
-connection is no answer: a fresh channel's connect or TLS handshake can fail at once on a
-loaded machine (a graceful-failover chaos test saw a NameNode that was active read as "no
-active NameNode" for that reason), so UNAVAILABLE is asked again until the timeout; any other
-refusal, or the deadline, reads as no answer (None)."""
+"""``hadev.namenodes.until_reached``, under ``get_service_status`` (every state read of the
+harness): a failed connection is no answer. A fresh channel's connect or TLS handshake can
+fail at once on a loaded machine (a graceful-failover chaos test saw a NameNode that was
+active read as "no active NameNode" for that reason), so UNAVAILABLE is asked again until the
+timeout; any other refusal, or the last one at the deadline, is raised."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
-from hadev.namenodes import STATE_RETRY_SECONDS, reported_state
+import pytest
+
+from hadev.namenodes import STATUS_RETRY_SECONDS, until_reached
 from hanamenode.errors import NamenodeUnavailableError, StandbyError
 from hanamenode.ha import HAState
 
@@ -23,7 +25,7 @@ def test_an_unreachable_namenode_is_asked_again_until_it_answers() -> None:
             raise NamenodeUnavailableError("Handshake write failed")
         return HAState.ACTIVE
 
-    assert reported_state(flaky, timeout=5.0) is HAState.ACTIVE
+    assert until_reached(flaky, timeout=5.0) is HAState.ACTIVE
     assert len(timeouts) == 3
     assert all(0 < t <= 5.0 for t in timeouts) and timeouts[2] < timeouts[0]
 
@@ -39,14 +41,17 @@ def always(error: Exception) -> tuple[Callable[[float], HAState], list[float]]:
     return state, calls
 
 
-def test_one_that_stays_unreachable_gives_none_at_the_deadline() -> None:
+def test_one_that_stays_unreachable_is_named_at_the_deadline() -> None:
     away, calls = always(NamenodeUnavailableError("connection refused"))
     started = time.monotonic()
-    assert reported_state(away, timeout=0.5) is None
+    with pytest.raises(NamenodeUnavailableError, match="connection refused"):
+        until_reached(away, timeout=0.5)
     took = time.monotonic() - started
-    assert 0.5 - STATE_RETRY_SECONDS <= took < 2.0 and len(calls) >= 3
+    assert 0.5 - STATUS_RETRY_SECONDS <= took < 2.0 and len(calls) >= 3
 
 
 def test_another_refusal_is_not_asked_again() -> None:
     refuses, calls = always(StandbyError("Operation category READ is not supported"))
-    assert reported_state(refuses, timeout=5.0) is None and len(calls) == 1
+    with pytest.raises(StandbyError):
+        until_reached(refuses, timeout=5.0)
+    assert len(calls) == 1
