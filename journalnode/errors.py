@@ -75,6 +75,15 @@ class JournalStateError(JournalError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class JournalInconsistentError(JournalStateError):
+    """This JournalNode's own durable records contradict each other: the segment on disk is
+    not the one its accepted recovery record describes, or is missing. No correct sequence of
+    calls leads here (Hadoop asserts the same in prepareRecovery), so it is a bug, not a
+    refusal of the caller: the node takes no part in the recovery until an operator looks."""
+
+    code = grpc.StatusCode.INTERNAL
+
+
 class CorruptSegmentError(JournalError):
     """A finalized segment failed its checksum or framing; the message names file and offset."""
 
@@ -130,6 +139,7 @@ CODEC: ErrorCodec[JournalError] = ErrorCodec(
         EpochError,
         JournalOutOfSyncError,
         JournalStateError,
+        JournalInconsistentError,
         CorruptSegmentError,
         StorageError,
         StorageLockedError,

@@ -40,6 +40,7 @@ from journalnode.errors import (
     CorruptSegmentError,
     EpochError,
     InvalidRequestError,
+    JournalInconsistentError,
     JournalInUseError,
     JournalNotEmptyError,
     JournalNotFormattedError,
@@ -305,6 +306,12 @@ class Journal:
             if req.committed_txid != self._committed_txid:
                 self._committed_txid = req.committed_txid
                 self.storage.persist_committed_txid(req.committed_txid)
+
+    def _inconsistent(self, what: str) -> JournalInconsistentError:
+        """The error for records of this node that contradict each other, logged as the bug
+        it is (the caller only sees a failed RPC from one node)."""
+        self._log.error("journal records contradict each other: a bug", problem=what)
+        return JournalInconsistentError(what)
 
     def _check_voting(self, rpc: str) -> None:
         """A node that formatted itself to rejoin (HDFS-16690) lost what it acknowledged
@@ -766,12 +773,12 @@ class Journal:
             if accepted is not None and state is not None:
                 want = accepted.segment_state
                 if state.end_txid != want.end_txid or (want.md5 and want.md5 != state.md5):
-                    raise JournalStateError(
+                    raise self._inconsistent(
                         f"on-disk segment {state} does not match the recovery accepted in epoch "
                         f"{accepted.accepted_in_epoch}: {accepted.segment_state}"
                     )
             elif accepted is not None and state is None:
-                raise JournalStateError(
+                raise self._inconsistent(
                     f"recovery {accepted.segment_state} was accepted in epoch "
                     f"{accepted.accepted_in_epoch} but the segment is missing on disk"
                 )

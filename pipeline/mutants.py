@@ -131,8 +131,8 @@ class MutationSoakConfig:
 
 
 MASKED = "masked"
-"""The verdict of a masked mutant's run that failed where its masks alone fail too
-(``qjm.sim.mutants.run_planted``): not this mutant's doing, so not caught."""
+"""The verdict of a masked mutant's run that failed, but no worse than its masks alone on the
+same seed (``qjm.sim.mutants.run_planted``): not this mutant's doing, so not caught."""
 
 
 def simulate_run(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from journalnode.edits_cache import CachedEdits
-from journalnode.errors import JournalError, JournalUnavailableError
+from journalnode.errors import JournalError, JournalInconsistentError, JournalUnavailableError
 from journalnode.journal import Journal, SegmentFetcher
 from journalnode.storage import AcceptedRecovery, MemoryJournalStorage
 from proto import records
@@ -280,6 +280,12 @@ class SimNetwork:
             raise JournalUnavailableError(
                 f"injected: {node.address} crashed during {what}"
             ) from None
+        except JournalInconsistentError as exc:
+            # The node refuses, but for a reason no correct history gives: its own records
+            # disagree (Hadoop asserts this), so the run has found a bug.
+            self.trace(f"{prefix}: INCONSISTENT {short(exc)}")
+            self._unexpected(f"{node.address} found its own records inconsistent in {what}: {exc}")
+            raise
         except JournalError as exc:
             self.trace(f"{prefix}: {short(exc)}")
             raise

@@ -69,12 +69,18 @@ INVARIANTS = (
 
 
 class InvariantViolation(Exception):
-    """An invariant broke: ``invariant`` is one of ``INVARIANTS``."""
+    """An invariant broke: ``invariant`` is one of ``INVARIANTS``.
 
-    def __init__(self, invariant: str, message: str) -> None:
+    ``refused`` says the protocol's own check caught the step that broke it and refused it
+    (a recovery's sanity check, Hadoop's AssertionError): nothing wrong was written, and the
+    cluster stops instead of going on with a bad log. A run that ends this way still fails,
+    but it is better than one whose damage went through unseen (``qjm.sim.mutants``)."""
+
+    def __init__(self, invariant: str, message: str, *, refused: bool = False) -> None:
         super().__init__(f"{invariant}: {message}")
         self.invariant = invariant
         self.message = message
+        self.refused = refused
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,18 +61,18 @@ MASKED_BY: dict[Mutant, tuple[Mutant, ...]] = {
         Mutant.ANSWER_WITHOUT_DURABILITY,
         Mutant.READ_WITHOUT_QUORUM_CONFIRMATION,
     ),
-    Mutant.START_KEEPS_ACCEPTED: (Mutant.IGNORE_WRITER_EPOCH,),
-    Mutant.NO_COMMITTED_SANITY_CHECK: (Mutant.IGNORE_WRITER_EPOCH,),
+    Mutant.NO_COMMITTED_SANITY_CHECK: (Mutant.ACK_FROM_ONE,),
 }
 """Mutants that no invariant can see while other fixes hold (defence in depth). In the
 NameNode layer (docs/consistency.md §5): a fenced active that ignores its refused heartbeats
 still confirms every read with a read-index round, which meets the newer epoch; a step-down
-that keeps answering still waits for durability and confirms every read. In the QJM, both
-stand behind the recovery comparator's rule 3a (lastWriterEpoch, HDFS-3845): an accepted
-record that startLogSegment kept is outranked by the new writer's copy, and the committed-txid
-check only refuses a choice the comparator made wrongly. Such a mutant is scored with its
-masks switched off too, and a seed catches it only where the masks alone pass: the seeds on
-which this bug, and nothing else, turns a passing run into a failing one (``run_planted``)."""
+that keeps answering still waits for durability and confirms every read. In the QJM, the
+committed-txid check of recovery only refuses a decision that would drop a txid some node
+heard was committed, and while a batch counts as committed only once a majority holds it,
+recovery never makes one. Such a mutant is scored with its masks switched off too, and a
+seed catches it where this bug makes the masks' run worse (``run_planted``): the masks
+alone pass and the pair fails, or the masks alone fail only because a check of the
+protocol refused the harm (``SimResult.refused``) and the pair's harm goes through."""
 
 R = TypeVar("R", bound="_Verdict")
 
@@ -80,6 +80,17 @@ R = TypeVar("R", bound="_Verdict")
 class _Verdict(Protocol):
     @property
     def ok(self) -> bool: ...
+
+    @property
+    def refused(self) -> bool: ...
+
+
+def harm(result: _Verdict) -> int:
+    """How badly a run ended: 0 passed; 1 failed, but the protocol's own check refused the
+    harm before anything wrong was written (the cluster stops); 2 the harm went through."""
+    if result.ok:
+        return 0
+    return 1 if result.refused else 2
 
 
 def masks_of(name: str) -> tuple[str, ...]:
@@ -90,8 +101,8 @@ def masks_of(name: str) -> tuple[str, ...]:
 def run_planted(name: str, run: Callable[[tuple[str, ...]], R]) -> tuple[R, bool]:
     """Run mutant ``name`` (a switch, or ``CLEAN``) with its masks through ``run(planted)``,
     one seed's run of either simulator; return that run and whether it counts as caught. A
-    masked mutant's failing run counts only if the masks alone pass on the same seed (the
-    runs are deterministic per seed and switches)."""
+    masked mutant's failing run counts only if it ends worse than the masks alone on the
+    same seed (``harm``; the runs are deterministic per seed and switches)."""
     if name == CLEAN:
         result = run(())
         return result, not result.ok
@@ -99,7 +110,7 @@ def run_planted(name: str, run: Callable[[tuple[str, ...]], R]) -> tuple[R, bool
     result = run((name, *masks))
     if result.ok:
         return result, False
-    return result, not masks or run(masks).ok
+    return result, not masks or harm(result) > harm(run(masks))
 
 
 SeedRunner = Callable[[str, int, int], tuple[str, int, "str | None"]]
@@ -233,7 +244,8 @@ def format_report(
         if masks:
             lines.append(
                 f"{m.name}: scored with {', '.join(masks)} also planted, "
-                "caught where the masks alone pass (they hide this bug otherwise)"
+                "caught where the run ends worse than with the masks alone (they hide this bug "
+                "otherwise)"
             )
     if not_simulated:
         lines.append(

@@ -161,6 +161,9 @@ class SimResult:
     trace_tail: tuple[str, ...] = ()
     buggify: tuple[str, ...] = ()
     """The ``Buggify`` choices that were on for this seed."""
+    refused: bool = False
+    """The violation was caught and refused by the protocol's own check (``InvariantViolation``):
+    the run failed, but nothing wrong was written."""
 
     @property
     def ok(self) -> bool:
@@ -380,6 +383,7 @@ class Simulation:
             faults_injected=self.faults.total,
             violated_invariant=None if v is None else v.invariant,
             message=None if v is None else v.message,
+            refused=v is not None and v.refused,
             wall_seconds=wall,
             replay_command=replay_command(
                 self.seed,
@@ -676,9 +680,10 @@ class Simulation:
                     f"{writer.label} decided to recover segment {segment} from "
                     f"{chosen.logger if chosen else '?'}, dropping txid {txid} acknowledged to "
                     f"{ack.writer} (epoch {ack.epoch}); its sanity check then refused: {exc}",
+                    refused=True,
                 )
         return InvariantViolation(
-            RECOVERY_SANE, f"{writer.label} refused its own recovery decision: {exc}"
+            RECOVERY_SANE, f"{writer.label} refused its own recovery decision: {exc}", refused=True
         )
 
     def _check_recovered(self, writer: SimWriter, recovered_end: int) -> None:

@@ -211,16 +211,17 @@ def test_a_stopped_soak_goes_on_where_it_was_on_the_same_code_only(
     assert runs == sorted(expected)
 
 
-def test_a_masked_mutant_counts_only_where_its_masks_alone_pass() -> None:
-    # start-keeps-accepted is planted with ignore-writer-epoch (qjm.sim.mutants.MASKED_BY).
-    # Seed 10 fails only with both; seed 7 fails with ignore-writer-epoch alone, so it is
-    # not this mutant's catch; seed 0 passes.
-    mutant = "start-keeps-accepted"
-    rows = [simulate_run((mutant, seed), steps=200, n_journalnodes=3) for seed in (0, 7, 10)]
-    assert [r[3] for r in rows] == ["ok", MASKED, "violation"]
+def test_a_masked_mutant_counts_only_where_it_makes_the_run_worse() -> None:
+    # no-committed-sanity-check is planted with ack-from-one (qjm.sim.mutants.MASKED_BY).
+    # Seed 0: ack-from-one alone ends with the check refusing a recovery, and the pair's
+    # harm goes through; seed 2: ack-from-one alone loses an acknowledged txid as the pair
+    # does, so it is not this mutant's catch; seed 11 passes.
+    mutant = "no-committed-sanity-check"
+    rows = [simulate_run((mutant, seed), steps=200, n_journalnodes=3) for seed in (0, 2, 11)]
+    assert [r[3] for r in rows] == ["violation", MASKED, "ok"]
     config = MutationSoakConfig(first_seed=0, seeds=3, steps=200, mutants=(mutant,))
     report = report_from_rows(rows, config)
-    assert report.mutants[0].caught == ((10, "acked-durable"),)
+    assert report.mutants[0].caught == ((0, "finalized-identical"),)
 
 
 def test_the_fingerprint_follows_the_code_a_simulation_imports(tmp_path: Path) -> None:

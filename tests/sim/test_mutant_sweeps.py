@@ -12,6 +12,7 @@ catching seeds; a mutant that no seed catches any more is a hole in the simulato
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import pytest
 from click.testing import CliRunner
@@ -25,7 +26,9 @@ from qjm.sim.mutants import (
     MutantScore,
     MutationReport,
     format_report,
+    harm,
     masks_of,
+    run_planted,
     run_seed,
 )
 
@@ -54,10 +57,14 @@ SWEEPS: dict[Mutant, tuple[int, int]] = {
     # segment, and a recovery's finalize reaching the stale one whose acceptRecovery failed.
     Mutant.FINALIZE_WITHOUT_CONTENT_CHECK: (8, 1),
     Mutant.APPEND_WITHOUT_FDATASYNC: (1, 1),
-    # Masked (MASKED_BY): planted with ignore-writer-epoch, 2 of seeds 0..99 (10 and 17): the
-    # accepted record startLogSegment kept outranks the new writer's copy once rule 3a is gone,
-    # while ignore-writer-epoch alone passes those seeds.
-    Mutant.START_KEEPS_ACCEPTED: (10, 1),
+    # 9 of seeds 0..99: a JournalNode kept the record of a recovery it accepted, the segment
+    # was started again over it, and the next prepareRecovery finds the node's own records
+    # disagreeing (JournalInconsistentError, no-unexpected-error).
+    Mutant.START_KEEPS_ACCEPTED: (8, 1),
+    # Masked (MASKED_BY): planted with ack-from-one, 44 of seeds 0..99. ack-from-one alone
+    # ends there with the check refusing a recovery that would drop a batch one JournalNode
+    # acknowledged (a refused run); without the check the loss goes through.
+    Mutant.NO_COMMITTED_SANITY_CHECK: (0, 1),
 }
 
 # Holes: mutants no seed of the measured range caught, each with the situation the simulator
@@ -66,16 +73,8 @@ NOT_CAUGHT_YET: dict[Mutant, str] = {}
 
 # Reviewed and left out of the sweeps: no invariant of the simulator can see the mutant on its
 # own (a second line of defence, or masked by another rule), so a unit test guards it instead.
-EQUIVALENT_IN_SIMULATION: dict[Mutant, str] = {
-    # Masked by rule 3a too, but planted with ignore-writer-epoch no seed of 0..99 fails where
-    # ignore-writer-epoch alone passes: each of the simulator's HDFS-3845 losses is of a
-    # segment's last batch, whose commit no JournalNode had heard yet, so the check has
-    # nothing to refuse with.
-    Mutant.NO_COMMITTED_SANITY_CHECK: (
-        "tests/unit/test_recovery_comparator.py::"
-        "test_sanity_check_is_the_second_line_of_defence_for_hdfs_3845"
-    ),
-}
+# None at present.
+EQUIVALENT_IN_SIMULATION: dict[Mutant, str] = {}
 
 
 def test_every_simulated_mutant_has_a_sweep_or_is_listed_with_a_reason() -> None:
@@ -96,8 +95,8 @@ def test_the_sweep_catches_the_planted_bug(mutant: Mutant) -> None:
             assert result.violated_invariant in INVARIANTS
             assert f"--mutant {mutant.switch}" in result.replay_command
             without = run_simulation(seed, STEPS, mutants=masks)
-            assert without.ok, (
-                f"seed={seed} fails without the mutant too: {without.message}\n"
+            assert harm(result) > harm(without), (
+                f"seed={seed} ends as badly without the mutant: {without.message}\n"
                 f"  replay: {without.replay_command}"
             )
             assert run_seed(mutant.switch, seed, STEPS)[2] == result.violated_invariant
@@ -141,3 +140,63 @@ def test_the_report_counts_fractions_and_the_weakest_mutant() -> None:
     assert text.splitlines()[-1] == report.summary_json()
     assert "clean code: 10 seeds from 0, 200 steps: 0 violations (ok)" in text
     assert "not run (outside the QJM simulator): ignore-writer-epoch" in text
+
+
+def test_the_committed_txid_check_turns_a_loss_into_a_refusal() -> None:
+    """With a writer that counts one JournalNode as a quorum, recovery meets a txid some node
+    heard was committed beyond the copy it chose: the check refuses (the run fails, but nothing
+    is lost yet); with the check removed the same decision goes through and loses the batch."""
+    masked = run_simulation(0, STEPS, mutants=(Mutant.ACK_FROM_ONE.switch,))
+    print(f"\nack-from-one alone: {masked.violated_invariant}: {masked.message}")
+    assert not masked.ok and masked.refused
+    assert "its sanity check then refused" in (masked.message or "")
+    pair = run_simulation(
+        0, STEPS, mutants=(Mutant.NO_COMMITTED_SANITY_CHECK.switch, Mutant.ACK_FROM_ONE.switch)
+    )
+    print(f"without the check too: {pair.violated_invariant}: {pair.message}")
+    assert not pair.ok and not pair.refused
+    assert (harm(masked), harm(pair)) == (1, 2)
+    assert run_seed(Mutant.NO_COMMITTED_SANITY_CHECK.switch, 0, STEPS)[2] == (
+        pair.violated_invariant
+    )
+
+
+@dataclass(frozen=True)
+class _Run:
+    ok: bool
+    refused: bool = False
+
+
+@pytest.mark.parametrize(
+    ("pair", "masks_alone", "caught"),
+    [
+        (_Run(False), _Run(True), True),
+        (_Run(False), _Run(False, refused=True), True),
+        (_Run(False), _Run(False), False),
+        (_Run(False, refused=True), _Run(False, refused=True), False),
+        (_Run(False, refused=True), _Run(True), True),
+        (_Run(True), _Run(True), False),
+    ],
+    ids=[
+        "masks-pass",
+        "masks-refused-pair-harmed",
+        "both-harmed",
+        "both-refused",
+        "pair-refused-masks-pass",
+        "pair-passes",
+    ],
+)
+def test_a_masked_mutant_counts_where_it_makes_the_run_worse(
+    pair: _Run, masks_alone: _Run, caught: bool
+) -> None:
+    name = Mutant.NO_COMMITTED_SANITY_CHECK.switch
+    runs: list[tuple[str, ...]] = []
+
+    def run(planted: tuple[str, ...]) -> _Run:
+        runs.append(planted)
+        return pair if name in planted else masks_alone
+
+    assert run_planted(name, run) == (pair, caught)
+    assert runs[0] == (name, *masks_of(name))
+    # An unmasked mutant's failing run always counts, a refused one too.
+    assert run_planted(Mutant.ACK_FROM_ONE.switch, lambda _: pair)[1] is not pair.ok

@@ -36,7 +36,7 @@ SWEEPS: dict[Mutant, tuple[int, int]] = {
 }
 
 # Masked end to end by other fixes (qjm.sim.mutants.MASKED_BY): planted with their masks,
-# caught where the masks alone pass on the same seed.
+# caught where the pair ends worse than the masks alone on the same seed.
 SWEEPS[Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED] = (16, 1)
 SWEEPS[Mutant.STEP_DOWN_SERVES_DURING_IO] = (10, 1)
 

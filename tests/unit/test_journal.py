@@ -4,18 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import grpc
 import pytest
 
+from conf.mutants import Mutant, planted
 from journalnode.epochs import EPOCH_WINDOW, MAX_EPOCH, epoch_out_of_range
 from journalnode.errors import (
+    ERROR_CLASS_KEY,
     EpochError,
     InvalidRequestError,
+    JournalInconsistentError,
     JournalInUseError,
     JournalNotEmptyError,
     JournalNotFormattedError,
     JournalOutOfSyncError,
     JournalStateError,
     NamespaceMismatchError,
+    from_status,
+    to_status,
 )
 from journalnode.journal import DEFAULT_WRITER_HOLD_SECONDS, Journal
 from journalnode.storage import MemoryJournalStorage
@@ -591,14 +597,20 @@ def test_prepare_recovery_reports_disk_state_and_writer_epoch() -> None:
     assert journal.prepare_recovery(w2.req(), 99).segment_state is None
 
 
-def test_accepted_recovery_is_persisted_and_returned_by_prepare() -> None:
-    storage = MemoryJournalStorage()
+def with_accepted_recovery(storage: MemoryJournalStorage, n: int) -> Journal:
+    """A journal where writer 1 wrote txids 1..n of segment 1 and writer 2's recovery of that
+    segment was accepted (in epoch 2)."""
     journal = formatted(storage)
-    w = writer_with_segment(journal)
-    w.write(1, 1, 7)
+    writer_with_segment(journal).write(1, 1, n)
     w2 = Writer(journal, 2)
     w2.new_epoch()
-    journal.accept_recovery(w2.req(), SegmentState(1, 7, True), "", fetch_from(journal))
+    journal.accept_recovery(w2.req(), SegmentState(1, n, True), "", fetch_from(journal))
+    return journal
+
+
+def test_accepted_recovery_is_persisted_and_returned_by_prepare() -> None:
+    storage = MemoryJournalStorage()
+    with_accepted_recovery(storage, 7)
     # A restart (new Journal over the same storage) still knows the decision.
     restarted = Journal(JID, storage)
     w3 = Writer(restarted, 3)
@@ -660,34 +672,48 @@ def test_accept_recovery_never_drops_a_committed_txid() -> None:
 
 def test_prepare_recovery_refuses_disk_state_that_contradicts_the_accepted_one() -> None:
     storage = MemoryJournalStorage()
-    journal = formatted(storage)
-    w = writer_with_segment(journal)
-    w.write(1, 1, 7)
-    w2 = Writer(journal, 2)
-    w2.new_epoch()
-    journal.accept_recovery(w2.req(), SegmentState(1, 7, True), "", fetch_from(journal))
+    with_accepted_recovery(storage, 7)
     # The disk loses the tail behind the Journal's back (a bad disk, an operator).
     data, _ = storage.segments[1]
     del data[-5:]
     restarted = Journal(JID, storage)
     w3 = Writer(restarted, 3)
     w3.new_epoch()
-    with pytest.raises(JournalStateError, match="does not match the recovery accepted in epoch 2"):
+    with pytest.raises(
+        JournalInconsistentError, match="does not match the recovery accepted in epoch 2"
+    ):
         restarted.prepare_recovery(w3.req(), 1)
+    # A bug or a bad disk, not a refusal of the caller: its own status code and class name.
+    code, _, trailers = to_status(JournalInconsistentError("x"))
+    assert code is grpc.StatusCode.INTERNAL
+    assert isinstance(from_status(code, "x", dict(trailers)[ERROR_CLASS_KEY]), JournalStateError)
 
 
-def test_starting_a_segment_discards_an_abandoned_accepted_recovery() -> None:
+@pytest.mark.parametrize("keeps", [False, True], ids=["fixed", "start-keeps-accepted"])
+def test_starting_a_segment_discards_an_abandoned_accepted_recovery(
+    keeps: bool,
+) -> None:
+    """The record of an abandoned recovery of segment 1, kept past a new start of segment 1,
+    describes a copy the node no longer holds once the new writer writes more: the next
+    prepareRecovery finds the node's own records disagreeing."""
     storage = MemoryJournalStorage()
-    journal = formatted(storage)
-    w = writer_with_segment(journal)
-    w.write(1, 1, 1)
-    w2 = Writer(journal, 2)
-    w2.new_epoch()
-    journal.accept_recovery(w2.req(), SegmentState(1, 1, True), "", fetch_from(journal))
-    w3 = Writer(journal, 3)
-    w3.new_epoch()
-    w3.start(1)
-    assert 1 not in storage.accepted
+    with planted(*([Mutant.START_KEEPS_ACCEPTED] if keeps else [])):
+        journal = with_accepted_recovery(storage, 1)
+        w3 = Writer(journal, 3)
+        w3.new_epoch()
+        w3.start(1)
+        # Starting segment 1 again means its recovery was abandoned: the record goes.
+        assert (1 in storage.accepted) is keeps
+        w3.write(1, 1, 4)
+        w4 = Writer(journal, 4)
+        w4.new_epoch()
+        if keeps:
+            with pytest.raises(JournalInconsistentError, match="accepted in epoch 2"):
+                journal.prepare_recovery(w4.req(), 1)
+        else:
+            answer = journal.prepare_recovery(w4.req(), 1)
+            assert answer.accepted_in_epoch is None and answer.last_writer_epoch == 3
+            assert answer.segment_state is not None and answer.segment_state.end_txid == 4
 
 
 def test_finalize_clears_the_accepted_recovery() -> None:
