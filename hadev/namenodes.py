@@ -27,11 +27,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
 
 import grpc
 
@@ -50,6 +48,7 @@ from hadev.daemon import (
 from hadev.journalnodes import JournalNodeProcessCluster, plaintext_unless_tls
 from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
 from hanamenode.ha import HAState
+from hanamenode.peers import until_reached
 from hanamenode.storage import NameDirectory
 from proto import namenode_pb2, namenode_pb2_grpc
 
@@ -123,28 +122,6 @@ def _ha_call(
         raise from_rpc_error(err) from None
     finally:
         channel.close()
-
-
-STATUS_RETRY_SECONDS = 0.1
-"""How soon ``get_service_status`` asks again a NameNode it could not reach."""
-
-T = TypeVar("T")
-
-
-def until_reached(call: Callable[[float], T], timeout: float) -> T:
-    """``call(timeout_left)``, made again every ``STATUS_RETRY_SECONDS`` while it raises
-    ``NamenodeUnavailableError``, until ``timeout`` seconds have passed: each call opens a
-    fresh channel, and on a loaded machine its connection or TLS handshake can fail at once,
-    which is no answer. Only for reads, which are safe to send twice. Any other error, or the
-    last one at the deadline, is raised."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return call(max(0.05, deadline - time.monotonic()))
-        except NamenodeUnavailableError:
-            if time.monotonic() + STATUS_RETRY_SECONDS >= deadline:
-                raise
-            time.sleep(STATUS_RETRY_SECONDS)
 
 
 def get_service_status(

@@ -23,7 +23,7 @@ from conf import Settings
 from hanamenode import fsimage
 from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
 from hanamenode.namespace import Namespace
-from hanamenode.peers import NameNodePeers, Peer
+from hanamenode.peers import NameNodePeers, Peer, until_reached
 from hanamenode.storage import NameDirectory, new_namespace_info
 from proto import namenode_pb2
 from proto.values import NamespaceInfo, RemoteEditLog
@@ -35,6 +35,10 @@ Confirm = Callable[[str], bool]
 """Asked ``what`` data exists; True to erase it."""
 
 IMAGE_DOWNLOAD_TIMEOUT = 600.0
+
+REACH_TIMEOUT = 30.0
+"""How long ``bootstrap-standby`` waits for another NameNode to be reachable: it is often run
+while the one it copies from is still starting (HDFS's IPC client retries connecting, too)."""
 
 
 class FormatAbortedError(Exception):
@@ -119,26 +123,44 @@ class BootstrapResult:
 
 
 def _choose_source(
-    peers: NameNodePeers,
+    peers: NameNodePeers, reach_timeout: float
 ) -> tuple[Peer, NamespaceInfo, namenode_pb2.CheckpointInfo]:
-    try:
-        active = peers.find_active()
-        ordered = [active] + [p for p in peers.peers if p != active]
-    except NamenodeError:
-        ordered = list(peers.peers)
-    answers = []
-    for peer in ordered:
-        stub = peers.namenode(peer)
+    """The NameNode to copy from (the active first), with its namespace and newest image. While
+    none can be reached (starting, or a connection that failed at once) every one is asked
+    again, for up to ``reach_timeout`` seconds; a refusal ends the wait."""
+    logged = False
+
+    def ask_each(_left: float) -> tuple[Peer, NamespaceInfo, namenode_pb2.CheckpointInfo]:
         try:
-            info = stub.GetNamespaceInfo(namenode_pb2.HAEmpty(), timeout=peers.timeout)
-            checkpoint = stub.GetMostRecentCheckpoint(namenode_pb2.HAEmpty(), timeout=peers.timeout)
-        except grpc.RpcError as err:
-            answers.append(f"{peer}: {from_rpc_error(err)}")
-            continue
-        return peer, NamespaceInfo.from_pb(info.namespace_info), checkpoint
-    raise NamenodeUnavailableError(
-        "no other NameNode answered: " + ("; ".join(answers) or "none configured")
-    )
+            active = peers.find_active()
+            ordered = [active] + [p for p in peers.peers if p != active]
+        except NamenodeError:
+            ordered = list(peers.peers)
+        answers: list[str] = []
+        refused = False
+        for peer in ordered:
+            stub = peers.namenode(peer)
+            try:
+                info = stub.GetNamespaceInfo(namenode_pb2.HAEmpty(), timeout=peers.timeout)
+                checkpoint = stub.GetMostRecentCheckpoint(
+                    namenode_pb2.HAEmpty(), timeout=peers.timeout
+                )
+            except grpc.RpcError as err:
+                error = from_rpc_error(err)
+                refused = refused or not isinstance(error, NamenodeUnavailableError)
+                answers.append(f"{peer}: {error}")
+                continue
+            return peer, NamespaceInfo.from_pb(info.namespace_info), checkpoint
+        what = "no other NameNode answered: " + ("; ".join(answers) or "none configured")
+        if refused:
+            raise NamenodeError(what)
+        nonlocal logged
+        if not logged:
+            log.info("no other NameNode reachable yet; asking again", answers=answers)
+            logged = True
+        raise NamenodeUnavailableError(what)
+
+    return until_reached(ask_each, reach_timeout)
 
 
 def _download(peers: NameNodePeers, peer: Peer, txid: int) -> Iterator[bytes]:
@@ -158,8 +180,10 @@ def bootstrap_standby(
     force: bool = False,
     confirm: Confirm = _never,
     peers: NameNodePeers | None = None,
+    reach_timeout: float = REACH_TIMEOUT,
 ) -> BootstrapResult:
-    """Fill ``nn_id``'s name dir from another NameNode; see the module docstring."""
+    """Fill ``nn_id``'s name dir from another NameNode; see the module docstring.
+    ``reach_timeout``: how long to wait while no other NameNode can be reached."""
     name_dir = NameDirectory(settings.namenode(nn_id).name_dir)
     own_peers = peers is None
     peers = peers if peers is not None else NameNodePeers.from_settings(settings, nn_id)
@@ -168,7 +192,7 @@ def bootstrap_standby(
             raise NamenodeUnavailableError(
                 f"no other NameNode in dfs.ha.namenodes.{settings.nameservice} to copy from"
             )
-        source, ns_info, checkpoint = _choose_source(peers)
+        source, ns_info, checkpoint = _choose_source(peers, reach_timeout)
         with name_dir.locked():
             if name_dir.has_data() and not force:
                 what = f"name directory {name_dir.path} already holds data"

@@ -12,6 +12,7 @@ asking again when the remembered one says it is standby or does not answer::
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -26,6 +27,25 @@ from proto import namenode_pb2, namenode_pb2_grpc
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 5.0
+
+RETRY_SECONDS = 0.1
+"""How soon ``until_reached`` asks again a NameNode it could not reach."""
+
+
+def until_reached(call: Callable[[float], T], timeout: float) -> T:
+    """``call(timeout_left)``, made again every ``RETRY_SECONDS`` while it raises
+    ``NamenodeUnavailableError``, until ``timeout`` seconds have passed. A NameNode that is
+    starting refuses connections, and on a loaded machine a fresh channel's connection or TLS
+    handshake can fail at once: neither is an answer. Only for reads, which are safe to send
+    twice. Any other error, or the last one at the deadline, is raised."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call(max(0.05, deadline - time.monotonic()))
+        except NamenodeUnavailableError:
+            if time.monotonic() + RETRY_SECONDS >= deadline:
+                raise
+            time.sleep(RETRY_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +18,9 @@ from click.testing import CliRunner
 
 from conf import Settings, write_xml
 from hadev.minicluster import MiniJournalCluster
+from hanamenode.bootstrap import bootstrap_standby
 from hanamenode.cli import main
+from hanamenode.errors import NamenodeUnavailableError
 from hanamenode.server import NameNodeServer
 from hanamenode.storage import NameDirectory
 from tests.namenode.cluster import namenode_conf
@@ -99,6 +103,44 @@ def test_bootstrap_standby_copies_the_other_namenode(
     nn2 = NameDirectory(tmp_path / "nn2")
     assert nn2.read_version() == nn1.read_version()
     assert nn2.newest_image_txid() == 0
+
+
+def test_bootstrap_standby_waits_for_the_namenode_it_copies_from(
+    conf: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    """Run while nn1 is still starting (it refuses connections), bootstrap-standby asks
+    again until nn1 answers, instead of failing at the first refused connection."""
+    path, mapping = conf
+    assert invoke("format", "--conf", str(path), "--id", "nn1")[0] == 0
+    up, done = threading.Event(), threading.Event()
+
+    def start_nn1_late() -> None:
+        time.sleep(1.5)
+        with NameNodeServer(Settings.from_mapping(mapping), "nn1"):
+            up.set()
+            done.wait(30)
+
+    late = threading.Thread(target=start_nn1_late)
+    late.start()
+    try:
+        code, output = invoke("bootstrap-standby", "--conf", str(path), "--id", "nn2")
+    finally:
+        done.set()
+        late.join()
+    assert up.is_set() and code == 0, output
+    assert NameDirectory(tmp_path / "nn2").read_version() == (
+        NameDirectory(tmp_path / "nn1").read_version()
+    )
+
+
+def test_bootstrap_standby_gives_up_naming_the_namenodes_it_could_not_reach(
+    conf: tuple[Path, dict[str, object]],
+) -> None:
+    path, mapping = conf
+    assert invoke("format", "--conf", str(path), "--id", "nn1")[0] == 0
+    with pytest.raises(NamenodeUnavailableError) as err:
+        bootstrap_standby(Settings.from_mapping(mapping), "nn2", reach_timeout=0.5)
+    assert "no other NameNode answered: nn1 (" in str(err.value)
 
 
 def test_run_refuses_an_unformatted_name_dir(conf: tuple[Path, dict[str, object]]) -> None:

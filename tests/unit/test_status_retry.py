@@ -1,4 +1,4 @@
-"""``hadev.namenodes.until_reached``, under ``get_service_status`` (every state read of the
+"""``hanamenode.peers.until_reached``, under ``get_service_status`` (every state read of the
 harness): a failed connection is no answer. A fresh channel's connect or TLS handshake can
 fail at once on a loaded machine (a graceful-failover chaos test saw a NameNode that was
 active read as "no active NameNode" for that reason), so UNAVAILABLE is asked again until the
@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-from hadev.namenodes import STATUS_RETRY_SECONDS, until_reached
 from hanamenode.errors import NamenodeUnavailableError, StandbyError
 from hanamenode.ha import HAState
+from hanamenode.peers import RETRY_SECONDS, until_reached
 
 
 def test_an_unreachable_namenode_is_asked_again_until_it_answers() -> None:
@@ -47,7 +47,7 @@ def test_one_that_stays_unreachable_is_named_at_the_deadline() -> None:
     with pytest.raises(NamenodeUnavailableError, match="connection refused"):
         until_reached(away, timeout=0.5)
     took = time.monotonic() - started
-    assert 0.5 - STATUS_RETRY_SECONDS <= took < 2.0 and len(calls) >= 3
+    assert 0.5 - RETRY_SECONDS <= took < 2.0 and len(calls) >= 3
 
 
 def test_another_refusal_is_not_asked_again() -> None:
