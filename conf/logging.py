@@ -165,13 +165,18 @@ def setup_logging(fmt: str = "console", level: str = "info") -> None:
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
         final = [renderer]
+    # Changed in place, not replaced: a logger cached on its first use holds the list it was
+    # built with, so a second setup (each CLI command run in one process makes one) must
+    # reach it too, as must structlog.testing.capture_logs, which edits that same list.
+    processors = structlog.get_config()["processors"]
+    processors[:] = [
+        structlog.stdlib.filter_by_level,
+        *_shared_processors(),
+        structlog.stdlib.PositionalArgumentsFormatter(),
+        structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+    ]
     structlog.configure(
-        processors=[
-            structlog.stdlib.filter_by_level,
-            *_shared_processors(),
-            structlog.stdlib.PositionalArgumentsFormatter(),
-            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
-        ],
+        processors=processors,
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,

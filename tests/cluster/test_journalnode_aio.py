@@ -81,10 +81,6 @@ def test_stop_lets_running_calls_end_but_does_not_wait_for_a_stuck_one(
     Journal lock) cannot keep the JournalNode from stopping: ``stop`` waits
     ``IO_STOP_SECONDS`` for it, says so, and goes on."""
     monkeypatch.setattr(server_module, "IO_STOP_SECONDS", 0.2)
-    # The module logger is cached with the processors of its first use, maybe by an earlier
-    # test in this process (cache_logger_on_first_use): a fresh one, first used inside
-    # capture_logs, reaches the capture whatever ran before.
-    monkeypatch.setattr(server_module, "log", structlog.get_logger(server_module.__name__))
     jn = JournalNodeServer(tmp_path / "jn", "127.0.0.1:0", handler_count=2).start()
     channel = GrpcJournalChannel(jn.address)
     stuck_lock = jn.journal("a")._lock

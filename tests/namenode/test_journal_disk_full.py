@@ -17,10 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from structlog.testing import capture_logs
 
-import journalnode.journal as journal_module
 from tests.namenode.cluster import JOURNAL_ID, NameNodeCluster, wait_for
 
 pytestmark = [
@@ -59,11 +57,8 @@ def fill(directory: Path) -> Path:
 
 
 def test_a_full_journalnode_says_so_and_catches_up_when_space_returns(
-    tmp_path: Path, small_tmpfs: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, small_tmpfs: Path
 ) -> None:
-    # A module logger that an earlier test used is cached with the processors of that time
-    # (cache_logger_on_first_use): a fresh one, bound inside capture_logs, reaches the capture.
-    monkeypatch.setattr(journal_module, "log", structlog.get_logger(journal_module.__name__))
     with capture_logs() as logs, NameNodeCluster(tmp_path) as c:
         c.transition_to_active("nn1")
         c.mkdir("nn1", "/before")

@@ -87,6 +87,23 @@ def jn_pushed(cluster: NameNodeProcessCluster, index: int) -> float:
     return samples(url).get("journalnode_edits_pushed_txns_total{journal=ns1}", 0.0)
 
 
+def what_the_standby_saw(cluster: NameNodeProcessCluster, acked: int) -> str:
+    """For a failure: the process state of each JournalNode (T: stopped), what each pushed,
+    and how the standby applied what it did (pushed, or by its fallback reads)."""
+    lines = [f"acknowledged before the stop: txid {acked}"]
+    for index, node in enumerate(cluster.journal.nodes):
+        with open(f"/proc/{node.pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+        lines.append(f"jn index {index}: state {state}, pushed {jn_pushed(cluster, index)}")
+    standby = samples(cluster["nn2"].metrics_url)
+    lines += [
+        f"standby {k} = {v}"
+        for k, v in sorted(standby.items())
+        if "tailer" in k and "_created" not in k
+    ]
+    return "\n".join(lines)
+
+
 def standby_sees(cluster: NameNodeProcessCluster, paths: list[str]) -> list[str]:
     """Which of ``paths`` the standby does not show (stale reads answer from its memory)."""
     settings = cluster.settings()
@@ -138,7 +155,7 @@ def test_one_journalnodes_pushes_are_never_applied_alone(cluster: NameNodeProces
             # ...which must not apply what one JournalNode of three holds. Give it the time
             # a wrong standby would need (pushes are applied within milliseconds).
             time.sleep(1.0)
-            assert standby_applied(cluster) == acked
+            assert standby_applied(cluster) == acked, what_the_standby_saw(cluster, acked)
             assert standby_sees(cluster, ["/during"]) == ["/during"]
         finally:
             cluster.journal.kill(1, signal.SIGCONT)

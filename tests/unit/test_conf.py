@@ -12,6 +12,7 @@ import pytest
 import structlog
 from click.testing import CliRunner
 
+import conf.logging as conf_logging
 from conf import (
     KEYS,
     ConfigError,
@@ -629,12 +630,34 @@ def test_tls_enabled_needs_every_file(pem_files: dict[str, Path]) -> None:
 
 @pytest.fixture
 def restore_logging() -> Iterator[None]:
+    """Put logging back as it was. structlog's processor list is restored in place: loggers
+    that earlier tests cached hold that list, and capture_logs edits it."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    installed = conf_logging._handler  # the handler a next setup_logging replaces
+    saved = structlog.get_config()
+    processors = saved["processors"]
+    kept = processors[:]
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
-    structlog.reset_defaults()
+    conf_logging._handler = installed
+    processors[:] = kept
+    structlog.configure(**saved)
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_a_logger_used_before_a_second_setup_still_reaches_capture_logs() -> None:
+    """Each CLI command run in one process sets logging up again; a module logger cached on
+    its first use must follow, or a test's capture_logs misses it (as a refusal's log line
+    once was, depending on which tests ran before in the same worker)."""
+    setup_logging("json", "info")
+    logger = structlog.get_logger("conf.test.cached")
+    logger.info("first use caches the logger")
+    setup_logging("console", "info")
+    with structlog.testing.capture_logs() as logs:
+        logger.warning("after the second setup", n=1)
+    assert [(e["event"], e.get("n")) for e in logs] == [("after the second setup", 1)]
 
 
 @pytest.mark.usefixtures("restore_logging")
