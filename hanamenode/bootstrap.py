@@ -126,8 +126,8 @@ def _choose_source(
     peers: NameNodePeers, reach_timeout: float
 ) -> tuple[Peer, NamespaceInfo, namenode_pb2.CheckpointInfo]:
     """The NameNode to copy from (the active first), with its namespace and newest image. While
-    none can be reached (starting, or a connection that failed at once) every one is asked
-    again, for up to ``reach_timeout`` seconds; a refusal ends the wait."""
+    one could not be reached (starting, or a connection that failed at once), every one is
+    asked again, for up to ``reach_timeout`` seconds; when all of them refuse, at once."""
     logged = False
 
     def ask_each(_left: float) -> tuple[Peer, NamespaceInfo, namenode_pb2.CheckpointInfo]:
@@ -137,7 +137,7 @@ def _choose_source(
         except NamenodeError:
             ordered = list(peers.peers)
         answers: list[str] = []
-        refused = False
+        unreachable = False
         for peer in ordered:
             stub = peers.namenode(peer)
             try:
@@ -147,12 +147,12 @@ def _choose_source(
                 )
             except grpc.RpcError as err:
                 error = from_rpc_error(err)
-                refused = refused or not isinstance(error, NamenodeUnavailableError)
+                unreachable = unreachable or isinstance(error, NamenodeUnavailableError)
                 answers.append(f"{peer}: {error}")
                 continue
             return peer, NamespaceInfo.from_pb(info.namespace_info), checkpoint
         what = "no other NameNode answered: " + ("; ".join(answers) or "none configured")
-        if refused:
+        if not unreachable:
             raise NamenodeError(what)
         nonlocal logged
         if not logged:
