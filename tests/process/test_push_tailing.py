@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from conf.rpc import make_channel
 from hadev.namenodes import NameNodeProcessCluster
 from hanamenode.client import HaFsClient, RetryPolicy
+from pipeline.analyze import find_segments, read_segment
 from proto import namenode_pb2, namenode_pb2_grpc
 
 pytestmark = pytest.mark.timeout(240)
@@ -88,13 +89,22 @@ def jn_pushed(cluster: NameNodeProcessCluster, index: int) -> float:
 
 
 def what_the_standby_saw(cluster: NameNodeProcessCluster, acked: int) -> str:
-    """For a failure: the process state of each JournalNode (T: stopped), what each pushed,
-    and how the standby applied what it did (pushed, or by its fallback reads)."""
-    lines = [f"acknowledged before the stop: txid {acked}"]
+    """For a failure: the txids the standby and the active applied, each JournalNode's process
+    state (T: stopped) and the last txid its open segment holds on disk, and how the standby
+    applied what it did (pushed, or by its fallback reads). A stopped daemon's /metrics would
+    not answer, so only the files and /proc are read for the JournalNodes."""
+    lines = [
+        f"acknowledged before the stop: txid {acked}; the standby applied "
+        f"{standby_applied(cluster)}; the active {active_applied(cluster)}"
+    ]
     for index, node in enumerate(cluster.journal.nodes):
         with open(f"/proc/{node.pid}/stat") as stat:
             state = stat.read().rsplit(")", 1)[1].split()[0]
-        lines.append(f"jn index {index}: state {state}, pushed {jn_pushed(cluster, index)}")
+        last = [
+            read_segment(seg)[0][-1].txid if read_segment(seg)[0] else None
+            for seg in find_segments(node.edits_dir / "ns1")
+        ]
+        lines.append(f"jn index {index}: state {state}, last txid of each segment on disk {last}")
     standby = samples(cluster["nn2"].metrics_url)
     lines += [
         f"standby {k} = {v}"
@@ -102,6 +112,10 @@ def what_the_standby_saw(cluster: NameNodeProcessCluster, acked: int) -> str:
         if "tailer" in k and "_created" not in k
     ]
     return "\n".join(lines)
+
+
+def active_applied(cluster: NameNodeProcessCluster) -> int:
+    return int(samples(cluster["nn1"].metrics_url)["hanamenode_last_applied_txid{}"])
 
 
 def standby_sees(cluster: NameNodeProcessCluster, paths: list[str]) -> list[str]:
@@ -134,7 +148,7 @@ def test_one_journalnodes_pushes_are_never_applied_alone(cluster: NameNodeProces
 
         wait_until(one_pushed, "the standby to apply a pushed edit")
         fs.mkdirs("/before")
-        acked = int(samples(cluster["nn1"].metrics_url)["hanamenode_last_applied_txid{}"])
+        acked = active_applied(cluster)
         wait_until(lambda: standby_applied(cluster) >= acked, "the standby to apply /before")
         pushed_before = jn_pushed(cluster, 0)
         cluster.journal.kill(1, signal.SIGSTOP)
