@@ -100,10 +100,8 @@ def what_the_standby_saw(cluster: NameNodeProcessCluster, acked: int) -> str:
     for index, node in enumerate(cluster.journal.nodes):
         with open(f"/proc/{node.pid}/stat") as stat:
             state = stat.read().rsplit(")", 1)[1].split()[0]
-        last = [
-            read_segment(seg)[0][-1].txid if read_segment(seg)[0] else None
-            for seg in find_segments(node.edits_dir / "ns1")
-        ]
+        ops = [read_segment(seg)[0] for seg in find_segments(node.edits_dir / "ns1")]
+        last = [held[-1].txid if held else None for held in ops]
         lines.append(f"jn index {index}: state {state}, last txid of each segment on disk {last}")
     standby = samples(cluster["nn2"].metrics_url)
     lines += [
