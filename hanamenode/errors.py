@@ -35,6 +35,11 @@ class InvalidPathError(InvalidArgumentError):
     """A path is not absolute and normalized, or breaks a length/depth limit (``paths``)."""
 
 
+class RetryCallMismatchError(InvalidArgumentError):
+    """A mutation reused the (client id, call id) of a different, remembered call: a retry
+    must repeat its call, and the first call's answer is no answer to another one."""
+
+
 class PathNotFoundError(NamenodeError):
     """The path, or the parent a new inode needs, does not exist (HDFS FileNotFoundException)."""
 
@@ -182,6 +187,7 @@ CODEC: ErrorCodec[NamenodeError] = ErrorCodec(
         NamenodeError,
         InvalidArgumentError,
         InvalidPathError,
+        RetryCallMismatchError,
         PathNotFoundError,
         PathExistsError,
         ParentNotDirectoryError,

@@ -23,6 +23,11 @@ Since layout version 2 the image also keeps the retry cache's answers to logged 
 of the entry), unlike HDFS: a NameNode that restarts from an image then still answers a retry
 of a call logged before it, instead of running it again (issue 11). The edits after the
 image rebuild the rest, as before. Version 1 images (without the table) still load.
+
+Since layout version 3 each retry entry also names its call (``op``: mkdir, create, delete,
+rename), so that a call id reused for a different call is refused after a restart as before
+it (``RetryCallMismatchError``). Entries of a version 2 image load without a name and are
+answered as before.
 """
 
 from __future__ import annotations
@@ -50,8 +55,8 @@ from hanamenode.namespace import INode, INodeDirectory, INodeFile, Namespace, St
 from hanamenode.retry_cache import CacheEntry, RetryCache
 from proto.values import NamespaceInfo
 
-IMAGE_LAYOUT_VERSION = 2
-READABLE_LAYOUT_VERSIONS = (1, 2)
+IMAGE_LAYOUT_VERSION = 3
+READABLE_LAYOUT_VERSIONS = (1, 2, 3)
 _IMAGE_NAME = re.compile(r"fsimage_(\d{19})\.db")
 # Every file a save may leave behind: the image, its md5, and either one's temp file.
 # A crashed save leaves "fsimage_<txid>.db.tmp", a crashed md5 write
@@ -97,6 +102,7 @@ retry_entries = sa.Table(
     sa.Column("txid", sa.BigInteger, nullable=False),
     sa.Column("result", sa.String, nullable=False),  # JSON: encode_result
     sa.Column("expires_ms", sa.BigInteger, nullable=False),  # wall clock, ms since the epoch
+    sa.Column("op", sa.String, nullable=False),  # since layout version 3
     sa.PrimaryKeyConstraint("client_id", "call_id"),
 )
 
@@ -281,6 +287,7 @@ def write_image(
             "txid": entry.txid,
             "result": encode_result(entry.result),
             "expires_ms": int(wall_ms + remaining * 1000),
+            "op": entry.op,
         }
         for entry, remaining in content.logged
     ]
@@ -420,7 +427,7 @@ def load_image(
             info = _read_info(path, conn)
             root = _read_tree(path, conn, info)
             if retry_cache is not None and info.layout_version >= 2:
-                _read_retry_entries(conn, retry_cache)
+                _read_retry_entries(conn, retry_cache, with_op=info.layout_version >= 3)
     except sa.exc.SQLAlchemyError as exc:
         raise FSImageError(f"cannot read image {path}: {exc.__class__.__name__}: {exc}") from exc
     finally:
@@ -444,11 +451,16 @@ def _read_info(path: Path, conn: sa.Connection) -> ImageInfo:
     return info
 
 
-def _read_retry_entries(conn: sa.Connection, cache: RetryCache) -> None:
-    """Put the image's retry entries back with what is left of their lifetime."""
+def _read_retry_entries(conn: sa.Connection, cache: RetryCache, *, with_op: bool) -> None:
+    """Put the image's retry entries back with what is left of their lifetime (and the name
+    of their call, from a version 3 image)."""
     wall_ms = time.time() * 1000
-    for client_id, call_id, txid, result, expires_ms in conn.execute(
-        sa.select(retry_entries).order_by(retry_entries.c.txid)
+    c = retry_entries.c
+    op_column = c.op if with_op else sa.literal("")
+    for client_id, call_id, txid, result, expires_ms, op in conn.execute(
+        sa.select(c.client_id, c.call_id, c.txid, c.result, c.expires_ms, op_column).order_by(
+            c.txid
+        )
     ):
         cache.restore(
             bytes(client_id),
@@ -456,6 +468,7 @@ def _read_retry_entries(conn: sa.Connection, cache: RetryCache) -> None:
             decode_result(result),
             txid=int(txid),
             remaining=(expires_ms - wall_ms) / 1000,
+            op=str(op),
         )
 
 

@@ -407,7 +407,9 @@ class Namespace:
                 ) from exc
             self.last_applied_txid = op.txid
             if kind in _NAMESPACE_OPS and self.retry_cache is not None:
-                self.retry_cache.record_success(op.client_id, op.call_id, result, txid=op.txid)
+                self.retry_cache.record_success(
+                    op.client_id, op.call_id, result, txid=op.txid, op=kind
+                )
             return result
 
     def _apply(self, kind: str, op: edits_pb2.EditOp) -> object:

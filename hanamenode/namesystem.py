@@ -428,6 +428,7 @@ class FSNamesystem:
         set and the directory existed (nothing logged)."""
         perm = permission or DIR_PERMISSION
         result, txid = await self._mutate(
+            "mkdir",
             client_id,
             call_id,
             lambda ns: ns.prepare_mkdir(
@@ -452,6 +453,7 @@ class FSNamesystem:
         perm = permission or FILE_PERMISSION
         repl = replication or DEFAULT_REPLICATION
         result, txid = await self._mutate(
+            "create",
             client_id,
             call_id,
             lambda ns: ns.prepare_create(
@@ -465,6 +467,7 @@ class FSNamesystem:
         self, path: str, *, recursive: bool = False, client_id: bytes = b"", call_id: int = 0
     ) -> Mutation[bool]:
         result, txid = await self._mutate(
+            "delete",
             client_id,
             call_id,
             lambda ns: ns.prepare_delete(
@@ -479,6 +482,7 @@ class FSNamesystem:
         """Move ``src`` to ``dst`` (into it when it is a directory); ``result`` is the final
         path."""
         result, txid = await self._mutate(
+            "rename",
             client_id,
             call_id,
             lambda ns: ns.prepare_rename(src, dst, client_id=client_id, call_id=call_id),
@@ -550,30 +554,33 @@ class FSNamesystem:
 
     async def _mutate(
         self,
+        kind: str,
         client_id: bytes,
         call_id: int,
         prepare: Callable[[Namespace], edits_pb2.EditOp | None],
         none_result: object = None,
     ) -> tuple[object, int]:
+        """Run the mutation ``kind`` (the edit op's name: ``mkdir``, ``create``...) once per
+        ``(client_id, call_id)``: a retry gets the first answer from the retry cache."""
         edit_log = await self._writes_open()
         # From here to log_and_apply there is no await: nothing else runs on the namesystem
         # (the loop is the lock), so a retry racing its original finds it in the cache.
         cache = self._retry_cache
-        cached = cache.lookup(client_id, call_id)
+        cached = cache.lookup(client_id, call_id, kind)
         if cached is not None:
             return await self._answer_retry(cached)
         namespace = self._namespace
         try:
             op = prepare(namespace)
         except NamenodeError as exc:
-            cache.record_failure(client_id, call_id, exc)
+            cache.record_failure(client_id, call_id, exc, op=kind)
             # What this refusal observed: the state it decided on.
             observed = edit_log.last_written_txid
             await self._confirm_answer(edit_log, observed, "WRITE")
             ANSWER_TXID.set(observed)  # only once durable: a client never waits for less
             raise
         if op is None:
-            cache.record_success(client_id, call_id, none_result, txid=0)
+            cache.record_success(client_id, call_id, none_result, txid=0, op=kind)
             observed = edit_log.last_written_txid
             await self._confirm_answer(edit_log, observed, "WRITE")
             ANSWER_TXID.set(observed)

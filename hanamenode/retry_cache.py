@@ -11,7 +11,7 @@ first answer.
 How the NameNode uses it, under the namesystem lock so that a retry and its original never
 both execute::
 
-    entry = cache.lookup(client_id, call_id)
+    entry = cache.lookup(client_id, call_id, "mkdir")   # another op: RetryCallMismatchError
     if entry is not None:
         ...                                 # wait until entry.txid is durable (logSync):
         return entry.answer()               # the original may still be syncing
@@ -39,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hanamenode.errors import NamenodeError
+from hanamenode.errors import NamenodeError, RetryCallMismatchError
 
 DEFAULT_CAPACITY = 100_000
 DEFAULT_EXPIRY = 600.0
@@ -53,7 +53,9 @@ class CacheState(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class CacheEntry:
     """The first answer to one call. ``txid`` is the transaction that made a success (0 for a
-    failure): a retry must not be answered before that txid is durable."""
+    failure): a retry must not be answered before that txid is durable. ``op`` names the call
+    (``mkdir``, ``create``, ``delete``, ``rename``; empty when unknown, as for an entry read
+    from a layout-2 image): a retry must be the same call."""
 
     client_id: bytes
     call_id: int
@@ -62,6 +64,7 @@ class CacheEntry:
     error: NamenodeError | None
     txid: int
     expires_at: float
+    op: str = ""
 
     def answer(self) -> object:
         """The original result, or raise the original error."""
@@ -76,8 +79,8 @@ class RetryCache:
     monotonic, injectable for tests.
 
     >>> cache = RetryCache(capacity=2)
-    >>> cache.record_success(b"c1", 7, True, txid=42)
-    >>> cache.lookup(b"c1", 7).answer()
+    >>> cache.record_success(b"c1", 7, True, txid=42, op="mkdir")
+    >>> cache.lookup(b"c1", 7, "mkdir").answer()
     True
     """
 
@@ -102,16 +105,24 @@ class RetryCache:
         """Calls without a client id (tools, tests, replay of old ops) are never cached."""
         return bool(client_id)
 
-    def record_success(self, client_id: bytes, call_id: int, result: object, *, txid: int) -> None:
-        """Remember that the call succeeded with ``result`` in transaction ``txid``."""
-        self._put(client_id, call_id, CacheState.SUCCESS, result, None, txid)
+    def record_success(
+        self, client_id: bytes, call_id: int, result: object, *, txid: int, op: str
+    ) -> None:
+        """Remember that the call ``op`` succeeded with ``result`` in transaction ``txid``."""
+        self._put(client_id, call_id, CacheState.SUCCESS, result, None, txid, op)
 
-    def record_failure(self, client_id: bytes, call_id: int, error: NamenodeError) -> None:
-        """Remember that the call was refused with ``error`` (nothing was logged)."""
-        self._put(client_id, call_id, CacheState.FAILED, None, error, 0)
+    def record_failure(
+        self, client_id: bytes, call_id: int, error: NamenodeError, *, op: str
+    ) -> None:
+        """Remember that the call ``op`` was refused with ``error`` (nothing was logged)."""
+        self._put(client_id, call_id, CacheState.FAILED, None, error, 0, op)
 
-    def lookup(self, client_id: bytes, call_id: int) -> CacheEntry | None:
-        """The first answer to this call, if it is still remembered."""
+    def lookup(self, client_id: bytes, call_id: int, op: str) -> CacheEntry | None:
+        """The first answer to this call, if it is still remembered.
+
+        A remembered call that was not ``op`` is a ``RetryCallMismatchError``: the client
+        used one call id for two different calls, and the first answer is no answer to the
+        second (a mkdir's True is not a create's file status)."""
         if not self.is_retryable(client_id, call_id):
             return None
         key = (client_id, call_id)
@@ -123,7 +134,13 @@ class RetryCache:
                 del self._entries[key]
                 return None
             self._entries.move_to_end(key)
-            return entry
+        if entry.op and entry.op != op:
+            raise RetryCallMismatchError(
+                f"call id {call_id} of client {client_id.hex()[:32] or '-'} was a {entry.op} "
+                f"(txid {entry.txid}); it cannot be reused for a {op}: a retry repeats its "
+                "call, a new call takes a new call id"
+            )
+        return entry
 
     def logged_entries(self, up_to_txid: int) -> list[tuple[CacheEntry, float]]:
         """Every unexpired success of a logged call (txid 1..``up_to_txid``), with the
@@ -139,7 +156,14 @@ class RetryCache:
             ]
 
     def restore(
-        self, client_id: bytes, call_id: int, result: object, *, txid: int, remaining: float
+        self,
+        client_id: bytes,
+        call_id: int,
+        result: object,
+        *,
+        txid: int,
+        remaining: float,
+        op: str = "",
     ) -> None:
         """Put back a success read from an image, with ``remaining`` seconds to live (at
         most the cache's expiry); an entry already past its time is dropped."""
@@ -150,7 +174,7 @@ class RetryCache:
             now = self._clock()
             expires_at = now + min(remaining, self.expiry)
             self._entries[key] = CacheEntry(
-                client_id, call_id, CacheState.SUCCESS, result, None, txid, expires_at
+                client_id, call_id, CacheState.SUCCESS, result, None, txid, expires_at, op
             )
             self._entries.move_to_end(key)
             self._evict(now)
@@ -171,13 +195,14 @@ class RetryCache:
         result: object,
         error: NamenodeError | None,
         txid: int,
+        op: str,
     ) -> None:
         if not self.is_retryable(client_id, call_id):
             return
         key = (client_id, call_id)
         with self._lock:
             now = self._clock()
-            entry = CacheEntry(key[0], call_id, state, result, error, txid, now + self.expiry)
+            entry = CacheEntry(key[0], call_id, state, result, error, txid, now + self.expiry, op)
             self._entries[key] = entry
             self._entries.move_to_end(key)
             self._evict(now)

@@ -34,6 +34,7 @@ from hanamenode.errors import (
     PathExistsError,
     PathIsDirectoryError,
     PathNotFoundError,
+    RetryCallMismatchError,
     StandbyError,
 )
 from hanamenode.namespace import StatInfo
@@ -341,6 +342,34 @@ def test_a_pinned_call_id_is_answered_from_the_new_actives_retry_cache(
         assert cluster.fsn("nn2").last_applied_txid == applied
         fresh = proxy.call("create", create)
         assert fresh.txid > applied and fresh.status.length == 2
+
+
+def test_a_call_id_reused_for_another_call_is_refused_on_the_new_active(
+    cluster: NameNodeCluster,
+) -> None:
+    """A mkdir's retry-cache entry is no answer to a create with the same ids: over gRPC the
+    client gets RetryCallMismatchError (INVALID_ARGUMENT) naming the first call, nothing is
+    logged, and the real retry still gets its first answer. Before, the server answered
+    INTERNAL (AttributeError: 'bool' object has no attribute 'path'), found by the fuzzer."""
+    cluster.transition_to_active("nn1")
+    client_id = os.urandom(16)
+    cluster.fsn("nn1").mkdirs("/m", client_id=client_id, call_id=7)
+    cluster.transition_to_standby("nn1")
+    cluster.transition_to_active("nn2")  # the entry came to nn2 by tailing the edit
+
+    def create(stub: Any, header: Any, timeout: float) -> namenode_pb2.CreateResponse:
+        return stub.Create(namenode_pb2.CreateRequest(header=header, path="/m2"), timeout=timeout)
+
+    def mkdirs(stub: Any, header: Any, timeout: float) -> namenode_pb2.MkdirsResponse:
+        return stub.Mkdirs(namenode_pb2.MkdirsRequest(header=header, path="/m"), timeout=timeout)
+
+    with FailoverProxy(namenodes(cluster, "nn1", "nn2"), FAST, client_id=client_id) as proxy:
+        applied = cluster.fsn("nn2").last_applied_txid
+        with pytest.raises(RetryCallMismatchError, match=r"call id 7 of client .* was a mkdir"):
+            proxy.call("create", create, call_id=7)
+        assert cluster.fsn("nn2").last_applied_txid == applied
+        assert not cluster.fsn("nn2").namespace.exists("/m2")
+        assert proxy.call("mkdirs", mkdirs, call_id=7).created is True
 
 
 # -- unreachable NameNodes, giving up -----------------------------------------------------------

@@ -22,6 +22,7 @@ from hanamenode.errors import (
     CorruptImageError,
     EditLogReplayError,
     FSImageError,
+    RetryCallMismatchError,
 )
 from hanamenode.fsimage import (
     IMAGE_LAYOUT_VERSION,
@@ -116,9 +117,48 @@ def test_image_plus_later_edits_equals_the_live_namespace(tmp_path: Path, seed: 
     assert restarted.snapshot() == live.snapshot(), f"seed={seed}"
     assert restarted.last_applied_txid == live.last_applied_txid
     # The retry cache is not in the image: only the replayed ops have entries.
-    expected = {(op.client_id, op.call_id) for op in later if op.client_id}
+    expected = {(op.client_id, op.call_id, op.WhichOneof("op")) for op in later if op.client_id}
     assert len(cache) == len(expected)
     assert all(cache.lookup(*key) is not None for key in expected)
+
+
+@pytest.mark.parametrize("layout", [2, 3])
+def test_the_image_keeps_which_call_made_each_retry_entry(tmp_path: Path, layout: int) -> None:
+    """Layout 3 keeps each entry's call, so a call id reused for another call is refused after
+    a restart as before it; a layout-2 image (no ``op`` column) still loads and answers."""
+    cache = RetryCache()
+    ns = Namespace(retry_cache=cache)
+    for txid, prepare in enumerate(
+        [
+            lambda: ns.prepare_mkdir("/a", mtime_ms=1, client_id=b"c1", call_id=1),
+            lambda: ns.prepare_create("/a/f", mtime_ms=2, client_id=b"c1", call_id=2),
+        ],
+        start=1,
+    ):
+        op = prepare()
+        assert op is not None
+        op.txid = txid
+        ns.apply(op)
+    path = save_image(ns, tmp_path, ns.last_applied_txid, NS_INFO)
+    if layout == 2:
+        _edit_database(
+            path,
+            "ALTER TABLE retry_cache DROP COLUMN op",
+            "UPDATE image_info SET layout_version = 2",
+        )
+    loaded_cache = RetryCache()
+    _, _, info = load_image(path, retry_cache=loaded_cache)
+    assert info.layout_version == layout
+    entry = loaded_cache.lookup(b"c1", 2, "create")
+    assert entry is not None and entry.txid == 2
+    if layout == 3:
+        assert entry.op == "create"
+        with pytest.raises(RetryCallMismatchError, match=r"call id 1 .* was a mkdir"):
+            loaded_cache.lookup(b"c1", 1, "delete")
+    else:
+        assert entry.op == ""
+        mkdir_entry = loaded_cache.lookup(b"c1", 1, "delete")
+        assert mkdir_entry is not None and mkdir_entry.answer() is True
 
 
 def test_a_loaded_image_refuses_edits_it_already_holds(tmp_path: Path) -> None:

@@ -54,8 +54,9 @@ def test_replaying_the_logged_ops_rebuilds_the_namespace(seed: int) -> None:
     # A retry reaching the standby after it becomes active gets the active's first answer.
     cache = standby.retry_cache
     assert cache is not None
+    kinds = {(op.client_id, op.call_id): op.WhichOneof("op") for op in work.ops}
     for (client_id, call_id), answer in work.answers.items():
-        entry = cache.lookup(client_id, call_id)
+        entry = cache.lookup(client_id, call_id, kinds[client_id, call_id])
         assert entry is not None, f"seed={seed}: no entry for {client_id!r}/{call_id}"
         assert entry.answer() == answer
 

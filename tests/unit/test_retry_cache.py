@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hanamenode.errors import PathExistsError
+from hanamenode.errors import PathExistsError, RetryCallMismatchError
 from hanamenode.namespace import Namespace, StatInfo
 from hanamenode.retry_cache import CacheState, RetryCache
 
@@ -27,23 +27,23 @@ def clock() -> FakeClock:
 
 def test_success_is_answered_with_the_first_result(clock: FakeClock) -> None:
     cache = RetryCache(clock=clock)
-    assert cache.lookup(C1, 1) is None
-    cache.record_success(C1, 1, "/dst/a", txid=17)
-    entry = cache.lookup(C1, 1)
+    assert cache.lookup(C1, 1, "rename") is None
+    cache.record_success(C1, 1, "/dst/a", txid=17, op="rename")
+    entry = cache.lookup(C1, 1, "rename")
     assert entry is not None
     assert entry.state is CacheState.SUCCESS
     assert entry.txid == 17
     assert entry.answer() == "/dst/a"
     # Another call of the same client, or the same call number of another client, is new.
-    assert cache.lookup(C1, 2) is None
-    assert cache.lookup(C2, 1) is None
+    assert cache.lookup(C1, 2, "rename") is None
+    assert cache.lookup(C2, 1, "rename") is None
 
 
 def test_failure_is_answered_with_the_first_error(clock: FakeClock) -> None:
     cache = RetryCache(clock=clock)
     error = PathExistsError("cannot create directory /a: directory exists")
-    cache.record_failure(C1, 5, error)
-    entry = cache.lookup(C1, 5)
+    cache.record_failure(C1, 5, error, op="mkdir")
+    entry = cache.lookup(C1, 5, "mkdir")
     assert entry is not None
     assert entry.state is CacheState.FAILED
     assert entry.txid == 0
@@ -52,48 +52,68 @@ def test_failure_is_answered_with_the_first_error(clock: FakeClock) -> None:
     assert info.value is error
 
 
+@pytest.mark.parametrize("first", ["success", "failure"])
+def test_a_call_id_reused_for_another_call_is_refused_by_name(
+    clock: FakeClock, first: str
+) -> None:
+    """A retry repeats its call: a mkdir's answer (True) is no answer to a create, which
+    expects a file status (the daemon fuzzer's INTERNAL AttributeError, CI of stop 23)."""
+    cache = RetryCache(clock=clock)
+    if first == "success":
+        cache.record_success(C1, 9, True, txid=12, op="mkdir")
+    else:
+        cache.record_failure(C1, 9, PathExistsError("x"), op="mkdir")
+    with pytest.raises(RetryCallMismatchError, match=r"call id 9 of client .* was a mkdir"):
+        cache.lookup(C1, 9, "create")
+    assert cache.lookup(C1, 9, "mkdir") is not None  # the entry stays for the real retry
+    # An entry that does not name its call (read from a layout-2 image) answers as before.
+    cache.restore(C2, 9, True, txid=12, remaining=60.0)
+    entry = cache.lookup(C2, 9, "create")
+    assert entry is not None and entry.answer() is True
+
+
 def test_calls_without_a_client_id_are_not_cached(clock: FakeClock) -> None:
     cache = RetryCache(clock=clock)
-    cache.record_success(b"", 1, True, txid=3)
+    cache.record_success(b"", 1, True, txid=3, op="mkdir")
     assert len(cache) == 0
-    assert cache.lookup(b"", 1) is None
+    assert cache.lookup(b"", 1, "mkdir") is None
 
 
 def test_entries_expire(clock: FakeClock) -> None:
     cache = RetryCache(expiry=600.0, clock=clock)
-    cache.record_success(C1, 1, True, txid=1)
+    cache.record_success(C1, 1, True, txid=1, op="mkdir")
     clock.now += 599.9
-    assert cache.lookup(C1, 1) is not None
+    assert cache.lookup(C1, 1, "mkdir") is not None
     clock.now += 0.1
-    assert cache.lookup(C1, 1) is None
+    assert cache.lookup(C1, 1, "mkdir") is None
     assert len(cache) == 0
 
 
 def test_expired_entries_are_dropped_when_others_are_recorded(clock: FakeClock) -> None:
     cache = RetryCache(expiry=10.0, clock=clock)
     for call in range(5):
-        cache.record_success(C1, call, True, txid=call + 1)
+        cache.record_success(C1, call, True, txid=call + 1, op="mkdir")
     clock.now += 11
-    cache.record_success(C2, 1, True, txid=9)
+    cache.record_success(C2, 1, True, txid=9, op="mkdir")
     assert len(cache) == 1
 
 
 def test_least_recently_used_entries_go_first_when_full(clock: FakeClock) -> None:
     cache = RetryCache(capacity=3, clock=clock)
     for call in (1, 2, 3):
-        cache.record_success(C1, call, call, txid=call)
-    assert cache.lookup(C1, 1) is not None  # 1 is now the most recently used
-    cache.record_success(C1, 4, 4, txid=4)
+        cache.record_success(C1, call, call, txid=call, op="mkdir")
+    assert cache.lookup(C1, 1, "mkdir") is not None  # 1 is now the most recently used
+    cache.record_success(C1, 4, 4, txid=4, op="mkdir")
     assert len(cache) == 3
-    assert cache.lookup(C1, 2) is None
-    assert [cache.lookup(C1, c) is not None for c in (1, 3, 4)] == [True, True, True]
+    assert cache.lookup(C1, 2, "mkdir") is None
+    assert [cache.lookup(C1, c, "mkdir") is not None for c in (1, 3, 4)] == [True, True, True]
 
 
 def test_recording_again_replaces_the_entry(clock: FakeClock) -> None:
     cache = RetryCache(clock=clock)
-    cache.record_failure(C1, 1, PathExistsError("x"))
-    cache.record_success(C1, 1, True, txid=4)
-    entry = cache.lookup(C1, 1)
+    cache.record_failure(C1, 1, PathExistsError("x"), op="mkdir")
+    cache.record_success(C1, 1, True, txid=4, op="mkdir")
+    entry = cache.lookup(C1, 1, "mkdir")
     assert entry is not None and entry.state is CacheState.SUCCESS
 
 
@@ -129,10 +149,14 @@ def test_apply_records_what_the_client_was_answered(clock: FakeClock) -> None:
     assert answers[3] is True
     for cache in (active_cache, standby_cache):
         assert len(cache) == 4
-        for (cid, call), answer, txid in zip(
-            [(C1, 1), (C1, 2), (C2, 1), (C1, 3)], answers, [1, 2, 3, 4], strict=False
+        for (cid, call), answer, txid, kind in zip(
+            [(C1, 1), (C1, 2), (C2, 1), (C1, 3)],
+            answers,
+            [1, 2, 3, 4],
+            ["mkdir", "create", "rename", "delete"],
+            strict=False,  # answers also holds the untracked call's
         ):
-            entry = cache.lookup(cid, call)
+            entry = cache.lookup(cid, call, kind)
             assert entry is not None
             assert entry.answer() == answer
             assert entry.txid == txid
