@@ -63,6 +63,7 @@ from journalnode.log_throttle import LogThrottle
 from journalnode.subscriptions import (
     DEFAULT_MAX_SUBSCRIBERS,
     DEFAULT_SUBSCRIBER_QUEUE_BYTES,
+    SUBSCRIBED_KEY,
     EditSubscription,
     EndReason,
 )
@@ -351,6 +352,9 @@ IO_STOP_SECONDS = 5.0
 sync) before it closes the storage anyway; a call stuck longer (a recovery's download from a
 stopped peer) is logged, not waited for."""
 
+SUBSCRIPTION_END_SECONDS = 0.5
+"""How long a stopping JournalNode lets its subscriptions push their SHUTTING_DOWN end."""
+
 
 class _InFlight:
     """Counts the Journal calls running in the ``journal-io`` pool, so ``stop`` can let them
@@ -607,6 +611,9 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         if self._server.stopping:
             sub.end(EndReason.SHUTTING_DOWN, "the JournalNode is stopping")
         try:
+            # The reader counts the subscription as open from here: the node holds it, and a
+            # stop ends it with SHUTTING_DOWN rather than cancelling a call still being set up.
+            await context.send_initial_metadata(((SUBSCRIBED_KEY, str(request.since_txid)),))
             while True:
                 await ready.wait()
                 ready.clear()
@@ -776,10 +783,16 @@ class JournalNodeServer:
         self.port = bind(self._server, self._rpc_address, self._tls)
         await self._server.start()
 
-    @staticmethod
-    async def _astop(server: grpc.aio.Server, grace: float | None) -> None:
+    async def _astop(self, server: grpc.aio.Server, grace: float | None) -> None:
         """Stop the server, then end every call still running on the loop (a stream whose
-        writer never closed it), so that no call is left half-run when the loop stops."""
+        writer never closed it), so that no call is left half-run when the loop stops.
+
+        Subscriptions were told to end (SHUTTING_DOWN) before this runs; they get up to
+        ``SUBSCRIPTION_END_SECONDS`` to push that last message, whatever ``grace`` says, so
+        that a reader learns why its stream ended rather than seeing it cancelled."""
+        deadline = time.monotonic() + SUBSCRIPTION_END_SECONDS
+        while self._subscriptions and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
         await server.stop(grace)
         calls = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for call in calls:

@@ -36,6 +36,10 @@ DEFAULT_SUBSCRIBER_QUEUE_BYTES = 4 << 20
 DEFAULT_MAX_SUBSCRIBERS = 64
 """dfs.journalnode.edit-subscription.max: subscriptions one journal serves at once."""
 
+SUBSCRIBED_KEY = "hn-subscribed"
+"""The initial metadata a JournalNode sends once it holds a subscription (the value is the
+txid it pushes from): a reader counts the stream as open only then, not when it asks."""
+
 
 class EndReason(enum.Enum):
     """Why a subscription ended; the values are ``journal_pb2.SubscriptionEnd``'s."""

@@ -31,7 +31,7 @@ from conf import TLSSettings
 from conf.rpc import make_aio_channel
 from journalnode.edits_cache import NOTHING, CachedEdits
 from journalnode.errors import from_rpc_error
-from journalnode.subscriptions import PushedEdits
+from journalnode.subscriptions import SUBSCRIBED_KEY, PushedEdits
 from proto import edits_pb2, journal_pb2, journal_pb2_grpc
 from qjm.errors import describe_exception
 from qjm.reader import EditLogReadError, holders_needed, safe_journaled_ops
@@ -202,7 +202,8 @@ class EditSubscriber:
         self._on_end = on_end
         self.retry_delay = retry_delay
         self.subscribed: set[str] = set()
-        """Addresses with a stream open now."""
+        """Addresses whose JournalNode holds a subscription of ours now (it said so in the
+        stream's initial metadata), not those merely asked."""
         self.pushed_txns = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._channels: list[grpc.aio.Channel] = []
@@ -239,6 +240,10 @@ class EditSubscriber:
         )
         call = stub.SubscribeEdits(request)
         try:
+            # The node sends this once it holds the subscription (an aborted call sends none).
+            metadata = await call.initial_metadata()
+            if metadata is not None and any(key == SUBSCRIBED_KEY for key, _ in metadata):
+                self.subscribed.add(target.address)
             async for message in call:
                 yield message
         except grpc.RpcError as err:
@@ -254,7 +259,6 @@ class EditSubscriber:
             self.feeds.reset(address, since)
             reason, details = "stream_ended", "the stream ended without saying why"
             try:
-                self.subscribed.add(address)
                 async for message in self._stream(target, channel, since):
                     if message.end:
                         reason = journal_pb2.SubscriptionEnd.Name(message.end).lower()

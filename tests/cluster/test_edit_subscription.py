@@ -8,6 +8,7 @@ JournalNodes pushed them in one writer epoch; a stale node's tail is never appli
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -163,6 +164,54 @@ def test_a_journalnode_restarted_mid_subscription_is_followed_again(
         write_batch(out, 1, 11, 20)
         wait_until(lambda: reader.last == 20, "11-20 applied")
         assert_ops(reader.applied, 1, lambda t: 1)
+
+
+def test_a_subscription_counts_only_once_the_journalnode_holds_it(
+    cluster: MiniJournalCluster,
+) -> None:
+    """``subscribed`` (the tailer's subscription count, and what the tests wait on) names a
+    JournalNode only once it holds the subscription: not while the call is being set up (a
+    listener that never answers) and not when it refuses (an unformatted journal). Before,
+    a reader counted the address as soon as it asked, so a JournalNode stopped right after
+    cancelled a call it never held, and the reader saw no SHUTTING_DOWN (CI of stop 23)."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    mute = f"127.0.0.1:{silent.getsockname()[1]}"
+    targets = [SubscriptionTarget(a, JID, NS.cluster_id) for a in [*cluster.addresses, mute]]
+    ends: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    async def watch() -> None:
+        subscriber = EditSubscriber(
+            targets, lambda: 1, lambda: None, lambda a, r: ends.append((a, r)), retry_delay=0.02
+        )
+        subscriber.start()
+        try:
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:  # unformatted: every node refuses, again and again
+                seen.update(subscriber.subscribed)
+                await asyncio.sleep(0)
+            assert sum(1 for a, r in ends if a == cluster.addresses[0]) >= 3, ends
+            assert seen == set(), "counted while every JournalNode refused"
+            with Writer(cluster) as w:
+                start_writer(w)
+            while len(subscriber.subscribed) < 3 and time.monotonic() < deadline + 10:
+                seen.update(subscriber.subscribed)
+                await asyncio.sleep(0.005)
+            assert subscriber.subscribed == set(cluster.addresses)
+            for node in range(3):
+                journal = cluster.node(node).existing_journal(JID)
+                assert journal is not None and len(journal.subscribers) == 1
+        finally:
+            await subscriber.stop()
+
+    try:
+        asyncio.run(watch())
+    finally:
+        silent.close()
+    assert mute not in seen  # connected, never answered: never counted
+    assert seen <= set(cluster.addresses)
 
 
 def test_subscribe_edits_checks_its_request(cluster: MiniJournalCluster) -> None:
