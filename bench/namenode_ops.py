@@ -435,7 +435,9 @@ def standby_lag(
     lags: list[float] = []
     channel = make_channel(standby.address, settings.tls)
     stub = namenode_pb2_grpc.ClientProtocolStub(channel)
-    stale = namenode_pb2.RpcHeader(allow_stale_read=True)
+    # A stale read is answered at once by any follower, whatever txid the client has seen;
+    # the consistent probe must not ask for one, or the observer would not hold it.
+    header = namenode_pb2.RpcHeader(allow_stale_read=not consistent)
     try:
         with HaFsClient(settings, policy=POLICY) as fs:
             fs.mkdirs(f"/lag-{follower}{tag}")
@@ -444,7 +446,7 @@ def standby_lag(
                 path = f"/lag-{follower}{tag}/s{i}"
                 fs.mkdirs(path)
                 acked = time.perf_counter()
-                request = namenode_pb2.GetFileInfoRequest(header=stale, path=path)
+                request = namenode_pb2.GetFileInfoRequest(header=header, path=path)
                 metadata = ((SEEN_TXID_KEY, str(fs.proxy.seen_txid)),) if consistent else ()
                 deadline = acked + 30.0
                 while time.perf_counter() < deadline:
