@@ -135,10 +135,11 @@ class RetryCache:
                 return None
             self._entries.move_to_end(key)
         if entry.op and entry.op != op:
+            first = f"logged at txid {entry.txid}" if entry.txid else "nothing logged"
             raise RetryCallMismatchError(
-                f"call id {call_id} of client {client_id.hex()[:32] or '-'} was a {entry.op} "
-                f"(txid {entry.txid}); it cannot be reused for a {op}: a retry repeats its "
-                "call, a new call takes a new call id"
+                f"call id {call_id} of client {client_id.hex()[:32]} was a {entry.op} "
+                f"({first}); it cannot be reused for a {op}: a retry repeats its call, a new "
+                "call takes a new call id"
             )
         return entry
 
