@@ -124,7 +124,8 @@ class StandbyCheckpointer:
     async def _sleep(self, seconds: float) -> None:
         """Sleep, or less when ``stop`` is called meanwhile."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
 
     def start(self) -> None:
         """Start the task (on the loop)."""

@@ -246,7 +246,10 @@ class AppliedTxid:
         entry = (txid, waiter)
         self._waiters.append(entry)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), timeout)
+            # A waiter of its own: cancelling it on timeout touches nobody else (``advanced``
+            # skips a done future).
+            async with asyncio.timeout(timeout):
+                await waiter
         except TimeoutError:
             pass
         finally:

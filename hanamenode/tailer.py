@@ -222,7 +222,8 @@ class EditLogTailer:
         meanwhile."""
         if not self.push:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), seconds)
+                async with asyncio.timeout(seconds):
+                    await self._stopping.wait()
             return
         waits = {
             asyncio.ensure_future(self._stopping.wait()),
