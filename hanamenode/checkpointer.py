@@ -124,8 +124,7 @@ class StandbyCheckpointer:
     async def _sleep(self, seconds: float) -> None:
         """Sleep, or less when ``stop`` is called meanwhile."""
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._stopping.wait()
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def start(self) -> None:
         """Start the task (on the loop)."""

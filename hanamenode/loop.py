@@ -246,10 +246,7 @@ class AppliedTxid:
         entry = (txid, waiter)
         self._waiters.append(entry)
         try:
-            # A waiter of its own: cancelling it on timeout touches nobody else (``advanced``
-            # skips a done future).
-            async with asyncio.timeout(timeout):
-                await waiter
+            await asyncio.wait_for(asyncio.shield(waiter), timeout)
         except TimeoutError:
             pass
         finally:

@@ -222,8 +222,7 @@ class EditLogTailer:
         meanwhile."""
         if not self.push:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(seconds):
-                    await self._stopping.wait()
+                await asyncio.wait_for(self._stopping.wait(), seconds)
             return
         waits = {
             asyncio.ensure_future(self._stopping.wait()),
