@@ -564,7 +564,11 @@ class FSNamesystem:
         ``(client_id, call_id)``: a retry gets the first answer from the retry cache."""
         edit_log = await self._writes_open()
         # From here to log_and_apply there is no await: nothing else runs on the namesystem
-        # (the loop is the lock), so a retry racing its original finds it in the cache.
+        # (the loop is the lock), so a retry racing its original finds it in the cache. An
+        # answer that logs nothing (a refusal, a no-op) is cached only after its confirmation
+        # round; a retry racing it meanwhile runs again, which logs nothing either, unless
+        # the namespace changed meanwhile: then the retry's answer is the one kept (the
+        # cache keeps the first entry recorded for a call).
         cache = self._retry_cache
         cached = cache.lookup(client_id, call_id, kind)
         if cached is not None:
@@ -573,16 +577,19 @@ class FSNamesystem:
         try:
             op = prepare(namespace)
         except NamenodeError as exc:
-            cache.record_failure(client_id, call_id, exc, op=kind)
-            # What this refusal observed: the state it decided on.
+            # What this refusal observed: the state it decided on. It is remembered for
+            # retries only once confirmed: a deposed active's refusal, decided on a stale
+            # namespace, must not be the answer a retry gets if this NameNode is made active
+            # again later (nnsim seed 6 with e93b37d).
             observed = edit_log.last_written_txid
             await self._confirm_answer(edit_log, observed, "WRITE")
+            cache.record_failure(client_id, call_id, exc, op=kind)
             ANSWER_TXID.set(observed)  # only once durable: a client never waits for less
             raise
         if op is None:
-            cache.record_success(client_id, call_id, none_result, txid=0, op=kind)
             observed = edit_log.last_written_txid
             await self._confirm_answer(edit_log, observed, "WRITE")
+            cache.record_success(client_id, call_id, none_result, txid=0, op=kind)
             ANSWER_TXID.set(observed)
             return none_result, 0
         txid, result = edit_log.log_and_apply(op, namespace.apply)

@@ -11,6 +11,7 @@ for the test) so that an edit is applied and not yet durable for as long as the 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ import grpc
 import pytest
 
 from conf.mutants import Mutant, planted
-from hanamenode.errors import EditLogError, StandbyError, from_rpc_error
+from hanamenode.errors import EditLogError, PathExistsError, StandbyError, from_rpc_error
 from hanamenode.ha import HAState
 from proto import namenode_pb2
 from proto.values import NamespaceInfo
@@ -144,3 +145,44 @@ def lost_edit_answers(gated: tuple[NameNodeCluster, SendGate], plant: Mutant | N
         # about /base/x, which never reached the log.
         assert isinstance(answer, StandbyError | EditLogError), f"{name} answered {answer!r}"
     wait_for(lambda: c.fsn("nn1").state is HAState.STANDBY, what="nn1 to leave ACTIVE")
+
+
+def test_an_answer_a_deposed_active_could_not_confirm_is_not_kept_for_the_retry(
+    tmp_path: Path,
+) -> None:
+    """A ``mkdir -p`` of an existing directory logs nothing; its answer (a no-op) holds only
+    once a JournalNode quorum confirmed the epoch. On a deposed active that round fails, so
+    the client is refused, and the answer must not stay in that NameNode's retry cache: made
+    active again after the namespace moved on, it would answer the retry "no-op" about a
+    path that is now a file (a linearizability violation nnsim found at seed 6 with
+    e93b37d's loop hops; the retry cache recorded the answer before the confirmation)."""
+    client_id = os.urandom(16)
+    with NameNodeCluster(tmp_path) as c:
+        c.transition_to_active("nn1")
+        made = c.mkdir("nn1", "/d")
+        c.wait_caught_up("nn2", made.txid)
+        c.transition_to_active("nn2")  # its new epoch fences nn1, which is not told
+        assert c.fsn("nn1").state is HAState.ACTIVE
+
+        def mkdir_p(nn: str) -> object:
+            request = namenode_pb2.MkdirsRequest(
+                header=header(client_id, 5), path="/d", create_parent=True
+            )
+            return outcome(lambda: c.client(nn).Mkdirs(request, timeout=20).created)
+
+        refused = mkdir_p("nn1")
+        assert isinstance(refused, StandbyError), refused
+        assert c.fsn("nn1").retry_cache.lookup(client_id, 5, "mkdir") is None
+
+        # The namespace moves on: /d becomes a file. Then nn1 is the active again.
+        nn2 = c.client("nn2")
+        nn2.Delete(namenode_pb2.DeleteRequest(header=header(), path="/d"), timeout=20)
+        nn2.Create(namenode_pb2.CreateRequest(header=header(), path="/d"), timeout=20)
+        c.transition_to_standby("nn2")
+        if c.fsn("nn1").state is not HAState.STANDBY:
+            c.transition_to_standby("nn1")
+        c.transition_to_active("nn1")
+        assert c.fsn("nn1").namespace.stat("/d").is_dir is False
+
+        retried = mkdir_p("nn1")  # the same call again: run now, on today's namespace
+        assert isinstance(retried, PathExistsError), retried

@@ -122,6 +122,24 @@ def test_recording_again_replaces_the_entry(clock: FakeClock) -> None:
     assert entry is not None and entry.state is CacheState.SUCCESS
 
 
+def test_an_answer_that_logged_nothing_does_not_replace_a_remembered_one(
+    clock: FakeClock,
+) -> None:
+    """A refusal or a no-op is recorded after its confirmation round, so a retry may have
+    run meanwhile: the answer already remembered (here the retry's logged success) stays."""
+    cache = RetryCache(clock=clock)
+    cache.record_success(C1, 1, True, txid=4, op="mkdir")
+    cache.record_failure(C1, 1, PathExistsError("x"), op="mkdir")
+    cache.record_success(C1, 1, False, txid=0, op="mkdir")
+    entry = cache.lookup(C1, 1, "mkdir")
+    assert entry is not None and entry.txid == 4 and entry.answer() is True
+    # Once the first entry has expired, the new answer is recorded.
+    clock.now += 601
+    cache.record_failure(C1, 1, PathExistsError("x"), op="mkdir")
+    entry = cache.lookup(C1, 1, "mkdir")
+    assert entry is not None and entry.state is CacheState.FAILED
+
+
 @pytest.mark.parametrize(("capacity", "expiry"), [(0, 1.0), (1, 0.0), (1, -5.0)])
 def test_bad_limits_are_refused(capacity: int, expiry: float) -> None:
     with pytest.raises(ValueError):
