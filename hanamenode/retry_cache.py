@@ -110,14 +110,14 @@ class RetryCache:
     ) -> None:
         """Remember that the call ``op`` succeeded with ``result`` in transaction ``txid``
         (txid 0: a no-op, nothing logged, kept only if no answer is remembered already)."""
-        self._put(client_id, call_id, CacheState.SUCCESS, result, None, txid, op, keep=not txid)
+        self._put(client_id, call_id, CacheState.SUCCESS, result, None, txid, op)
 
     def record_failure(
         self, client_id: bytes, call_id: int, error: NamenodeError, *, op: str
     ) -> None:
         """Remember that the call ``op`` was refused with ``error`` (nothing was logged),
         unless an answer to it is remembered already (a retry that ran meanwhile)."""
-        self._put(client_id, call_id, CacheState.FAILED, None, error, 0, op, keep=True)
+        self._put(client_id, call_id, CacheState.FAILED, None, error, 0, op)
 
     def lookup(self, client_id: bytes, call_id: int, op: str) -> CacheEntry | None:
         """The first answer to this call, if it is still remembered.
@@ -199,16 +199,16 @@ class RetryCache:
         error: NamenodeError | None,
         txid: int,
         op: str,
-        keep: bool = False,
     ) -> None:
-        """``keep``: an answer that logged nothing does not replace one remembered already."""
+        """An answer that logged nothing (txid 0: a refusal or a no-op) does not replace one
+        remembered already; a logged success replaces anything."""
         if not self.is_retryable(client_id, call_id):
             return
         key = (client_id, call_id)
         with self._lock:
             now = self._clock()
             known = self._entries.get(key)
-            if keep and known is not None and known.expires_at > now:
+            if not txid and known is not None and known.expires_at > now:
                 return
             entry = CacheEntry(key[0], call_id, state, result, error, txid, now + self.expiry, op)
             self._entries[key] = entry
