@@ -28,8 +28,14 @@ from __future__ import annotations
 import enum
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 MUTANTS_ENV = "HANAMENODE_MUTANTS"
 
@@ -227,6 +233,59 @@ def _from_environment() -> frozenset[Mutant]:
 
 
 _active = _from_environment()
+
+
+def planted_status() -> list[dict[str, str]]:
+    """The planted mutants as ``/status.json`` lists them (docs/operations.md §13.2):
+    ``[{"switch": ..., "description": ...}]`` sorted by switch, empty when none is on."""
+    return [
+        {"switch": m.switch, "description": m.description}
+        for m in sorted(_active, key=lambda m: m.switch)
+    ]
+
+
+class PlantedBugsCollector(Collector):
+    """The gauge ``<prefix>_planted_bugs``: one sample per planted mutant, labelled with its
+    switch, value 1 (so ``sum(...)`` counts them and an empty family means none), read at
+    scrape time so that ``planted`` in a test shows too."""
+
+    def __init__(self, prefix: str) -> None:
+        self.name = f"{prefix}_planted_bugs"
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            self.name,
+            "Planted bugs switched on in this process (HANAMENODE_MUTANTS): 1 per mutant;"
+            " never on in production",
+            labels=["mutant"],
+        )
+        for m in sorted(_active, key=lambda m: m.switch):
+            family.add_metric([m.switch], 1)
+        yield family
+
+
+# Registries that export the gauge already: a daemon started twice on one registry (a
+# restart in a test) registers it once.
+_exported: weakref.WeakSet[CollectorRegistry] = weakref.WeakSet()
+
+
+def announce(prefix: str, registry: CollectorRegistry, logger: Any) -> None:
+    """What a daemon does at start (issue 25 item 7): export ``<prefix>_planted_bugs`` in
+    ``registry`` and, when any mutant is on, log one warning naming each, so that a planted
+    bug is never on unnoticed."""
+    with _lock:
+        if registry not in _exported:
+            registry.register(PlantedBugsCollector(prefix))
+            _exported.add(registry)
+    if _active:
+        logger.warning(
+            "planted bugs are ON: this daemon misbehaves on purpose (tests only)",
+            mutants=",".join(sorted(m.switch for m in _active)),
+            descriptions="; ".join(
+                f"{m.switch}: {m.description}" for m in sorted(_active, key=lambda m: m.switch)
+            ),
+            env=MUTANTS_ENV,
+        )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 
 from conf.rpc import BindError, PortInUseError
 
-__all__ = ["REFRESH_SECONDS", "WebServer", "esc", "page", "table"]
+__all__ = ["REFRESH_SECONDS", "WebServer", "esc", "page", "planted_banner", "table"]
 
 log = structlog.get_logger(__name__)
 
@@ -84,6 +84,22 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, id_: str = "
     )
     ident = f' id="{esc(id_)}"' if id_ else ""
     return f"<table{ident}><tr>{head}</tr>{body}</table>"
+
+
+def planted_banner(status: Status) -> str:
+    """The warning at the top of a status page when planted bugs are on (``conf.mutants``),
+    empty when none is: ``status["planted_bugs"]`` as ``conf.mutants.planted_status`` made it."""
+    bugs = status.get("planted_bugs") or []
+    if not bugs:
+        return ""
+    items = "".join(
+        f"<li><code>{esc(b['switch'])}</code>: {esc(b['description'])}</li>" for b in bugs
+    )
+    return (
+        f"<div id='planted-bugs' class='bad'><p>Planted bugs are ON ({len(bugs)}): this "
+        f"daemon misbehaves on purpose (HANAMENODE_MUTANTS; tests only).</p><ul>{items}</ul>"
+        "</div>"
+    )
 
 
 def page(title: str, main: str) -> str:

@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry
 from conf import Settings
 from conf.guard import ANY_ROLE, AioRequestGuard, MethodRule, Role
 from conf.keys import MIB
+from conf.mutants import announce as announce_mutants
 from conf.rpc import bind, make_aio_server
 from conf.web import WebServer
 from hanamenode import fsimage, status
@@ -586,6 +587,7 @@ class NameNodeServer:
         except BaseException:
             self.stop()
             raise
+        announce_mutants("hanamenode", self.metrics.registry, self._log)
         self._log.info(
             "namenode started",
             rpc=self.address,

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from conf.web import esc, table
+from conf.mutants import planted_status
+from conf.web import esc, planted_banner, table
 from hanamenode.ha import TAILING_STATES, HAState
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ def collect(server: NameNodeServer) -> dict[str, Any]:
         "rpc_address": server.address,
         "time": time.time(),
         "ha_state": fsn.state.value,
+        # Mutants switched on in this process (conf.mutants): empty outside the tests.
+        "planted_bugs": planted_status(),
         # Why automatic failover is suspended, if it is (docs/consistency.md §6): the same
         # words as `hactl get-service-state`.
         "failover_note": server.elector.failover_note if server.elector is not None else "",
@@ -254,6 +257,7 @@ def render(status: Status) -> str:
     ns = status["namespace"]
     checkpoint = ns["last_checkpoint"]
     parts = [
+        planted_banner(status),
         f"<p>NameNode <b>{esc(status['namenode_id'])}</b> of nameservice "
         f"<b>{esc(status['nameservice'])}</b> at {esc(status['rpc_address'])} is "
         f"<span id='ha-state' class='state {state_class}'>{esc(state)}</span>"

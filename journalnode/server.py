@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 from conf import TLSSettings
 from conf.gcpauses import GcPauseCollector, install_pause_metrics
 from conf.guard import AioRequestGuard, MethodRule, Role
+from conf.mutants import announce as announce_mutants
 from conf.rpc import bind, make_aio_server, make_channel, new_event_loop
 from conf.web import WebServer
 from journalnode import fsutil, status
@@ -750,6 +751,7 @@ class JournalNodeServer:
         except BaseException:
             self.stop()
             raise
+        announce_mutants("journalnode", self.registry, log)
         log.info(
             "journalnode started",
             rpc=self.address,

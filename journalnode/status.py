@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from conf.web import esc, table
+from conf.mutants import planted_status
+from conf.web import esc, planted_banner, table
 
 if TYPE_CHECKING:
     from conf.web import Status
@@ -58,6 +59,8 @@ def collect(server: JournalNodeServer) -> dict[str, Any]:
         "rpc_address": server.address,
         "storage": str(server.root),
         "time": time.time(),
+        # Mutants switched on in this process (conf.mutants): empty outside the tests.
+        "planted_bugs": planted_status(),
         "journals": [_journal(j) for _, j in sorted(server.journals().items())],
     }
 
@@ -73,6 +76,7 @@ def render(status: Status) -> str:
     """The HTML of ``<main>``."""
     journals = status["journals"]
     parts = [
+        planted_banner(status),
         f"<p>JournalNode at {esc(status['rpc_address'])}, storage {esc(status['storage'])}, "
         f"<span id='journal-count'>{len(journals)}</span> journal(s).</p>",
         "<h2>Journals</h2>",
