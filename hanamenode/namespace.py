@@ -33,7 +33,7 @@ import builtins
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from google.protobuf import text_format
@@ -68,7 +68,10 @@ MAX_NAME_BYTES = 255
 # creator can always make the child below it (HDFS FSDirMkdirOp.addImplicitUwx).
 IMPLICIT_PARENT_BITS = 0o300
 
-_NAMESPACE_OPS = frozenset({"mkdir", "create", "delete", "rename"})
+_NAMESPACE_OPS = frozenset({"mkdir", "create", "delete", "rename", "multi"})
+
+Undo = Callable[[], None]
+"""Puts back one change of a tentative or failed multi (``Namespace._undo``)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,6 +209,8 @@ class Namespace:
         self._clock = clock
         self._dir_count = 1
         self._file_count = 0
+        self._undo: builtins.list[Undo] | None = None
+        """While a multi is decided or applied: how to put back each change made so far."""
 
     @classmethod
     def from_root(
@@ -371,6 +376,49 @@ class Namespace:
         rename = edits_pb2.RenameOp(src=src, dst=plan.dst, mtime_ms=mtime_ms)
         return edits_pb2.EditOp(client_id=client_id, call_id=call_id, rename=rename)
 
+    def prepare_multi(
+        self,
+        steps: Sequence[Callable[[Namespace], edits_pb2.EditOp | None]],
+        *,
+        client_id: bytes = b"",
+        call_id: int = 0,
+    ) -> edits_pb2.EditOp:
+        """The one op that applies every step, in order, or raise the first step's refusal.
+
+        Each step is a decision (``lambda ns: ns.prepare_create(...)``) taken on the tree
+        that the steps before it leave: they are applied tentatively and put back before
+        this returns, so the namespace is unchanged either way. A refusal is the step's own
+        error class, its message prefixed with the index, and ``multi_index`` set::
+
+            op = ns.prepare_multi([lambda ns: ns.prepare_mkdir("/a"),
+                                   lambda ns: ns.prepare_create("/a/f")])
+        """
+        entries: builtins.list[edits_pb2.MultiEntry] = []
+        with self.lock:
+            if self._undo is not None:
+                raise InvalidArgumentError("a multi cannot contain a multi")
+            self._undo = []
+            try:
+                for index, step in enumerate(steps):
+                    try:
+                        op = step(self)
+                        if op is None:
+                            entries.append(edits_pb2.MultiEntry(unchanged=edits_pb2.NoOp()))
+                            continue
+                        kind = op.WhichOneof("op")
+                        if kind not in ("mkdir", "create", "delete", "rename"):
+                            raise InvalidArgumentError(f"a multi cannot hold a {kind} op")
+                        self._apply(kind, op)
+                    except NamenodeError as exc:
+                        raise multi_refusal(exc, index, len(steps)) from exc
+                    entry = edits_pb2.MultiEntry()
+                    getattr(entry, kind).CopyFrom(getattr(op, kind))
+                    entries.append(entry)
+            finally:
+                self._roll_back()
+        multi = edits_pb2.MultiOp(entries=entries)
+        return edits_pb2.EditOp(client_id=client_id, call_id=call_id, multi=multi)
+
     # -- applying logged ops ------------------------------------------------------------------
 
     def apply(self, op: edits_pb2.EditOp) -> object:
@@ -421,7 +469,81 @@ class Namespace:
             return self._apply_delete(op.delete)
         if kind == "rename":
             return self._apply_rename(op.rename)
+        if kind == "multi":
+            return self._apply_multi(op.multi)
         return None  # start_log_segment, end_log_segment, noop
+
+    # -- multi: all of its ops or none --------------------------------------------------------
+
+    def _apply_multi(self, op: edits_pb2.MultiOp) -> builtins.list[object]:
+        """Apply every entry in order, each on the tree the ones before it left; when one
+        fails, put back what the earlier ones changed and raise: nothing of the multi stays.
+        The results, one per entry (False for an ``unchanged`` one: mkdir -p of an existing
+        directory)."""
+        if self._undo is not None:
+            raise InvalidArgumentError("a multi cannot contain a multi")
+        self._undo = []
+        results: builtins.list[object] = []
+        try:
+            for index, entry in enumerate(op.entries):
+                kind = entry.WhichOneof("op")
+                if kind == "unchanged":
+                    results.append(False)
+                    continue
+                if kind is None:
+                    raise InvalidArgumentError(f"multi entry {index} is empty")
+                try:
+                    # A MultiEntry names its fields as EditOp does: mkdir, create, ...
+                    results.append(self._apply(kind, entry))  # type: ignore[arg-type]
+                except NamenodeError as exc:
+                    raise multi_refusal(exc, index, len(op.entries)) from exc
+        except BaseException:
+            self._roll_back()
+            raise
+        self._undo = None
+        return results
+
+    def _roll_back(self) -> None:
+        undo, self._undo = self._undo or [], None
+        for step in reversed(undo):
+            step()
+
+    def _undo_mkdir(self, plan: _MkdirPlan) -> Undo:
+        parent, first, mtime, made = plan.parent, plan.missing[0], plan.parent.mtime_ms, len(
+            plan.missing
+        )
+
+        def undo() -> None:
+            del parent.children[first]
+            parent.mtime_ms = mtime
+            self._dir_count -= made
+
+        return undo
+
+    def _undo_create(self, plan: _CreatePlan) -> Undo:
+        parent, name, mtime = plan.parent, plan.name, plan.parent.mtime_ms
+        replaced = parent.children.get(name)
+
+        def undo() -> None:
+            if replaced is None:
+                del parent.children[name]
+                self._file_count -= 1
+            else:
+                parent.children[name] = replaced
+            parent.mtime_ms = mtime
+
+        return undo
+
+    def _undo_delete(self, plan: _DeletePlan, dirs: int, files: int) -> Undo:
+        parent, node, mtime = plan.parent, plan.node, plan.parent.mtime_ms
+
+        def undo() -> None:
+            parent.children[node.name] = node
+            parent.mtime_ms = mtime
+            self._dir_count += dirs
+            self._file_count += files
+
+        return undo
 
     def _apply_mkdir(self, op: edits_pb2.MkdirOp) -> bool:
         path = paths.validate_path(op.path)
@@ -430,6 +552,8 @@ class Namespace:
         if not plan.missing:
             raise PathExistsError(f"cannot create directory {_shown(path)}: directory exists")
         # Decided: from here on nothing can fail.
+        if self._undo is not None:
+            self._undo.append(self._undo_mkdir(plan))
         _touch(plan.parent, op.mtime_ms)
         directory = plan.parent
         last = len(plan.missing) - 1
@@ -447,6 +571,8 @@ class Namespace:
         _check_file_attributes(op.length, op.replication)
         plan = self._plan_create(path, op.overwrite)
         # Decided: from here on nothing can fail.
+        if self._undo is not None:
+            self._undo.append(self._undo_create(plan))
         node = INodeFile(
             plan.name, op.mtime_ms, op.permission, op.owner, op.group, op.length, op.replication
         )
@@ -461,9 +587,11 @@ class Namespace:
         _check_mtime(op.mtime_ms)
         plan = self._plan_delete(path, op.recursive)
         # Decided: from here on nothing can fail.
+        dirs, files = _count(plan.node)
+        if self._undo is not None:
+            self._undo.append(self._undo_delete(plan, dirs, files))
         del plan.parent.children[plan.node.name]
         _touch(plan.parent, op.mtime_ms)
-        dirs, files = _count(plan.node)
         self._dir_count -= dirs
         self._file_count -= files
         return True
@@ -474,6 +602,8 @@ class Namespace:
         _check_mtime(op.mtime_ms)
         plan = self._plan_rename(src, dst, into_directory=False)
         # Decided: from here on nothing can fail.
+        if self._undo is not None:
+            self._undo.append(_undo_rename(plan))
         del plan.src_parent.children[plan.node.name]
         plan.node.name = paths.basename(plan.dst)
         plan.dst_parent.children[plan.node.name] = plan.node
@@ -534,6 +664,15 @@ class Namespace:
         with self.lock:
             op = self.prepare_rename(src, dst, mtime_ms=mtime_ms)
             return str(self._execute(op))
+
+    def multi(
+        self, steps: Sequence[Callable[[Namespace], edits_pb2.EditOp | None]]
+    ) -> builtins.list[object]:
+        """Apply ``steps`` (see ``prepare_multi``) all at once or not at all; their results."""
+        with self.lock:
+            result = self._execute(self.prepare_multi(steps))
+        assert isinstance(result, builtins.list)
+        return result
 
     def _execute(self, op: edits_pb2.EditOp) -> object:
         # Without an edit log the op still takes the next txid, so that a test can replay the
@@ -715,6 +854,34 @@ class Namespace:
 # ---------------------------------------------------------------------------------------------
 # Helpers over plain values.
 # ---------------------------------------------------------------------------------------------
+
+
+def multi_refusal(exc: NamenodeError, index: int, count: int) -> NamenodeError:
+    """The refusal of a whole multi whose op ``index`` (of ``count``) was refused with ``exc``:
+    the same class, so a caller catches a multi's ``PathExistsError`` as a single call's,
+    with the index in its message and in ``multi_index``."""
+    message = f"multi op {index} of {count} refused: {exc}"
+    try:
+        refusal = type(exc)(message)
+    except TypeError:  # a class with a constructor of its own
+        refusal = NamenodeError(message)
+    refusal.multi_index = index  # type: ignore[attr-defined]
+    return refusal
+
+
+def _undo_rename(plan: _RenamePlan) -> Undo:
+    src_parent, dst_parent, node = plan.src_parent, plan.dst_parent, plan.node
+    name, src_mtime, dst_mtime = node.name, src_parent.mtime_ms, dst_parent.mtime_ms
+    new_name = paths.basename(plan.dst)
+
+    def undo() -> None:
+        del dst_parent.children[new_name]
+        node.name = name
+        src_parent.children[name] = node
+        dst_parent.mtime_ms = dst_mtime
+        src_parent.mtime_ms = src_mtime
+
+    return undo
 
 
 def _touch(directory: INodeDirectory, mtime_ms: int) -> None:

@@ -1,6 +1,7 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -75,8 +76,28 @@ class NoOp(_message.Message):
     payload: bytes
     def __init__(self, payload: _Optional[bytes] = ...) -> None: ...
 
+class MultiEntry(_message.Message):
+    __slots__ = ("mkdir", "create", "delete", "rename", "unchanged")
+    MKDIR_FIELD_NUMBER: _ClassVar[int]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    RENAME_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    mkdir: MkdirOp
+    create: CreateOp
+    delete: DeleteOp
+    rename: RenameOp
+    unchanged: NoOp
+    def __init__(self, mkdir: _Optional[_Union[MkdirOp, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., rename: _Optional[_Union[RenameOp, _Mapping]] = ..., unchanged: _Optional[_Union[NoOp, _Mapping]] = ...) -> None: ...
+
+class MultiOp(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[MultiEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[MultiEntry, _Mapping]]] = ...) -> None: ...
+
 class EditOp(_message.Message):
-    __slots__ = ("txid", "client_id", "call_id", "mkdir", "create", "delete", "rename", "start_log_segment", "end_log_segment", "noop")
+    __slots__ = ("txid", "client_id", "call_id", "mkdir", "create", "delete", "rename", "start_log_segment", "end_log_segment", "noop", "multi")
     TXID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +108,7 @@ class EditOp(_message.Message):
     START_LOG_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     END_LOG_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     NOOP_FIELD_NUMBER: _ClassVar[int]
+    MULTI_FIELD_NUMBER: _ClassVar[int]
     txid: int
     client_id: bytes
     call_id: int
@@ -97,4 +119,5 @@ class EditOp(_message.Message):
     start_log_segment: StartLogSegmentOp
     end_log_segment: EndLogSegmentOp
     noop: NoOp
-    def __init__(self, txid: _Optional[int] = ..., client_id: _Optional[bytes] = ..., call_id: _Optional[int] = ..., mkdir: _Optional[_Union[MkdirOp, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., rename: _Optional[_Union[RenameOp, _Mapping]] = ..., start_log_segment: _Optional[_Union[StartLogSegmentOp, _Mapping]] = ..., end_log_segment: _Optional[_Union[EndLogSegmentOp, _Mapping]] = ..., noop: _Optional[_Union[NoOp, _Mapping]] = ...) -> None: ...
+    multi: MultiOp
+    def __init__(self, txid: _Optional[int] = ..., client_id: _Optional[bytes] = ..., call_id: _Optional[int] = ..., mkdir: _Optional[_Union[MkdirOp, _Mapping]] = ..., create: _Optional[_Union[CreateOp, _Mapping]] = ..., delete: _Optional[_Union[DeleteOp, _Mapping]] = ..., rename: _Optional[_Union[RenameOp, _Mapping]] = ..., start_log_segment: _Optional[_Union[StartLogSegmentOp, _Mapping]] = ..., end_log_segment: _Optional[_Union[EndLogSegmentOp, _Mapping]] = ..., noop: _Optional[_Union[NoOp, _Mapping]] = ..., multi: _Optional[_Union[MultiOp, _Mapping]] = ...) -> None: ...
