@@ -1,11 +1,11 @@
 """What an operator reads from a live dev cluster, and who may call what (issue 10).
 
-The README's metric table is checked against a real ``/metrics`` scrape of each daemon: a
-JournalNode, and the active and standby NameNodes of a dev cluster (ZooKeeper, three
-JournalNodes, two NameNodes with automatic failover); every documented metric is served, and
-every served metric of the project is documented; the same both ways for each key of
-``/status.json`` against its table in docs/operations.md §13.2. Then a JournalNode is
-killed: the active's log names that JournalNode and the cause, and
+The table of metrics in docs/operations.md §5 is checked against a real ``/metrics`` scrape
+of each daemon: a JournalNode, and the active and standby NameNodes of a dev cluster
+(ZooKeeper, three JournalNodes, two NameNodes with automatic failover); every documented
+metric is served, and every served metric of the project is documented; the same both ways
+for each key of ``/status.json`` against its table in docs/operations.md §13.2. Then a
+JournalNode is killed: the active's log names that JournalNode and the cause, and
 ``qjm_logger_out_of_sync`` says it too.
 
 The dev cluster runs mutual TLS with a certificate per role (``hadev.pki``): a caller whose
@@ -41,8 +41,9 @@ OURS = re.compile(r"\b(?:journalnode|hanamenode|qjm|python_gc)_[a-z_]+\b")
 
 
 def documented() -> dict[str, set[str]]:
-    """README's Metrics table: metric names by daemon (JournalNode, NameNode)."""
-    section = (ROOT / "README.md").read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    """docs/operations.md §5's table of metrics: metric names by daemon (JournalNode, NameNode)."""
+    ops = (ROOT / "docs" / "operations.md").read_text()
+    section = ops.split("\n## 5. ", 1)[1].split("\n## ", 1)[0]
     table: dict[str, set[str]] = {"JournalNode": set(), "NameNode": set()}
     for line in section.splitlines():
         if line.startswith("| JournalNode") or line.startswith("| NameNode"):
@@ -95,9 +96,13 @@ def test_metrics_table_matches_live_scrapes_and_a_lost_journalnode_is_named(
         print(f"served: {len(jn_served)} JournalNode, {len(nn_served)} NameNode metrics")
         for daemon, served in (("JournalNode", set(jn_served)), ("NameNode", nn_served)):
             unserved = sorted(table[daemon] - served)
-            assert not unserved, f"README lists {daemon} metrics never served: {unserved}"
+            assert not unserved, (
+                f"docs/operations.md §5 lists {daemon} metrics never served: {unserved}"
+            )
             undocumented = sorted(served - table[daemon])
-            assert not undocumented, f"{daemon} serves metrics README lacks: {undocumented}"
+            assert not undocumented, (
+                f"{daemon} serves metrics docs/operations.md §5 lacks: {undocumented}"
+            )
 
         # Each daemon froze what it made at start after one full collection, and times
         # every collection since (conf/gcpauses.py).
