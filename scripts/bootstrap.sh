@@ -10,10 +10,13 @@
 #                  which would start a system service on port 2181.
 #   4. Chromium    apt-get install chromium chromium-driver, only when /usr/bin/chromium is
 #                  missing and we are root (the status page tests drive a real headless
-#                  browser, docs/operations.md §12); a failure is reported and skipped.
+#                  browser, docs/operations.md §13); a failure is reported and skipped.
 #   5. h2load      apt-get install nghttp2-client, only when h2load is missing and we are
 #                  root (bench.namenode_ops drives gRPC calls with it); a failure is reported
 #                  and skipped.
+#   6. FUSE        apt-get install fuse3, only when fusermount3 or libfuse3.so.3 is missing
+#                  and we are root (tests/powerloss mounts hadev.crashfs through mfusepy);
+#                  a failure is reported and skipped.
 #
 # Environment: PYTHON (default python3), HANAMENODE_EXTRAS (default test,spark),
 # HANAMENODE_SKIP_APT=1 to leave system packages alone.
@@ -69,3 +72,5 @@ apt_install Chromium "command -v chromium >/dev/null && command -v chromedriver 
     "the status page tests" chromium chromium-driver
 apt_install h2load "command -v h2load >/dev/null" "bench.namenode_ops's h2load series" \
     nghttp2-client
+apt_install FUSE "command -v fusermount3 >/dev/null && ldconfig -p | grep -q libfuse3.so.3" \
+    "the power-cut tests" fuse3
