@@ -11,7 +11,15 @@ methods. Before a servicer sees a request it checks, in order:
 2. that the request decodes at all (bytes that are no message of the method's type are
    INVALID_ARGUMENT, not gRPC's INTERNAL with a traceback in the daemon's log);
 3. the bounds of every field (``proto.bounds``): a field out of bounds is INVALID_ARGUMENT
-   naming the field, before the servicer acts.
+   naming the field, before the servicer acts;
+4. that every enum field holds a value its enum defines: proto3 enums are open, so a number
+   no member has decodes fine and would reach a servicer that compares it with the members
+   it knows (an unknown ``RequestSource`` skipped the manual-control check, issue 25 item
+   5). It is INVALID_ARGUMENT naming the field and the value.
+
+A method whose roles depend on the request (``MethodRule.roles_for``) cannot tell them from
+bytes that do not decode: those are INVALID_ARGUMENT before the role check (they carry
+nothing the servicer could act on), never an exception in the interceptor.
 
 Refusals carry the service's own error classes (``invalid`` and ``denied``), so a client
 re-raises them as it does the servicer's own refusals. Messages of a client stream (the
@@ -34,6 +42,7 @@ from typing import Any
 
 import grpc
 from cryptography import x509
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from proto import bounds
@@ -46,6 +55,7 @@ __all__ = [
     "RequestGuard",
     "Role",
     "roles_of_certificate",
+    "unknown_enum_value",
 ]
 
 ROLE_URI_PREFIX = "hanamenode-role:"
@@ -118,6 +128,30 @@ def _presented(context: grpc.ServicerContext) -> frozenset[str]:
     return roles_of_certificate(bytes(pems[0])) if pems else frozenset()
 
 
+def unknown_enum_value(request: Message, _prefix: str = "") -> str | None:
+    """Why ``request`` (nested messages included) is refused for an enum field holding a
+    number its enum has no member for, or None when every enum value is known."""
+    for field, value in request.ListFields():
+        path = _prefix + field.name
+        repeated = bool(field.is_repeated)
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            for item in value if repeated else (value,):
+                found = unknown_enum_value(item, path + ".")
+                if found is not None:
+                    return found
+        elif field.type == FieldDescriptor.TYPE_ENUM:
+            enum_type = field.enum_type
+            assert enum_type is not None  # an enum field always has its enum
+            for item in value if repeated else (value,):
+                if item not in enum_type.values_by_number:
+                    names = ", ".join(f"{v.name}={v.number}" for v in enum_type.values)
+                    return (
+                        f"request field {path} is {item}, not a value of "
+                        f"{enum_type.name} ({names})"
+                    )
+    return None
+
+
 def _names(roles: frozenset[Role] | frozenset[str]) -> str:
     return " or ".join(sorted(str(r) for r in roles)) or "none"
 
@@ -152,6 +186,11 @@ class RequestGuard(grpc.ServerInterceptor):
             rule = self._rules.get(method)
             if rule is None:
                 return self._denied(f"{name}: no role may call this method")
+            if isinstance(request, _Undecodable) and rule.roles_for is not None:
+                # The roles needed depend on fields these bytes do not have.
+                return self._invalid(
+                    f"{name}: the request is not a valid message ({request.reason})"
+                )
             needed = rule.needed(request)
             if not needed & presented:
                 return self._denied(
@@ -164,6 +203,9 @@ class RequestGuard(grpc.ServerInterceptor):
             violation = bounds.check(request)
             if violation is not None:
                 return self._invalid(f"{name}: {violation.message}")
+            unknown = unknown_enum_value(request)
+            if unknown is not None:
+                return self._invalid(f"{name}: {unknown}")
         return None
 
     # -- the interceptor -----------------------------------------------------------------------

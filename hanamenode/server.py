@@ -342,8 +342,10 @@ class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolSe
 
     def _check_manual_control(self, request: Any) -> None:
         # HDFS NameNode.checkHaStateChange: with automatic failover, only the ZKFC (or a user
-        # who insists with --forcemanual) may change the state.
-        if self.automatic_failover and request.source == namenode_pb2.REQUEST_BY_USER:
+        # who insists with --forcemanual) may change the state. Fail closed: a source that is
+        # neither (the guard refuses unknown enum values first) is a user's.
+        allowed = (namenode_pb2.REQUEST_BY_ZKFC, namenode_pb2.REQUEST_BY_USER_FORCED)
+        if self.automatic_failover and request.source not in allowed:
             raise AccessControlError(
                 "Manual HA control for this NameNode is disallowed, because automatic HA is "
                 "enabled (use --forcemanual to override)"
