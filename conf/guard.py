@@ -102,6 +102,11 @@ class MethodRule:
 
     roles: frozenset[Role] = frozenset()
     roles_for: Callable[[Any], frozenset[Role]] | None = None
+    per_message: bool = False
+    """A stream whose messages each carry a call of their own (the NameNode's Session): the
+    guard checks the caller's role when the stream opens and refuses undecodable bytes, and
+    the servicer checks each message's call with ``refusal`` and answers a refused one alone,
+    so that one bad call does not end the stream."""
 
     def needed(self, request: Any) -> frozenset[Role]:
         if self.roles_for is not None and request is not None:
@@ -231,6 +236,11 @@ class RequestGuard(grpc.ServerInterceptor):
     def _presented(self, context: grpc.ServicerContext) -> frozenset[str] | None:
         return _presented(context) if self.check_roles else None
 
+    def caller_roles(self, context: Any) -> frozenset[str] | None:
+        """The roles the caller's certificate presents, None when roles are not checked: what
+        ``refusal`` takes (a ``per_message`` servicer reads them once per stream)."""
+        return self._presented(context)
+
     def _wrap_unary(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         streaming = handler.response_streaming
         behavior = handler.unary_stream if streaming else handler.unary_unary
@@ -341,8 +351,14 @@ class AioRequestGuard(RequestGuard, grpc.aio.ServerInterceptor):
     def _wrap_aio_streaming(
         self, method: str, handler: grpc.RpcMethodHandler
     ) -> grpc.RpcMethodHandler:
+        rule = self._rules.get(method)
+        per_message = rule is not None and rule.per_message
+
         async def checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
             async for request in requests:
+                if per_message and not isinstance(request, _Undecodable):
+                    yield request  # the servicer checks the call it carries
+                    continue
                 refused = self.refusal(method, request, None)
                 if refused is not None:
                     raise refused

@@ -444,6 +444,18 @@ KEYS: tuple[Key, ...] = (
         "NameNode <id> starts as an observer (HDFS-12943): it tails the log and serves reads",
     ),
     Key(
+        "dfs.namenode.multi.max-ops",
+        _count(1, 100_000),
+        "1000",
+        "most ops one Multi call may hold (a longer one is refused, INVALID_ARGUMENT)",
+    ),
+    Key(
+        "dfs.namenode.session.max-unanswered-calls",
+        _count(1, 1 << 20),
+        "1024",
+        "calls one Session holds unanswered; more get RESOURCE_EXHAUSTED until answers drain",
+    ),
+    Key(
         "dfs.namenode.observer.read.max-wait.ms",
         _duration("ms", positive=False),
         "1000",
@@ -642,6 +654,12 @@ KEYS: tuple[Key, ...] = (
         "longest sleep between failovers (before jitter)",
     ),
     Key("dfs.client.rpc-timeout.ms", _duration("ms"), "20000", "deadline of one client RPC"),
+    Key(
+        "dfs.client.sessions.enabled",
+        parse_bool,
+        "true",
+        "the client pipelines its calls on one Session stream per NameNode; false: unary calls",
+    ),
     Key(
         "dfs.client.failover.proxy.provider.<ns>",
         parse_proxy_provider,

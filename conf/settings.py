@@ -124,6 +124,8 @@ class HASettings:
     new_active_timeout: float = 60.0
     cli_check_timeout: float = 20.0
     observer_read_max_wait: float = 1.0
+    multi_max_ops: int = 1000
+    session_max_unanswered: int = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +160,9 @@ class ClientSettings:
     rpc_timeout: float = 20.0
     observer_reads: bool = False
     """Reads go to observers first (``ObserverReadProxyProvider``), writes to the active."""
+    sessions: bool = True
+    """Calls travel pipelined on one Session stream per NameNode (docs/protocol.md §13);
+    False: one unary call each."""
 
 
 @dataclass(frozen=True)
@@ -433,6 +438,8 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         new_active_timeout=get("ha.failover-controller.new-active.rpc-timeout.ms"),
         cli_check_timeout=get("ha.failover-controller.cli-check.rpc-timeout.ms"),
         observer_read_max_wait=get("dfs.namenode.observer.read.max-wait.ms"),
+        multi_max_ops=get("dfs.namenode.multi.max-ops"),
+        session_max_unanswered=get("dfs.namenode.session.max-unanswered-calls"),
     )
     max_message_bytes: int = get("hanamenode.rpc.max-message.mb")
     if qjm.queued_edits_limit_bytes >= max_message_bytes:
@@ -496,6 +503,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
             failover_sleep_max=get("dfs.client.failover.sleep.max.millis"),
             rpc_timeout=get("dfs.client.rpc-timeout.ms"),
             observer_reads=_observer_reads(values, nameservice, namenode_ids),
+            sessions=get("dfs.client.sessions.enabled"),
         ),
         gc_freeze_after_start=get("hanamenode.gc.freeze-after-start"),
     )

@@ -135,6 +135,12 @@ class FSImageError(NamenodeError):
     code = grpc.StatusCode.INTERNAL
 
 
+class ImageNotFoundError(FSImageError):
+    """No fsimage for the txid asked (GetImage of a txid this NameNode does not keep)."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
 class CorruptImageError(FSImageError):
     """An fsimage does not match its ``.md5`` file, or the md5 file is missing or malformed."""
 
@@ -201,6 +207,7 @@ CODEC: ErrorCodec[NamenodeError] = ErrorCodec(
         SegmentOverrunError,
         EditLogReplayError,
         FSImageError,
+        ImageNotFoundError,
         CorruptImageError,
         CheckpointCancelledError,
         NameDirError,
@@ -213,12 +220,27 @@ CODEC: ErrorCodec[NamenodeError] = ErrorCodec(
 )
 
 
+MULTI_INDEX_KEY = "hn-multi-index"
+"""Trailer of a refused multi: the index of its first op that was refused (``multi_index``)."""
+
+
 def to_status(exc: NamenodeError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
     """Status code, details and trailing metadata that carry ``exc`` over gRPC."""
-    return CODEC.to_status(exc)
+    code, details, trailers = CODEC.to_status(exc)
+    index = getattr(exc, "multi_index", None)
+    if isinstance(index, int):
+        trailers = (*trailers, (MULTI_INDEX_KEY, str(index)))
+    return code, details, trailers
 
 
 def from_rpc_error(err: grpc.RpcError) -> NamenodeError:
     """The NamenodeError a servicer raised, rebuilt from its status; other failures
-    (unreachable node, deadline) come back as ``NamenodeUnavailableError``."""
-    return CODEC.from_rpc_error(err)
+    (unreachable node, deadline) come back as ``NamenodeUnavailableError``. A refused
+    multi's error has ``multi_index``."""
+    error = CODEC.from_rpc_error(err)
+    call = err if isinstance(err, grpc.Call | grpc.aio.AioRpcError) else None
+    trailers = call.trailing_metadata() if call is not None else None
+    for key, value in trailers or ():
+        if key == MULTI_INDEX_KEY and str(value).isdigit():
+            error.multi_index = int(value)  # type: ignore[attr-defined]
+    return error

@@ -108,29 +108,43 @@ retry_entries = sa.Table(
 
 
 def encode_result(result: object) -> str:
-    """A retry-cache answer as JSON: True/False, a StatInfo (create), a path (rename)."""
+    """A retry-cache answer as JSON: True/False, a StatInfo (create), a path (rename), or the
+    list of a multi's answers."""
+    return json.dumps(_encode_value(result))
+
+
+def _encode_value(result: object) -> dict[str, object]:
     if isinstance(result, bool) or result is None:
-        return json.dumps({"bool": result})
+        return {"bool": result}
     if isinstance(result, StatInfo):
-        return json.dumps({"stat": dataclasses.asdict(result)})
+        return {"stat": dataclasses.asdict(result)}
     if isinstance(result, str):
-        return json.dumps({"path": result})
+        return {"path": result}
+    if isinstance(result, list):
+        return {"multi": [_encode_value(item) for item in result]}
     raise FSImageError(f"cannot keep a {type(result).__name__} answer in the image: {result!r}")
 
 
 def decode_result(text: str) -> object:
     try:
-        value = json.loads(text)
-        (kind, body), = value.items()
-        if kind == "bool":
-            return body
-        if kind == "stat":
-            return StatInfo(**body)
-        if kind == "path":
-            return str(body)
+        return _decode_value(json.loads(text))
     except (ValueError, TypeError, AttributeError) as exc:
         raise FSImageError(f"bad retry cache answer {text[:100]!r} in the image: {exc}") from exc
-    raise FSImageError(f"bad retry cache answer {text[:100]!r} in the image")
+
+
+def _decode_value(value: object) -> object:
+    if not isinstance(value, dict):
+        raise TypeError(f"an answer is a JSON object, not {type(value).__name__}")
+    (kind, body), = value.items()
+    if kind == "bool":
+        return body
+    if kind == "stat":
+        return StatInfo(**body)
+    if kind == "path":
+        return str(body)
+    if kind == "multi":
+        return [_decode_value(item) for item in body]
+    raise ValueError(f"unknown answer kind {kind!r}")
 
 
 @dataclass(frozen=True, slots=True)

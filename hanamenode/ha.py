@@ -22,6 +22,9 @@ SEEN_TXID_KEY = "hn-seen-txid"
 """gRPC request metadata: the highest txid the client has seen (docs/consistency.md §9)."""
 STATE_TXID_KEY = "hn-state-txid"
 """gRPC trailing metadata of every ClientProtocol answer: the txid of the state it reflects."""
+ACTIVE_HINT_KEY = "hn-active"
+"""gRPC trailing metadata of a session ended by a step-down: the id of the NameNode that
+holds the election lock now, when one does (the client asks it first)."""
 MAX_TXID = 2**63 - 1
 
 

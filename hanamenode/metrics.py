@@ -149,6 +149,16 @@ class NameNodeMetrics:
             registry=r,
             buckets=_LATENCY_BUCKETS,
         )
+        self.sessions_opened = Counter(
+            "hanamenode_sessions_opened",
+            "Client sessions (ClientProtocol/Session streams) opened on this NameNode",
+            registry=r,
+        )
+        self.sessions_ended = Counter(
+            "hanamenode_sessions_ended_by_step_down",
+            "Client sessions this NameNode ended because it left the active state",
+            registry=r,
+        )
         self._collector: _StateCollector | None = None
         # The writer's per-JournalNode metrics (qjm.metrics) are per process: serve them here.
         r.register(_Forward(QJM_REGISTRY))

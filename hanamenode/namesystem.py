@@ -57,7 +57,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +74,8 @@ from hanamenode.errors import (
     EditLogError,
     EditLogReplayError,
     HealthCheckFailedError,
+    ImageNotFoundError,
+    InvalidArgumentError,
     NamenodeError,
     ObserverBehindError,
     ServiceFailedError,
@@ -109,6 +111,39 @@ ANSWER_TXID: contextvars.ContextVar[int] = contextvars.ContextVar("answer_txid",
 """The txid of the state the client call being answered reflects (0: none was decided, e.g.
 a refusal by state). Set by the client calls below in the caller's context: a grpc.aio call
 is one task, so the servicer reads what the namesystem set for its own call."""
+
+
+Step = Callable[[Namespace], edits_pb2.EditOp | None]
+"""One mutation's decision on a namespace (``Namespace.prepare_*``): an op, None for nothing
+to log, or the user's error. A multi is a list of them (``Namespace.prepare_multi``)."""
+
+
+def mkdir_step(path: str, *, create_parent: bool = False, permission: int = 0) -> Step:
+    perm = permission or DIR_PERMISSION
+    return lambda ns: ns.prepare_mkdir(path, parents=create_parent, permission=perm)
+
+
+def create_step(
+    path: str,
+    *,
+    overwrite: bool = False,
+    permission: int = 0,
+    length: int = 0,
+    replication: int = 0,
+) -> Step:
+    perm = permission or FILE_PERMISSION
+    repl = replication or DEFAULT_REPLICATION
+    return lambda ns: ns.prepare_create(
+        path, overwrite=overwrite, permission=perm, length=length, replication=repl
+    )
+
+
+def delete_step(path: str, *, recursive: bool = False) -> Step:
+    return lambda ns: ns.prepare_delete(path, recursive=recursive)
+
+
+def rename_step(src: str, dst: str) -> Step:
+    return lambda ns: ns.prepare_rename(src, dst)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +228,9 @@ class FSNamesystem:
         self._observer_at_start = nn_id in settings.namenode_ids and (
             settings.namenode(nn_id).observer
         )
+        self.on_leave_active: list[Callable[[str], None]] = []
+        """Called on the loop, with the reason, as this NameNode stops answering as the
+        active (the servicer ends its client sessions)."""
         self._log = log.bind(nn=nn_id)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -489,7 +527,33 @@ class FSNamesystem:
         )
         return Mutation(str(result), txid)
 
+    async def multi_async(
+        self, steps: Sequence[Step], *, client_id: bytes = b"", call_id: int = 0
+    ) -> Mutation[list[object]]:
+        """Apply ``steps`` (``mkdir_step``, ``create_step``...) as one transaction: every one,
+        in order, or none (docs/consistency.md §11). ``result`` holds each step's answer
+        (False for a mkdir -p of an existing directory); a refusal is the first refused
+        step's error with ``multi_index``. Retry-cached as one call."""
+        limit = self.settings.ha.multi_max_ops
+        if not steps:
+            raise InvalidArgumentError("a multi needs at least one op")
+        if len(steps) > limit:
+            raise InvalidArgumentError(
+                f"a multi holds at most {limit} ops (dfs.namenode.multi.max-ops), not "
+                f"{len(steps)}"
+            )
+        result, txid = await self._mutate(
+            "multi",
+            client_id,
+            call_id,
+            lambda ns: ns.prepare_multi(steps, client_id=client_id, call_id=call_id),
+        )
+        return Mutation(cast(list[object], result), txid)
+
     # The same calls from a thread that is not the loop's (tests, tools): one bridge each.
+
+    def multi(self, steps: Sequence[Step], **kwargs: Any) -> Mutation[list[object]]:
+        return self.nn_loop.run(self.multi_async(steps, **kwargs))
 
     def mkdirs(self, path: str, **kwargs: Any) -> Mutation[bool]:
         return self.nn_loop.run(self.mkdirs_async(path, **kwargs))
@@ -864,7 +928,7 @@ class FSNamesystem:
             if image_txid == txid:
                 fsimage.verify_md5(path)
                 return path
-        raise fsimage.FSImageError(f"no fsimage for txid {txid} in {self.name_dir.path}")
+        raise ImageNotFoundError(f"no fsimage for txid {txid} in {self.name_dir.path}")
 
     def install_uploaded_image(self, txid: int, md5: str, chunks: Iterable[bytes]) -> Path:
         """Store an image uploaded by a standby's checkpointer (PutImage), then keep the
@@ -1050,6 +1114,11 @@ class FSNamesystem:
             # Before any I/O (the END-op sync and the finalize may take the write timeout,
             # or hang): from here on, nothing is answered as the active.
             self._serving = False
+        for listener in self.on_leave_active:
+            try:
+                listener(reason)
+            except Exception:
+                self._log.exception("a leave-active listener failed", reason=reason)
         edit_log, qjm = self._edit_log, self._writer_qjm
         if edit_log is not None:
             try:

@@ -24,12 +24,13 @@ import enum
 import functools
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import grpc
 import structlog
+from google.protobuf.message import Message
 from prometheus_client import CollectorRegistry
 
 from conf import Settings
@@ -46,14 +47,25 @@ from hanamenode.errors import (
     InvalidArgumentError,
     NamenodeError,
     ServiceFailedError,
+    StandbyError,
     to_status,
 )
-from hanamenode.ha import SEEN_TXID_KEY, STATE_TXID_KEY, HAState, parse_txid
+from hanamenode.ha import ACTIVE_HINT_KEY, SEEN_TXID_KEY, STATE_TXID_KEY, HAState, parse_txid
 from hanamenode.loop import NameNodeLoop
 from hanamenode.metrics import NameNodeMetrics
 from hanamenode.namespace import StatInfo
-from hanamenode.namesystem import ANSWER_TXID, FSNamesystem, QJMFactory
+from hanamenode.namesystem import (
+    ANSWER_TXID,
+    FSNamesystem,
+    QJMFactory,
+    Step,
+    create_step,
+    delete_step,
+    mkdir_step,
+    rename_step,
+)
 from hanamenode.peers import NameNodePeers, connect_address
+from hanamenode.session import SessionEnd, SessionHandler
 from hanamenode.storage import NameDirectory
 from proto import namenode_pb2, namenode_pb2_grpc
 
@@ -84,9 +96,13 @@ def _rules() -> dict[str, MethodRule]:
     namenode_or_admin = MethodRule(frozenset({Role.NAMENODE, Role.ADMIN}))
     rules: dict[str, MethodRule] = {}
     for method in (
-        "Mkdirs", "Create", "Delete", "Rename", "GetListing", "GetFileInfo", "Msync"
+        "Mkdirs", "Create", "Delete", "Rename", "GetListing", "GetFileInfo", "Msync", "Multi"
     ):
         rules[f"/hanamenode.namenode.ClientProtocol/{method}"] = client
+    # Each message of a session is checked as its unary call is, by the servicer.
+    rules["/hanamenode.namenode.ClientProtocol/Session"] = MethodRule(
+        frozenset({Role.CLIENT}), per_message=True
+    )
     ha = "/hanamenode.namenode.HAServiceProtocol/"
     rules[ha + "GetServiceStatus"] = MethodRule(ANY_ROLE)
     rules[ha + "MonitorHealth"] = MethodRule(ANY_ROLE)
@@ -209,6 +225,51 @@ def _rpc(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+ACTIVE_HINT_TIMEOUT = 0.5
+"""Longest a step-down waits to learn the new active before it ends its sessions."""
+
+
+def multi_step(index: int, op: Any) -> Step:
+    """The namesystem's step for op ``index`` of a ``MultiRequest``."""
+    kind = op.WhichOneof("op")
+    if kind == "mkdirs":
+        m = op.mkdirs
+        return mkdir_step(m.path, create_parent=m.create_parent, permission=m.permission)
+    if kind == "create":
+        c = op.create
+        return create_step(
+            c.path, overwrite=c.overwrite, permission=c.permission, length=c.length,
+            replication=c.replication,
+        )
+    if kind == "delete":
+        return delete_step(op.delete.path, recursive=op.delete.recursive)
+    if kind == "rename":
+        return rename_step(op.rename.src, op.rename.dst)
+    error = InvalidArgumentError(f"multi op {index} holds no mkdirs, create, delete or rename")
+    error.multi_index = index  # type: ignore[attr-defined]
+    raise error
+
+
+def multi_result(kind: str | None, result: object, txid: int) -> Any:
+    """The answer of one op of a multi, as its unary call would give it."""
+    if kind == "mkdirs":
+        return namenode_pb2.MultiResult(
+            mkdirs=namenode_pb2.MkdirsResponse(created=bool(result), txid=txid)
+        )
+    if kind == "create":
+        assert isinstance(result, StatInfo)
+        return namenode_pb2.MultiResult(
+            create=namenode_pb2.CreateResponse(status=file_status(result), txid=txid)
+        )
+    if kind == "delete":
+        return namenode_pb2.MultiResult(
+            delete=namenode_pb2.DeleteResponse(deleted=bool(result), txid=txid)
+        )
+    return namenode_pb2.MultiResult(
+        rename=namenode_pb2.RenameResponse(final_path=str(result), txid=txid)
+    )
+
+
 def file_status(info: StatInfo) -> namenode_pb2.FileStatus:
     return namenode_pb2.FileStatus(
         path=info.path,
@@ -238,7 +299,37 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
     reads (refused by a standby unless the header allows stale reads; held by an observer
     until it has applied the txid of the request's ``hn-seen-txid`` metadata). Every answer,
     a refusal included, carries the txid of the state it reflects in the trailer
-    ``hn-state-txid`` when the namesystem decided one (docs/consistency.md §9)."""
+    ``hn-state-txid`` when the namesystem decided one (docs/consistency.md §9).
+
+    Each call is one coroutine of ``_calls`` (request, seen txid -> answer), served alone by
+    its unary method and pipelined with others by ``Session`` (``hanamenode.session``,
+    docs/protocol.md §13). ``check`` is the guard's per-message check of a session's calls
+    (``(method, request, roles) -> refusal``; None: no guard)."""
+
+    def __init__(
+        self,
+        fsn: FSNamesystem,
+        check: Callable[[str, Any, frozenset[str] | None], Exception | None] | None = None,
+        roles: Callable[[Context], frozenset[str] | None] = lambda context: None,
+        active_hint: Callable[[], Awaitable[str | None]] | None = None,
+    ) -> None:
+        super().__init__(fsn)
+        self._check = check
+        self._roles = roles
+        self._active_hint = active_hint
+        self._sessions: set[SessionHandler] = set()
+        self._ending: set[asyncio.Task[None]] = set()
+        self._calls: dict[str, Callable[[Any, int], Awaitable[Any]]] = {
+            "mkdirs": self._mkdirs,
+            "create": self._create,
+            "delete": self._delete,
+            "rename": self._rename,
+            "get_listing": self._get_listing,
+            "get_file_info": self._get_file_info,
+            "msync": self._msync,
+            "multi": self._multi,
+        }
+        fsn.on_leave_active.append(self._end_sessions)
 
     def state_trailer(self) -> tuple[tuple[str, str], ...]:
         txid = ANSWER_TXID.get()
@@ -252,8 +343,9 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
                 return parse_txid(SEEN_TXID_KEY, text)
         return 0
 
-    @_rpc
-    async def Mkdirs(self, request: Any, context: Context) -> Any:
+    # -- the calls ------------------------------------------------------------------------------
+
+    async def _mkdirs(self, request: Any, seen_txid: int) -> Any:
         h = request.header
         done = await self.fsn.mkdirs_async(
             request.path,
@@ -264,8 +356,7 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
         )
         return namenode_pb2.MkdirsResponse(created=done.result, txid=done.txid)
 
-    @_rpc
-    async def Create(self, request: Any, context: Context) -> Any:
+    async def _create(self, request: Any, seen_txid: int) -> Any:
         h = request.header
         done = await self.fsn.create_async(
             request.path,
@@ -278,43 +369,152 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
         )
         return namenode_pb2.CreateResponse(status=file_status(done.result), txid=done.txid)
 
-    @_rpc
-    async def Delete(self, request: Any, context: Context) -> Any:
+    async def _delete(self, request: Any, seen_txid: int) -> Any:
         h = request.header
         done = await self.fsn.delete_async(
             request.path, recursive=request.recursive, client_id=h.client_id, call_id=h.call_id
         )
         return namenode_pb2.DeleteResponse(deleted=done.result, txid=done.txid)
 
-    @_rpc
-    async def Rename(self, request: Any, context: Context) -> Any:
+    async def _rename(self, request: Any, seen_txid: int) -> Any:
         h = request.header
         done = await self.fsn.rename_async(
             request.src, request.dst, client_id=h.client_id, call_id=h.call_id
         )
         return namenode_pb2.RenameResponse(final_path=done.result, txid=done.txid)
 
-    @_rpc
-    async def GetListing(self, request: Any, context: Context) -> Any:
+    async def _get_listing(self, request: Any, seen_txid: int) -> Any:
         entries = await self.fsn.get_listing_async(
             request.path,
             allow_stale_read=request.header.allow_stale_read,
-            seen_txid=self._seen_txid(context),
+            seen_txid=seen_txid,
         )
         return namenode_pb2.GetListingResponse(entries=[file_status(e) for e in entries])
 
-    @_rpc
-    async def GetFileInfo(self, request: Any, context: Context) -> Any:
+    async def _get_file_info(self, request: Any, seen_txid: int) -> Any:
         info = await self.fsn.get_file_info_async(
             request.path,
             allow_stale_read=request.header.allow_stale_read,
-            seen_txid=self._seen_txid(context),
+            seen_txid=seen_txid,
         )
         return namenode_pb2.GetFileInfoResponse(status=file_status(info))
 
+    async def _msync(self, request: Any, seen_txid: int) -> Any:
+        return namenode_pb2.MsyncResponse(txid=await self.fsn.msync_async())
+
+    async def _multi(self, request: Any, seen_txid: int) -> Any:
+        h = request.header
+        steps = [multi_step(index, op) for index, op in enumerate(request.ops)]
+        done = await self.fsn.multi_async(steps, client_id=h.client_id, call_id=h.call_id)
+        results = [
+            multi_result(op.WhichOneof("op"), result, done.txid)
+            for op, result in zip(request.ops, done.result, strict=True)
+        ]
+        return namenode_pb2.MultiResponse(results=results, txid=done.txid)
+
+    # -- unary ----------------------------------------------------------------------------------
+
+    @_rpc
+    async def Mkdirs(self, request: Any, context: Context) -> Any:
+        return await self._mkdirs(request, 0)
+
+    @_rpc
+    async def Create(self, request: Any, context: Context) -> Any:
+        return await self._create(request, 0)
+
+    @_rpc
+    async def Delete(self, request: Any, context: Context) -> Any:
+        return await self._delete(request, 0)
+
+    @_rpc
+    async def Rename(self, request: Any, context: Context) -> Any:
+        return await self._rename(request, 0)
+
+    @_rpc
+    async def GetListing(self, request: Any, context: Context) -> Any:
+        return await self._get_listing(request, self._seen_txid(context))
+
+    @_rpc
+    async def GetFileInfo(self, request: Any, context: Context) -> Any:
+        return await self._get_file_info(request, self._seen_txid(context))
+
     @_rpc
     async def Msync(self, request: Any, context: Context) -> Any:
-        return namenode_pb2.MsyncResponse(txid=await self.fsn.msync_async())
+        return await self._msync(request, 0)
+
+    @_rpc
+    async def Multi(self, request: Any, context: Context) -> Any:
+        return await self._multi(request, 0)
+
+    # -- the session ----------------------------------------------------------------------------
+
+    async def Session(self, request_iterator: AsyncIterator[Any], context: Context) -> Any:
+        """Many calls of one client, pipelined (``hanamenode.session``)."""
+        roles = self._roles(context)
+        check = self._check
+
+        def refusal(method: str, request: Message) -> Exception | None:
+            if check is None:
+                return None
+            return check(f"/hanamenode.namenode.ClientProtocol/{method}", request, roles)
+
+        async def serve(kind: str, request: Any, seen_txid: int) -> Any:
+            return await self._calls[kind](request, seen_txid)
+
+        observe = self.metrics.rpc_seconds.labels
+        handler = SessionHandler(
+            serve,
+            refusal,
+            limit=self.fsn.settings.ha.session_max_unanswered,
+            name=self.fsn.nn_id,
+            observe=lambda method, seconds: observe(method).observe(seconds),
+        )
+        self._sessions.add(handler)
+        self.metrics.sessions_opened.inc()
+        try:
+            async for response in handler.run(request_iterator):
+                yield response
+        finally:
+            self._sessions.discard(handler)
+        end = handler.ended
+        if end is not None and end.code is not grpc.StatusCode.CANCELLED:
+            context.set_trailing_metadata(end.trailers)
+            await context.abort(end.code, end.details)
+
+    def _end_sessions(self, reason: str) -> None:
+        """The NameNode left the active state: end every open session with a StandbyError
+        that names the new active when the election already knows it (the client resends
+        its unanswered calls there, with the same ids)."""
+        sessions = list(self._sessions)
+        if not sessions:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._end_sessions_with_hint(sessions, reason), name=f"end-sessions-{self.fsn.nn_id}"
+        )
+        self._ending = {t for t in self._ending if not t.done()} | {task}
+
+    async def _end_sessions_with_hint(self, sessions: list[SessionHandler], reason: str) -> None:
+        hint: str | None = None
+        if self._active_hint is not None:
+            try:
+                hint = await asyncio.wait_for(self._active_hint(), ACTIVE_HINT_TIMEOUT)
+            except Exception as exc:  # the election is unreachable: no hint
+                log.info(
+                    "no new active known for ending sessions", error=f"{type(exc).__name__}: {exc}"
+                )
+        if hint == self.fsn.nn_id:
+            hint = None
+        where = f"; the active is now {hint}" if hint else "; the new active is not known yet"
+        refusal = StandbyError(
+            f"Operation category WRITE is not supported in state standby: NameNode "
+            f"{self.fsn.nn_id} left the active state ({reason}){where}"
+        )
+        code, details, trailers = to_status(refusal)
+        if hint:
+            trailers = (*trailers, (ACTIVE_HINT_KEY, hint))
+        for handler in sessions:
+            handler.end(SessionEnd(code, details, trailers))
+        self.metrics.sessions_ended.inc(len(sessions))
 
 
 class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolServicer):
@@ -614,7 +814,10 @@ class NameNodeServer:
         )
         self._server = server
         namenode_pb2_grpc.add_ClientProtocolServicer_to_server(
-            ClientProtocolServicer(fsn), server
+            ClientProtocolServicer(
+                fsn, guard.refusal, guard.caller_roles, active_hint=self._active_hint
+            ),
+            server,
         )
         namenode_pb2_grpc.add_HAServiceProtocolServicer_to_server(
             HAServiceProtocolServicer(
@@ -628,6 +831,14 @@ class NameNodeServer:
         port = bind(server, self.rpc_address, self.settings.tls)
         await server.start()
         return port
+
+    async def _active_hint(self) -> str | None:
+        """Who holds the election lock now (a ZooKeeper read, off the loop); None without
+        automatic failover or when nobody does."""
+        elector = self._elector
+        if elector is None:
+            return None
+        return await self.nn_loop.blocking(elector.lock_holder)
 
     def _start_metrics_server(self, address: str) -> None:
         """/metrics, and the status page with /status.json (docs/operations.md §13)."""

@@ -131,6 +131,10 @@ BOUNDS: Mapping[str, Bound] = MappingProxyType(
         _NN + "RenameRequest.dst": MaxBytes(PATH_MAX_BYTES),
         _NN + "GetListingRequest.path": MaxBytes(PATH_MAX_BYTES),
         _NN + "GetFileInfoRequest.path": MaxBytes(PATH_MAX_BYTES),
+        # A session's own fields; the calls it carries have their own entries above, and
+        # the count of a multi's ops is the NameNode's rule (dfs.namenode.multi.max-ops).
+        _NN + "SessionRequest.id": IntRange(0, 2**64 - 1),
+        _NN + "SessionRequest.seen_txid": _TXID,
         # HAServiceProtocol.
         _NN + "CedeRequest.millis_to_cede": IntRange(0, CEDE_MAX_MILLIS),
         # NamenodeProtocol.

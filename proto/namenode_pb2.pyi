@@ -184,6 +184,114 @@ class MsyncResponse(_message.Message):
     txid: int
     def __init__(self, txid: _Optional[int] = ...) -> None: ...
 
+class MultiOp(_message.Message):
+    __slots__ = ("mkdirs", "create", "delete", "rename")
+    MKDIRS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    RENAME_FIELD_NUMBER: _ClassVar[int]
+    mkdirs: MkdirsRequest
+    create: CreateRequest
+    delete: DeleteRequest
+    rename: RenameRequest
+    def __init__(self, mkdirs: _Optional[_Union[MkdirsRequest, _Mapping]] = ..., create: _Optional[_Union[CreateRequest, _Mapping]] = ..., delete: _Optional[_Union[DeleteRequest, _Mapping]] = ..., rename: _Optional[_Union[RenameRequest, _Mapping]] = ...) -> None: ...
+
+class MultiRequest(_message.Message):
+    __slots__ = ("header", "ops")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    header: RpcHeader
+    ops: _containers.RepeatedCompositeFieldContainer[MultiOp]
+    def __init__(self, header: _Optional[_Union[RpcHeader, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[MultiOp, _Mapping]]] = ...) -> None: ...
+
+class MultiResult(_message.Message):
+    __slots__ = ("mkdirs", "create", "delete", "rename")
+    MKDIRS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    RENAME_FIELD_NUMBER: _ClassVar[int]
+    mkdirs: MkdirsResponse
+    create: CreateResponse
+    delete: DeleteResponse
+    rename: RenameResponse
+    def __init__(self, mkdirs: _Optional[_Union[MkdirsResponse, _Mapping]] = ..., create: _Optional[_Union[CreateResponse, _Mapping]] = ..., delete: _Optional[_Union[DeleteResponse, _Mapping]] = ..., rename: _Optional[_Union[RenameResponse, _Mapping]] = ...) -> None: ...
+
+class MultiResponse(_message.Message):
+    __slots__ = ("results", "txid")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[MultiResult]
+    txid: int
+    def __init__(self, results: _Optional[_Iterable[_Union[MultiResult, _Mapping]]] = ..., txid: _Optional[int] = ...) -> None: ...
+
+class SessionRequest(_message.Message):
+    __slots__ = ("id", "seen_txid", "mkdirs", "create", "delete", "rename", "get_listing", "get_file_info", "msync", "multi")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SEEN_TXID_FIELD_NUMBER: _ClassVar[int]
+    MKDIRS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    RENAME_FIELD_NUMBER: _ClassVar[int]
+    GET_LISTING_FIELD_NUMBER: _ClassVar[int]
+    GET_FILE_INFO_FIELD_NUMBER: _ClassVar[int]
+    MSYNC_FIELD_NUMBER: _ClassVar[int]
+    MULTI_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    seen_txid: int
+    mkdirs: MkdirsRequest
+    create: CreateRequest
+    delete: DeleteRequest
+    rename: RenameRequest
+    get_listing: GetListingRequest
+    get_file_info: GetFileInfoRequest
+    msync: MsyncRequest
+    multi: MultiRequest
+    def __init__(self, id: _Optional[int] = ..., seen_txid: _Optional[int] = ..., mkdirs: _Optional[_Union[MkdirsRequest, _Mapping]] = ..., create: _Optional[_Union[CreateRequest, _Mapping]] = ..., delete: _Optional[_Union[DeleteRequest, _Mapping]] = ..., rename: _Optional[_Union[RenameRequest, _Mapping]] = ..., get_listing: _Optional[_Union[GetListingRequest, _Mapping]] = ..., get_file_info: _Optional[_Union[GetFileInfoRequest, _Mapping]] = ..., msync: _Optional[_Union[MsyncRequest, _Mapping]] = ..., multi: _Optional[_Union[MultiRequest, _Mapping]] = ...) -> None: ...
+
+class SessionError(_message.Message):
+    __slots__ = ("code", "message", "trailers")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TRAILERS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    trailers: _containers.RepeatedCompositeFieldContainer[SessionTrailer]
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., trailers: _Optional[_Iterable[_Union[SessionTrailer, _Mapping]]] = ...) -> None: ...
+
+class SessionTrailer(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class SessionResponse(_message.Message):
+    __slots__ = ("id", "state_txid", "error", "mkdirs", "create", "delete", "rename", "get_listing", "get_file_info", "msync", "multi")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_TXID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MKDIRS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    RENAME_FIELD_NUMBER: _ClassVar[int]
+    GET_LISTING_FIELD_NUMBER: _ClassVar[int]
+    GET_FILE_INFO_FIELD_NUMBER: _ClassVar[int]
+    MSYNC_FIELD_NUMBER: _ClassVar[int]
+    MULTI_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    state_txid: int
+    error: SessionError
+    mkdirs: MkdirsResponse
+    create: CreateResponse
+    delete: DeleteResponse
+    rename: RenameResponse
+    get_listing: GetListingResponse
+    get_file_info: GetFileInfoResponse
+    msync: MsyncResponse
+    multi: MultiResponse
+    def __init__(self, id: _Optional[int] = ..., state_txid: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., mkdirs: _Optional[_Union[MkdirsResponse, _Mapping]] = ..., create: _Optional[_Union[CreateResponse, _Mapping]] = ..., delete: _Optional[_Union[DeleteResponse, _Mapping]] = ..., rename: _Optional[_Union[RenameResponse, _Mapping]] = ..., get_listing: _Optional[_Union[GetListingResponse, _Mapping]] = ..., get_file_info: _Optional[_Union[GetFileInfoResponse, _Mapping]] = ..., msync: _Optional[_Union[MsyncResponse, _Mapping]] = ..., multi: _Optional[_Union[MultiResponse, _Mapping]] = ...) -> None: ...
+
 class HAEmpty(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -69,6 +69,16 @@ class ClientProtocolStub:
                 request_serializer=proto_dot_namenode__pb2.MsyncRequest.SerializeToString,
                 response_deserializer=proto_dot_namenode__pb2.MsyncResponse.FromString,
                 _registered_method=True)
+        self.Multi = channel.unary_unary(
+                '/hanamenode.namenode.ClientProtocol/Multi',
+                request_serializer=proto_dot_namenode__pb2.MultiRequest.SerializeToString,
+                response_deserializer=proto_dot_namenode__pb2.MultiResponse.FromString,
+                _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/hanamenode.namenode.ClientProtocol/Session',
+                request_serializer=proto_dot_namenode__pb2.SessionRequest.SerializeToString,
+                response_deserializer=proto_dot_namenode__pb2.SessionResponse.FromString,
+                _registered_method=True)
 
 
 class ClientProtocolServicer:
@@ -116,6 +126,18 @@ class ClientProtocolServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Multi(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Session(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClientProtocolServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +175,16 @@ def add_ClientProtocolServicer_to_server(servicer, server):
                     servicer.Msync,
                     request_deserializer=proto_dot_namenode__pb2.MsyncRequest.FromString,
                     response_serializer=proto_dot_namenode__pb2.MsyncResponse.SerializeToString,
+            ),
+            'Multi': grpc.unary_unary_rpc_method_handler(
+                    servicer.Multi,
+                    request_deserializer=proto_dot_namenode__pb2.MultiRequest.FromString,
+                    response_serializer=proto_dot_namenode__pb2.MultiResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=proto_dot_namenode__pb2.SessionRequest.FromString,
+                    response_serializer=proto_dot_namenode__pb2.SessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -344,6 +376,60 @@ class ClientProtocol:
             '/hanamenode.namenode.ClientProtocol/Msync',
             proto_dot_namenode__pb2.MsyncRequest.SerializeToString,
             proto_dot_namenode__pb2.MsyncResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Multi(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hanamenode.namenode.ClientProtocol/Multi',
+            proto_dot_namenode__pb2.MultiRequest.SerializeToString,
+            proto_dot_namenode__pb2.MultiResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/hanamenode.namenode.ClientProtocol/Session',
+            proto_dot_namenode__pb2.SessionRequest.SerializeToString,
+            proto_dot_namenode__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

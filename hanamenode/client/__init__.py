@@ -7,14 +7,26 @@ configured NameNodes plus one retry policy, reusing ``(client_id, call_id)`` on 
         fs.mkdirs("/a/b", parents=True)
 """
 
-from hanamenode.client.client import HaFsClient, ListingsAhead, status_from_pb
+from hanamenode.client.client import (
+    CreateOp,
+    DeleteOp,
+    HaFsClient,
+    ListingsAhead,
+    MkdirsOp,
+    RenameOp,
+    status_from_pb,
+)
 from hanamenode.client.failover_proxy import FailoverProxy, NameNodeAddress, RetryPolicy
 
 __all__ = [
+    "CreateOp",
+    "DeleteOp",
     "FailoverProxy",
     "HaFsClient",
     "ListingsAhead",
+    "MkdirsOp",
     "NameNodeAddress",
+    "RenameOp",
     "RetryPolicy",
     "status_from_pb",
 ]

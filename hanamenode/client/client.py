@@ -20,6 +20,7 @@ import builtins
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from types import TracebackType
 
 import grpc
@@ -29,10 +30,82 @@ from hanamenode.client.failover_proxy import FailoverProxy, NameNodeAddress, Ret
 from hanamenode.namespace import StatInfo
 from proto import namenode_pb2, namenode_pb2_grpc
 
-__all__ = ["HaFsClient", "ListingsAhead", "status_from_pb"]
+__all__ = ["CreateOp", "DeleteOp", "HaFsClient", "ListingsAhead", "MkdirsOp", "RenameOp",
+           "status_from_pb"]
 
 _Stub = namenode_pb2_grpc.ClientProtocolStub
 _Header = namenode_pb2.RpcHeader
+
+
+@dataclass(frozen=True, slots=True)
+class MkdirsOp:
+    """A mkdir in a multi (``HaFsClient.multi``); its answer is ``mkdirs``'s."""
+
+    path: str
+    parents: bool = False
+    permission: int = 0
+
+    def message(self) -> namenode_pb2.MultiOp:
+        return namenode_pb2.MultiOp(mkdirs=namenode_pb2.MkdirsRequest(
+            path=self.path, create_parent=self.parents, permission=self.permission
+        ))
+
+
+@dataclass(frozen=True, slots=True)
+class CreateOp:
+    """A create in a multi; its answer is the new file's ``StatInfo``."""
+
+    path: str
+    overwrite: bool = False
+    permission: int = 0
+    length: int = 0
+    replication: int = 0
+
+    def message(self) -> namenode_pb2.MultiOp:
+        return namenode_pb2.MultiOp(create=namenode_pb2.CreateRequest(
+            path=self.path, overwrite=self.overwrite, permission=self.permission,
+            length=self.length, replication=self.replication,
+        ))
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOp:
+    """A delete in a multi; its answer is True."""
+
+    path: str
+    recursive: bool = False
+
+    def message(self) -> namenode_pb2.MultiOp:
+        return namenode_pb2.MultiOp(
+            delete=namenode_pb2.DeleteRequest(path=self.path, recursive=self.recursive)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RenameOp:
+    """A rename in a multi; its answer is the final path."""
+
+    src: str
+    dst: str
+
+    def message(self) -> namenode_pb2.MultiOp:
+        return namenode_pb2.MultiOp(
+            rename=namenode_pb2.RenameRequest(src=self.src, dst=self.dst)
+        )
+
+
+MultiOpSpec = MkdirsOp | CreateOp | DeleteOp | RenameOp
+
+
+def _multi_answer(result: namenode_pb2.MultiResult) -> object:
+    kind = result.WhichOneof("result")
+    if kind == "mkdirs":
+        return bool(result.mkdirs.created)
+    if kind == "create":
+        return status_from_pb(result.create.status)
+    if kind == "delete":
+        return bool(result.delete.deleted)
+    return str(result.rename.final_path)
 
 
 def status_from_pb(status: namenode_pb2.FileStatus) -> StatInfo:
@@ -60,7 +133,9 @@ class HaFsClient:
 
     ``allow_stale_read`` makes ``list`` and ``stat`` accept a standby's answer, which may lag
     the active (as etcd's serializable reads); by default every answer is linearizable
-    (docs/consistency.md §4).
+    (docs/consistency.md §4). ``sessions`` (default: ``dfs.client.sessions.enabled``, else
+    True) pipelines every call of every thread on one session per NameNode; False makes one
+    unary call each (docs/protocol.md §13).
     """
 
     def __init__(
@@ -72,6 +147,7 @@ class HaFsClient:
         client_id: bytes | None = None,
         channel_factory: Callable[[str], grpc.Channel] | None = None,
         allow_stale_read: bool = False,
+        sessions: bool | None = None,
     ) -> None:
         self.allow_stale_read = allow_stale_read
         self.proxy: FailoverProxy
@@ -79,11 +155,13 @@ class HaFsClient:
             self.proxy = target
         elif isinstance(target, Settings):
             self.proxy = FailoverProxy.from_settings(
-                target, policy, client_id=client_id, channel_factory=channel_factory
+                target, policy, client_id=client_id, channel_factory=channel_factory,
+                sessions=sessions,
             )
         else:
             self.proxy = FailoverProxy(
-                target, policy, tls=tls, client_id=client_id, channel_factory=channel_factory
+                target, policy, tls=tls, client_id=client_id, channel_factory=channel_factory,
+                sessions=True if sessions is None else sessions,
             )
 
     # -- mutations -----------------------------------------------------------------------------
@@ -145,6 +223,22 @@ class HaFsClient:
             return stub.Rename(request, timeout=timeout)
 
         return str(self.proxy.call("rename", invoke).final_path)
+
+    def multi(self, ops: Sequence[MultiOpSpec]) -> builtins.list[object]:
+        """Apply ``ops`` (``MkdirsOp``, ``CreateOp``, ``DeleteOp``, ``RenameOp``) as one
+        atomic unit, in order: every one or none (docs/consistency.md §11). The answers,
+        one per op, as the single calls give them. A refusal is the first refused op's
+        error, with its index in ``multi_index``::
+
+            fs.multi([MkdirsOp("/a"), CreateOp("/a/f"), RenameOp("/b", "/a/b")])
+        """
+        request = namenode_pb2.MultiRequest(ops=[op.message() for op in ops])
+
+        def invoke(stub: _Stub, header: _Header, timeout: float) -> namenode_pb2.MultiResponse:
+            request.header.CopyFrom(header)
+            return stub.Multi(request, timeout=timeout)
+
+        return [_multi_answer(r) for r in self.proxy.call("multi", invoke).results]
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ import structlog
 from conf import ConfigError, Settings, TLSSettings
 from conf.rpc import make_channel
 from conf.settings import ClientSettings
+from hanamenode.client.session import ClientSession, SessionStub
 from hanamenode.errors import (
     EditLogError,
     NamenodeError,
@@ -60,7 +61,7 @@ from hanamenode.errors import (
     StandbyError,
     from_rpc_error,
 )
-from hanamenode.ha import SEEN_TXID_KEY, STATE_TXID_KEY, parse_txid
+from hanamenode.ha import ACTIVE_HINT_KEY, SEEN_TXID_KEY, STATE_TXID_KEY, parse_txid
 from hanamenode.peers import connect_address
 from proto import namenode_pb2, namenode_pb2_grpc
 
@@ -232,6 +233,7 @@ class FailoverProxy:
         rng: random.Random | None = None,
         pinned: bool = False,
         observer_reads: bool = False,
+        sessions: bool = True,
     ) -> None:
         if not namenodes:
             raise ValueError("a failover proxy needs at least one NameNode address")
@@ -254,7 +256,11 @@ class FailoverProxy:
         self._call_ids = itertools.count(1)
         self._current = 0
         self._channels: dict[str, grpc.Channel] = {}
-        self._stubs: dict[str, namenode_pb2_grpc.ClientProtocolStub] = {}
+        self._stubs: dict[str, Any] = {}
+        self.sessions = sessions
+        """Calls travel on one ``ClientSession`` per NameNode, shared by every thread
+        (docs/protocol.md §13); False: one unary call each."""
+        self._sessions: dict[str, ClientSession] = {}
         self._closed = False
         self.observer_reads = observer_reads and not pinned
         """Reads go to an observer first (HDFS's ObserverReadProxyProvider)."""
@@ -275,9 +281,11 @@ class FailoverProxy:
         *,
         client_id: bytes | None = None,
         channel_factory: Callable[[str], grpc.Channel] | None = None,
+        sessions: bool | None = None,
     ) -> FailoverProxy:
         """The NameNodes of ``dfs.ha.namenodes.<ns>`` in configured order, the policy of
-        ``dfs.client.*``, the channel TLS of ``hanamenode.rpc.tls.*``."""
+        ``dfs.client.*``, the channel TLS of ``hanamenode.rpc.tls.*``; ``sessions``
+        overrides ``dfs.client.sessions.enabled``."""
         if not settings.namenode_ids:
             raise ConfigError(
                 "no NameNodes configured",
@@ -297,6 +305,7 @@ class FailoverProxy:
             client_id=client_id,
             channel_factory=channel_factory,
             observer_reads=settings.client.observer_reads,
+            sessions=settings.client.sessions if sessions is None else sessions,
         )
 
     @classmethod
@@ -341,7 +350,8 @@ class FailoverProxy:
             if txid > self._seen_txid:
                 self._seen_txid = txid
 
-    def _stub(self, nn: NameNodeAddress) -> namenode_pb2_grpc.ClientProtocolStub:
+    def _stub(self, nn: NameNodeAddress) -> Any:
+        """The ClientProtocol stub of ``nn``: over its session, or unary calls."""
         with self._lock:
             if self._closed:
                 raise NamenodeError("the client is closed")
@@ -351,9 +361,25 @@ class FailoverProxy:
                     self._channel_factory(nn.address), self._interceptor
                 )
                 self._channels[nn.address] = channel
-                stub = namenode_pb2_grpc.ClientProtocolStub(channel)
+                if self.sessions:
+                    stub = SessionStub(
+                        lambda: self._session(nn), lambda: self._seen_txid, self._saw
+                    )
+                else:
+                    stub = namenode_pb2_grpc.ClientProtocolStub(channel)
                 self._stubs[nn.address] = stub
             return stub
+
+    def _session(self, nn: NameNodeAddress) -> ClientSession:
+        """The open session to ``nn``, a new one when there is none or it broke."""
+        with self._lock:
+            if self._closed:
+                raise NamenodeError("the client is closed")
+            session = self._sessions.get(nn.address)
+            if session is None or session.broken:
+                session = ClientSession(self._channels[nn.address], name=str(nn))
+                self._sessions[nn.address] = session
+            return session
 
     def _fail_over(self, index: int) -> int:
         """Move past NameNode ``index`` unless another thread already moved; the index the
@@ -366,6 +392,20 @@ class FailoverProxy:
     def _answered(self, index: int) -> None:
         with self._lock:
             self._current = index
+
+    def _hinted(self, err: grpc.RpcError) -> int | None:
+        """The configured NameNode a step-down named as the new active (the trailer
+        ``hn-active`` of an ended session), made current; None without a usable hint."""
+        trailers: Any = err.trailing_metadata() if isinstance(err, grpc.Call) else None
+        for key, value in trailers or ():
+            if key != ACTIVE_HINT_KEY:
+                continue
+            for index, nn in enumerate(self.namenodes):
+                if nn.nn_id == value:
+                    with self._lock:
+                        self._current = index
+                    return index
+        return None
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -409,12 +449,13 @@ class FailoverProxy:
                     raise error from None
                 last = error
                 answers[nn] = f"{type(error).__name__}: {error}"
+                hinted = self._hinted(err)
             else:
                 self._answered(index)
                 return reply
             if attempt == policy.max_attempts:
                 break
-            index = self._fail_over(index)
+            index = self._fail_over(index) if hinted is None else hinted
             delay = policy.sleep_before(attempt, self._rng.uniform(0.5, 1.5))
             self._log.info(
                 "failing over",
@@ -518,8 +559,12 @@ class FailoverProxy:
         with self._lock:
             self._closed = True
             channels = list(self._channels.values())
+            sessions = list(self._sessions.values())
             self._channels.clear()
             self._stubs.clear()
+            self._sessions.clear()
+        for session in sessions:
+            session.close()
         for channel in channels:
             channel.close()
 

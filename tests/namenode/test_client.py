@@ -2,7 +2,11 @@
 real JournalNodes (``tests.namenode.cluster``): finding the active, manual failovers between
 and during calls, at-most-once retries across a failover (the same ``(client_id, call_id)``
 on every attempt), unreachable NameNodes skipped, bounded backoff, and every refusal raised
-at once as its own exception class."""
+at once as its own exception class.
+
+The tests that count attempts with ``Recorder`` (a unary-call interceptor) run the client on
+unary calls; the others on sessions, the default. tests/namenode/test_sessions.py covers what
+is particular to sessions."""
 
 from __future__ import annotations
 
@@ -209,7 +213,7 @@ def test_finds_the_active_when_nn1_is_standby_and_remembers_it(cluster: NameNode
     cluster.transition_to_active("nn2")
     recorder = Recorder()
     assert cluster.settings is not None
-    with HaFsClient(cluster.settings, channel_factory=recorder) as fs:
+    with HaFsClient(cluster.settings, channel_factory=recorder, sessions=False) as fs:
         assert fs.proxy.current.nn_id == "nn1"  # configured order
         assert fs.mkdirs("/a") is True
         assert [a.address for a in recorder.attempts] == [address(cluster, "nn1"),
@@ -301,7 +305,7 @@ def test_retry_after_a_lost_response_and_a_failover_runs_once(cluster: NameNodeC
 
     recorder = Recorder(hook=lose_first_create)
     with HaFsClient(
-        namenodes(cluster, "nn1", "nn2"), policy=FAST, channel_factory=recorder
+        namenodes(cluster, "nn1", "nn2"), policy=FAST, channel_factory=recorder, sessions=False
     ) as fs:
         fs.mkdirs("/d")
         status = fs.create("/d/f", length=42)
@@ -386,7 +390,9 @@ def test_unreachable_namenodes_are_skipped(cluster: NameNodeCluster) -> None:
         policy = RetryPolicy(max_attempts=8, sleep_base=0.01, sleep_max=0.05, rpc_timeout=0.5)
         recorder = Recorder()
         targets = [refused, silent, *namenodes(cluster, "nn2", "nn1")]
-        with HaFsClient(targets, policy=policy, channel_factory=recorder) as fs:
+        with HaFsClient(
+            targets, policy=policy, channel_factory=recorder, sessions=False
+        ) as fs:
             assert fs.mkdirs("/x") is True
             assert [a.address for a in recorder.attempts] == [t.address for t in targets]
             assert fs.proxy.current.nn_id == "nn1"
@@ -407,6 +413,7 @@ def test_no_active_namenode_gives_up_after_bounded_backoff(cluster: NameNodeClus
         channel_factory=recorder,
         sleep=sleeps.append,
         rng=NoJitter(),
+        sessions=False,
     )
     with HaFsClient(proxy) as fs, pytest.raises(NamenodeUnavailableError) as info:
         fs.mkdirs("/nowhere")
@@ -431,7 +438,8 @@ def test_every_refusal_is_raised_at_once_as_its_named_exception(
     sleeps: list[float] = []
     recorder = Recorder()
     proxy = FailoverProxy(
-        namenodes(cluster, "nn2", "nn1"), FAST, channel_factory=recorder, sleep=sleeps.append
+        namenodes(cluster, "nn2", "nn1"), FAST, channel_factory=recorder, sleep=sleeps.append,
+        sessions=False,
     )
     with HaFsClient(proxy) as fs:
         fs.mkdirs("/a/b", parents=True)
