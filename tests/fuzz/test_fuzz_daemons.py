@@ -1,15 +1,19 @@
 """Generated requests, well-formed and malformed, to live JournalNode and NameNode processes.
 
 Three JournalNodes and an active NameNode run as real processes (``hadev.namenodes``). For
-``--fuzz-minutes`` (default 1) hypothesis generates requests for every unary and
-server-streaming method of ``QJournalService`` and of ``ClientProtocol`` — fields of every
-size and value, including out of bounds — and raw bytes that are no message at all. Then:
+``--fuzz-minutes`` (default 1, shared by the three services' tests) hypothesis generates
+requests for every method of ``QJournalService``, of ``ClientProtocol`` and of the
+NameNode's ``HAServiceProtocol`` and ``NamenodeProtocol`` — fields of every size and value,
+including out of bounds and enum numbers no member has — and raw bytes that are no message at
+all. Then:
 
 - every call is answered with a status the daemon decided: a response, or an error that
   carries its error class (``hn-error-class``) or is gRPC's own message-size refusal; never
   UNKNOWN, INTERNAL, a deadline or a dead daemon;
 - a refused request changes nothing: on the JournalNodes, no file or directory appears,
-  changes or disappears; on the NameNode, no transaction is applied;
+  changes or disappears; on the NameNode, no transaction is applied and its HA state stays;
+- an accepted HA call that took the NameNode out of ACTIVE (a transition hypothesis made up)
+  is undone by making it active again, so that the next request meets an active NameNode;
 - at the end every daemon still runs and answers, and no log holds a traceback.
 
 The JournalNode requests name the journal ``fuzz`` (formatted here) or ids hypothesis makes
@@ -80,7 +84,11 @@ def _field(field: FieldDescriptor, depth: int) -> st.SearchStrategy[Any]:
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         return message(field.message_type, depth + 1)
     if field.type == FieldDescriptor.TYPE_ENUM:
-        return st.sampled_from([v.number for v in field.enum_type.values])
+        # proto3 enums are open: a number no member has decodes, and must be refused.
+        return st.one_of(
+            st.sampled_from([v.number for v in field.enum_type.values]),
+            st.integers(-(2**31), 2**31 - 1),
+        )
     return _SCALARS[field.type]
 
 
@@ -162,6 +170,8 @@ def _call(
         elif streaming == "both":
             for _ in channel.stream_stream(method)(iter([raw]), timeout=CALL_TIMEOUT):
                 pass
+        elif streaming == "request":
+            channel.stream_unary(method)(iter([raw]), timeout=CALL_TIMEOUT)
         else:
             channel.unary_unary(method)(raw, timeout=CALL_TIMEOUT)
     except grpc.RpcError as err:
@@ -215,13 +225,17 @@ def _settings() -> settings:
 
 JN_SERVICE = journal_pb2.DESCRIPTOR.services_by_name["QJournalService"]
 NN_SERVICE = namenode_pb2.DESCRIPTOR.services_by_name["ClientProtocol"]
+HA_SERVICE = namenode_pb2.DESCRIPTOR.services_by_name["HAServiceProtocol"]
+NNP_SERVICE = namenode_pb2.DESCRIPTOR.services_by_name["NamenodeProtocol"]
+SERVICES = (JN_SERVICE, NN_SERVICE, HA_SERVICE, NNP_SERVICE)
+SHARE = 1 / 3  # of --fuzz-minutes for each test: JournalNodes, clients, HA and NamenodeProtocol
 
 
 def _methods(service: Any) -> list[tuple[str, Descriptor, str]]:
     out = []
     for m in service.methods:
         kind = "both" if m.client_streaming and m.server_streaming else (
-            "response" if m.server_streaming else "unary"
+            "response" if m.server_streaming else "request" if m.client_streaming else "unary"
         )
         out.append((f"/{service.full_name}/{m.name}", m.input_type, kind))
     return out
@@ -236,7 +250,7 @@ def _request(methods: list[tuple[str, Descriptor, str]]) -> st.SearchStrategy[An
 def test_journalnodes_answer_every_generated_request_and_refusals_change_nothing(
     cluster: NameNodeProcessCluster, fuzz_seed: int, request: pytest.FixtureRequest
 ) -> None:
-    minutes = float(request.config.getoption("--fuzz-minutes")) / 2
+    minutes = float(request.config.getoption("--fuzz-minutes")) * SHARE
     methods = _methods(JN_SERVICE)
     channels = [make_channel(a) for a in cluster.journal.addresses]
     counts: dict[str, int] = {}
@@ -273,7 +287,7 @@ def test_journalnodes_answer_every_generated_request_and_refusals_change_nothing
 def test_namenode_answers_every_generated_request_and_refusals_change_nothing(
     cluster: NameNodeProcessCluster, fuzz_seed: int, request: pytest.FixtureRequest
 ) -> None:
-    minutes = float(request.config.getoption("--fuzz-minutes")) / 2
+    minutes = float(request.config.getoption("--fuzz-minutes")) * SHARE
     methods = _methods(NN_SERVICE)
     nn = cluster["nn1"]
     channel = make_channel(nn.address)
@@ -310,6 +324,61 @@ def test_namenode_answers_every_generated_request_and_refusals_change_nothing(
     _check_alive_and_clean(cluster)
 
 
+def test_namenode_answers_every_generated_ha_and_namenode_protocol_request(
+    cluster: NameNodeProcessCluster, fuzz_seed: int, request: pytest.FixtureRequest
+) -> None:
+    minutes = float(request.config.getoption("--fuzz-minutes")) * SHARE
+    methods = _methods(HA_SERVICE) + _methods(NNP_SERVICE)
+    nn = cluster["nn1"]
+    channel = make_channel(nn.address)
+    status = channel.unary_unary(
+        "/hanamenode.namenode.HAServiceProtocol/GetServiceStatus",
+        request_serializer=namenode_pb2.HAEmpty.SerializeToString,
+        response_deserializer=namenode_pb2.ServiceStatus.FromString,
+    )
+    counts: dict[str, int] = {}
+    restored = 0
+
+    def facts() -> tuple[int, int]:
+        s = status(namenode_pb2.HAEmpty(), timeout=CALL_TIMEOUT)
+        return s.state, s.last_applied_txid
+
+    def one_round(round_seed: int) -> None:
+        @_settings()
+        @seed(round_seed)
+        @given(_request(methods))
+        def attempt(generated: tuple[tuple[str, Descriptor, str], Any]) -> None:
+            nonlocal restored
+            (method, _, kind), request_ = generated
+            before = facts()
+            answer = _call(channel, method, request_, kind)
+            _check_answer(method, answer)
+            counts[answer[0].name] = counts.get(answer[0].name, 0) + 1
+            after = facts()
+            if answer[0] != grpc.StatusCode.OK:
+                assert after == before, f"{method} was refused ({answer}) but {before} -> {after}"
+            elif after[0] != namenode_pb2.ACTIVE:
+                # An accepted transition (a source hypothesis chose): make it active again.
+                if after[0] == namenode_pb2.OBSERVER:
+                    nn.transition_to_standby()
+                nn.transition_to_active()
+                restored += 1
+
+        attempt()
+
+    try:
+        rounds = _run_for(minutes, fuzz_seed + 20_000, one_round)
+    finally:
+        channel.close()
+    print(
+        f"NameNode HA and NamenodeProtocol: {rounds} rounds, answers "
+        f"{dict(sorted(counts.items()))}, made active again {restored} times"
+    )
+    with HaFsClient(cluster.settings()) as fs:
+        assert fs.stat("/seeded/dir").is_dir
+    _check_alive_and_clean(cluster)
+
+
 def _check_alive_and_clean(cluster: NameNodeProcessCluster) -> None:
     daemons = [*cluster.journal, cluster["nn1"]]
     for daemon in daemons:
@@ -321,7 +390,7 @@ def _check_alive_and_clean(cluster: NameNodeProcessCluster) -> None:
 
 
 def test_the_fuzz_strategies_reach_every_method() -> None:
-    for service in (JN_SERVICE, NN_SERVICE):
+    for service in SERVICES:
         for method, input_type, _ in _methods(service):
             if input_type.full_name not in _classes:
                 pytest.fail(f"{method}: no message class for {input_type.full_name}")
