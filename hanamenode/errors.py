@@ -141,12 +141,6 @@ class ImageNotFoundError(FSImageError):
     code = grpc.StatusCode.NOT_FOUND
 
 
-class ImageNotFoundError(FSImageError):
-    """No fsimage for the txid asked (GetImage of a txid this NameNode does not keep)."""
-
-    code = grpc.StatusCode.NOT_FOUND
-
-
 class CorruptImageError(FSImageError):
     """An fsimage does not match its ``.md5`` file, or the md5 file is missing or malformed."""
 
