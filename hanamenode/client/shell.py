@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import click
+from click.shell_completion import BashComplete, CompletionItem, add_completion_class
 
 from conf import ConfigError, Settings, load_settings
 from conf.logging import LOG_FORMAT_OPTION, LOG_LEVELS, setup_logging
@@ -62,6 +63,7 @@ __all__ = [
     "human_size",
     "ls_line",
     "main",
+    "normalize_argument",
     "passes_test",
     "permission_string",
 ]
@@ -222,6 +224,34 @@ def passes_test(flag: str, st: StatInfo | None) -> bool:
     }[flag]
 
 
+def normalize_argument(path: str) -> str:
+    """An absolute path argument spelt as ``hdfs dfs`` takes it, in the one spelling the
+    NameNode accepts: ``//`` and ``.`` components dropped, ``..`` resolved, no trailing ``/``
+    (Hadoop's ``Path`` normalizes its URI the same way). The NameNode's rule stays strict
+    (``hanamenode.paths.validate_path``); the shell does what a user means before asking it.
+    Anything else is given back unchanged for the NameNode to refuse with its own message: a
+    relative path, or a ``..`` above the root.
+
+    >>> normalize_argument("/user/"), normalize_argument("//a/./b//c/"), normalize_argument("/a/..")
+    ('/user', '/a/b/c', '/')
+    >>> normalize_argument("relative/"), normalize_argument("/../etc")
+    ('relative/', '/../etc')
+    """
+    if not path.startswith(namespace_paths.SEPARATOR):
+        return path
+    names: list[str] = []
+    for name in path.split(namespace_paths.SEPARATOR):
+        if name in ("", "."):
+            continue
+        if name == "..":
+            if not names:
+                return path
+            names.pop()
+        else:
+            names.append(name)
+    return namespace_paths.SEPARATOR + namespace_paths.SEPARATOR.join(names)
+
+
 # ---------------------------------------------------------------------------------------------
 # The commands.
 # ---------------------------------------------------------------------------------------------
@@ -338,6 +368,7 @@ class _Shell:
                 return False
             return True
 
+        path = normalize_argument(path)  # as hdfs dfs takes it; errors name this spelling
         try:
             matched = expand_glob(path, list_names, exists)
         except NamenodeError as exc:
@@ -714,6 +745,79 @@ def find(
                     with shell.reporting("find", st.path):
                         pending.extend(reversed(shell.fs.list(st.path)))
     shell.finish()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tab completion: click's ``_HAFS_COMPLETE`` protocol (docs/operations.md §11).
+# ---------------------------------------------------------------------------------------------
+
+
+def complete_path(ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+    """The namespace's names that complete ``incomplete``, a directory with a trailing ``/``
+    (to go on into it: ``hafs`` takes the ``/``) and a file without. Read from any NameNode
+    (a stale read is enough to type a name), with the options given to ``hafs`` before the
+    command."""
+    if not incomplete.startswith(namespace_paths.SEPARATOR):
+        return [CompletionItem(namespace_paths.SEPARATOR)] if not incomplete else []
+    typed_dir, _, prefix = incomplete.rpartition(namespace_paths.SEPARATOR)
+    directory = normalize_argument(typed_dir or namespace_paths.ROOT)
+    options = ctx.find_root().params
+    shell = _Shell(
+        options.get("conf_path"),
+        namenode=options.get("namenode"),
+        fs_address=options.get("fs_address"),
+        stale_ok=True,
+    )
+    try:
+        items = shell.fs.list(directory)
+    except (NamenodeError, click.ClickException):
+        # A completion has no channel for an error: its output is the list of candidates
+        # and the terminal line is being edited. No candidate is what the user sees.
+        return []
+    finally:
+        shell.close()
+    if len(items) == 1 and items[0].path == directory:  # a file lists as itself
+        return []
+    return [
+        CompletionItem(f"{typed_dir}/{name}" + ("/" if st.is_dir else ""))
+        for st in items
+        if (name := namespace_paths.basename(st.path)).startswith(prefix)
+    ]
+
+
+class NamespacePath(click.ParamType):
+    """A path argument of a ``hafs`` command: a string whose tab completion lists the
+    namespace (``complete_path``)."""
+
+    name = "path"
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[CompletionItem]:
+        return complete_path(ctx, incomplete)
+
+
+# Every argument of every command is a path (or, for stat, a FORMAT, where a path candidate
+# does no harm); set here once so that a command added later completes too.
+for _command in main.commands.values():
+    for _param in _command.params:
+        if isinstance(_param, click.Argument):
+            _param.type = NamespacePath()
+
+
+@add_completion_class
+class _BashComplete(BashComplete):
+    """click's bash completion, except that a lone candidate ending in ``/`` (a directory)
+    gets no space after it, so that the next tab goes on into the directory."""
+
+    source_template = BashComplete.source_template.replace(
+        "    return 0\n}",
+        "    if [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} == */ ]]; then\n"
+        "        compopt -o nospace\n"
+        "    fi\n\n"
+        "    return 0\n}",
+        1,
+    )
 
 
 if __name__ == "__main__":
