@@ -2,7 +2,7 @@
 ``hdfs haadmin`` and ``hdfs zkfc -formatZK``::
 
     hactl --conf C get-service-state nn1          # prints active / standby
-    hactl --conf C get-all-service-state          # "127.0.0.1:8020  active", one per NameNode
+    hactl --conf C get-all-service-state          # "nn1  127.0.0.1:8020  active", one each
     hactl --conf C check-health nn1               # exit 0 when healthy
     hactl --conf C failover nn1 nn2               # make nn2 active (graceful)
     hactl --conf C transition-to-active [--forcemanual] nn1
@@ -155,15 +155,17 @@ def get_service_state(c: _Context, nn_id: str) -> None:
 @cli.command("get-all-service-state")
 @pass_context
 def get_all_service_state(c: _Context) -> None:
-    """Print the address and HA state of every NameNode, one per line."""
+    """Print the id, address and HA state of every NameNode, one per line
+    (``nn1  127.0.0.1:8020  active``): the id is what the other commands take."""
     targets = [c.target(nn) for nn in c.settings.namenode_ids]
+    id_width = max((len(t.nn_id) for t in targets), default=0)
     width = max((len(t.address) for t in targets), default=0)
     for target in targets:
         try:
             state = describe_status(target.status(c.rpc_timeout))
         except NamenodeError as exc:
             state = f"Failed to connect: {exc}"
-        click.echo(f"{target.address:<{width}}  {state}")
+        click.echo(f"{target.nn_id:<{id_width}}  {target.address:<{width}}  {state}")
 
 
 @cli.command("check-health")

@@ -92,11 +92,13 @@ def test_get_service_state(nn1_active: Env) -> None:
 
 
 def test_get_all_service_state(nn1_active: Env) -> None:
+    """One line per NameNode: its id (what every other command takes), its address, its
+    state, in aligned columns (issue 28 item 2)."""
     a1, a2 = nn1_active.address("nn1"), nn1_active.address("nn2")
     width = max(len(a1), len(a2))
     result = hactl(nn1_active.conf, "get-all-service-state")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == f"{a1:<{width}}  active\n{a2:<{width}}  standby\n"
+    assert result.stdout == f"nn1  {a1:<{width}}  active\nnn2  {a2:<{width}}  standby\n"
 
 
 def test_unknown_namenode_is_an_illegal_argument(nn1_active: Env) -> None:
