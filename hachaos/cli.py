@@ -26,6 +26,7 @@ from conf import parse_duration
 from conf.logging import setup_logging
 from conf.mutants import MutantError
 from hachaos.checker import HistoryError, check_history, read_history
+from hachaos.final import require_segment_check
 from hachaos.nemesis import Fault, parse_faults
 from hachaos.netns import NetworkError, cleanup_stale
 from hachaos.runner import RunOptions, print_check, run
@@ -114,6 +115,8 @@ def run_command(
     directory: Path | None,
 ) -> None:
     """Run the cluster, the clients and the nemesis, then check everything."""
+    if (missing := require_segment_check()) is not None:
+        _fail(missing)
     if os.geteuid() != 0:
         _fail("needs root: it makes network namespaces (run it with sudo)")
     setup_logging("console", "warning")

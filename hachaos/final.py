@@ -29,7 +29,6 @@ from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.client.client import status_from_pb
 from hanamenode.errors import NamenodeError
 from hanamenode.namespace import StatInfo
-from pipeline.verify import group_findings, hash_segment, list_dir_segments
 from proto import namenode_pb2
 
 __all__ = [
@@ -86,9 +85,27 @@ def check_acks(settings: Settings, acked: Sequence[str]) -> list[Finding]:
     ] * bool(missing)
 
 
+def require_segment_check() -> str | None:
+    """Why ``check_txids`` could not run here (its module, ``pipeline.verify``, needs the
+    spark extra), or None when it can: asked before a run, not discovered at its end."""
+    try:
+        import pipeline.verify  # noqa: F401 - only whether it imports
+    except ImportError as exc:
+        return (
+            f"the final check hashes segments with hapipe verify's code, which cannot be "
+            f"imported ({exc}): pip install 'hanamenode[spark]'"
+        )
+    return None
+
+
 def check_txids(edits_dirs: Sequence[str]) -> tuple[int, list[Finding]]:
     """Hash every finalized segment of every JournalNode (``pipeline.verify``'s code, run
     here without Spark): (segments, findings)."""
+    # Imported here, not with the module: pipeline.verify imports pyspark (the spark extra),
+    # and ``hachaos --help`` or ``check`` must work with the base install; ``run`` asks for
+    # it before it starts (``require_segment_check``).
+    from pipeline.verify import group_findings, hash_segment, list_dir_segments
+
     tasks = list_dir_segments(edits_dirs)
     rows = [dict(zip(_COLUMNS, hash_segment(task), strict=True)) for task in tasks]
     groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)

@@ -18,6 +18,8 @@
 #                  and we are root (tests/powerloss mounts hadev.crashfs through mfusepy);
 #                  a failure is reported and skipped.
 #
+# Concurrent runs in one checkout wait for each other (a lock on this script).
+#
 # Environment: PYTHON (default python3), HANAMENODE_EXTRAS (default test,spark),
 # HANAMENODE_SKIP_APT=1 to leave system packages alone.
 set -euo pipefail
@@ -30,6 +32,15 @@ STAMP=$VENV/.bootstrap-stamp
 ZK_JAR=/usr/share/java/zookeeper.jar
 
 say() { echo "bootstrap: $*"; }
+
+# One run at a time per checkout: two at once (two make targets, CI jobs sharing a checkout)
+# would both pip install into one .venv and break it. A second run waits on a lock of this
+# script (flock(1)); the lock goes with the process, whatever way it ends.
+exec 9<scripts/bootstrap.sh
+if ! flock --nonblock 9; then
+    say "another bootstrap of this checkout is running; waiting for it"
+    flock 9
+fi
 
 if [[ ! -x $VENV/bin/python ]]; then
     say "creating $VENV with $("$PYTHON" --version 2>&1)"
