@@ -18,7 +18,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,20 +86,26 @@ class H2loadRun:
     seconds: float
 
 
+Messages = bytes | Sequence[bytes]
+"""What one h2load stream posts: one message (a unary call), or several, each its own gRPC
+frame in one request body (the calls of a ``Session`` stream, sent and then half-closed)."""
+
+
 @contextlib.contextmanager
-def _files(message: bytes) -> Iterator[tuple[Path, Path]]:
-    """(body, log) for one h2load run: the request body holding ``message`` as a gRPC frame,
+def _files(message: Messages) -> Iterator[tuple[Path, Path]]:
+    """(body, log) for one h2load run: the request body holding ``message`` as gRPC frames,
     and where h2load logs each call; FileNotFoundError saying how to install h2load."""
     if shutil.which("h2load") is None:
         raise FileNotFoundError(INSTALL_HINT)
+    messages = [message] if isinstance(message, bytes) else list(message)
     with tempfile.TemporaryDirectory(prefix="h2load-") as tmp:
         body, log = Path(tmp) / "body", Path(tmp) / "log"
-        body.write_bytes(grpc_frame(message))
+        body.write_bytes(b"".join(grpc_frame(m) for m in messages))
         yield body, log
 
 
 def run(
-    url: str, message: bytes, in_flight: int, seconds: float, connections: int = 4
+    url: str, message: Messages, in_flight: int, seconds: float, connections: int = 4
 ) -> H2loadRun:
     """``h2load`` posting ``message`` to ``url`` (``http://host:port/package.Service/Method``)
     with ``in_flight`` calls outstanding for ``seconds``."""
@@ -121,7 +127,9 @@ def run(
 
 
 @contextlib.contextmanager
-def background(url: str, message: bytes, in_flight: int, limit: float = 600.0) -> Iterator[None]:
+def background(
+    url: str, message: Messages, in_flight: int, limit: float = 600.0
+) -> Iterator[None]:
     """``h2load`` posting ``message`` to ``url`` with ``in_flight`` calls outstanding while the
     ``with`` body runs (at most ``limit`` seconds): a load that costs the measuring process
     no CPU and no GIL. Stopped with SIGTERM on exit; ``RuntimeError`` when it ended early

@@ -159,6 +159,12 @@ class NameNodeMetrics:
             "Client sessions this NameNode ended because it left the active state",
             registry=r,
         )
+        self.session_unanswered = Gauge(
+            "hanamenode_session_unanswered_calls",
+            "Calls received on open client sessions and not answered yet (running or queued "
+            "to be written), over all sessions",
+            registry=r,
+        )
         self._collector: _StateCollector | None = None
         # The writer's per-JournalNode metrics (qjm.metrics) are per process: serve them here.
         r.register(_Forward(QJM_REGISTRY))

@@ -34,6 +34,7 @@ from google.protobuf.message import Message
 from prometheus_client import CollectorRegistry
 
 from conf import Settings
+from conf.connections import watch as watch_connections
 from conf.guard import ANY_ROLE, AioRequestGuard, MethodRule, Role
 from conf.keys import MIB
 from conf.mutants import announce as announce_mutants
@@ -330,6 +331,10 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
             "multi": self._multi,
         }
         fsn.on_leave_active.append(self._end_sessions)
+        # Read at scrape time from the web server's thread: list() copies the set at once.
+        self.metrics.session_unanswered.set_function(
+            lambda: float(sum(h.unanswered for h in list(self._sessions)))
+        )
 
     def state_trailer(self) -> tuple[tuple[str, str], ...]:
         txid = ANSWER_TXID.get()
@@ -790,6 +795,7 @@ class NameNodeServer:
             self.stop()
             raise
         announce_mutants("hanamenode", self.metrics.registry, self._log)
+        watch_connections("hanamenode", self.metrics.registry)
         self._log.info(
             "namenode started",
             rpc=self.address,

@@ -47,6 +47,9 @@ from proto import namenode_pb2
 
 log = structlog.get_logger(__name__)
 
+BATCH_ANSWERS = 256
+"""Most answers one ``SessionResponses`` message carries."""
+
 METHODS: dict[str, str] = {
     "mkdirs": "Mkdirs",
     "create": "Create",
@@ -134,29 +137,35 @@ class SessionHandler:
             self._answers.put_nowait(None)
 
     async def run(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        """The answers, as the calls finish; returns once the client half-closed and every
-        call is answered. Raises ``SessionEnd``'s status through the caller's abort when
-        ``end`` was called (``ended``)."""
+        """``SessionResponses``, each holding every answer ready when it is written (the
+        answers one group commit releases travel together, in one write); returns once the
+        client half-closed and every call is answered, or after ``end``."""
         reader = asyncio.get_running_loop().create_task(self._read(requests))
         try:
             while True:
-                item = await self._answers.get()
-                if item is None:  # the reader is done, or end() was called
-                    if self._end is not None or (not self._reading and self.unanswered == 0):
-                        return
-                    continue
-                response, refusal = item
-                if refusal:
-                    self._refusals -= 1
-                yield response
-                if self._answers.qsize() < self.limit:
-                    self._drained.set()
+                batch = self._take(await self._answers.get())
+                while len(batch) < BATCH_ANSWERS and not self._answers.empty():
+                    batch.extend(self._take(self._answers.get_nowait()))
+                if batch:
+                    yield namenode_pb2.SessionResponses(responses=batch)
+                    if self._answers.qsize() < self.limit:
+                        self._drained.set()
+                if self._end is not None:
+                    return
                 if not self._reading and self.unanswered == 0:
                     return
         finally:
             reader.cancel()
             for task in self._tasks:
                 task.cancel()
+
+    def _take(self, item: tuple[Any, bool] | None) -> list[Any]:
+        if item is None:  # the reader is done, or end() was called: run() checks which
+            return []
+        response, refusal = item
+        if refusal:
+            self._refusals -= 1
+        return [response]
 
     @property
     def ended(self) -> SessionEnd | None:

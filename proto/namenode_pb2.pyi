@@ -266,6 +266,12 @@ class SessionTrailer(_message.Message):
     value: str
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
+class SessionResponses(_message.Message):
+    __slots__ = ("responses",)
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    responses: _containers.RepeatedCompositeFieldContainer[SessionResponse]
+    def __init__(self, responses: _Optional[_Iterable[_Union[SessionResponse, _Mapping]]] = ...) -> None: ...
+
 class SessionResponse(_message.Message):
     __slots__ = ("id", "state_txid", "error", "mkdirs", "create", "delete", "rename", "get_listing", "get_file_info", "msync", "multi")
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -77,7 +77,7 @@ class ClientProtocolStub:
         self.Session = channel.stream_stream(
                 '/hanamenode.namenode.ClientProtocol/Session',
                 request_serializer=proto_dot_namenode__pb2.SessionRequest.SerializeToString,
-                response_deserializer=proto_dot_namenode__pb2.SessionResponse.FromString,
+                response_deserializer=proto_dot_namenode__pb2.SessionResponses.FromString,
                 _registered_method=True)
 
 
@@ -184,7 +184,7 @@ def add_ClientProtocolServicer_to_server(servicer, server):
             'Session': grpc.stream_stream_rpc_method_handler(
                     servicer.Session,
                     request_deserializer=proto_dot_namenode__pb2.SessionRequest.FromString,
-                    response_serializer=proto_dot_namenode__pb2.SessionResponse.SerializeToString,
+                    response_serializer=proto_dot_namenode__pb2.SessionResponses.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -429,7 +429,7 @@ class ClientProtocol:
             target,
             '/hanamenode.namenode.ClientProtocol/Session',
             proto_dot_namenode__pb2.SessionRequest.SerializeToString,
-            proto_dot_namenode__pb2.SessionResponse.FromString,
+            proto_dot_namenode__pb2.SessionResponses.FromString,
             options,
             channel_credentials,
             insecure,

@@ -164,11 +164,12 @@ class ClientSession:
 
     def _read(self) -> None:
         try:
-            for response in self._stream:
-                with self._lock:
-                    future = self._pending.pop(response.id, None)
-                if future is not None:  # None: its caller gave up (deadline)
-                    future.set_result(response)
+            for batch in self._stream:
+                for response in batch.responses:
+                    with self._lock:
+                        future = self._pending.pop(response.id, None)
+                    if future is not None:  # None: its caller gave up (deadline)
+                        future.set_result(response)
             failure = SessionCallError(
                 grpc.StatusCode.UNAVAILABLE, f"NameNode {self.name} ended the session"
             )
