@@ -474,10 +474,12 @@ class CrashFS:
 
     def _tear(self, live: dict[int, Path], seed: int) -> dict[str, Any] | None:
         """Leave a proper prefix of the last unsynced write of one file whose synced content
-        it continues (so no hole opens before it): the sector that reached the disk."""
+        it continues (so no hole opens before it), cut at a sector boundary: the sectors
+        that reached the disk. A write within one sector is never torn (a disk writes a
+        sector whole)."""
         candidates = sorted(
             fid for fid, undo in self.undo.items()
-            if undo.last_write is not None and len(undo.last_write[1]) > 1
+            if undo.last_write is not None and _sector_cuts(*undo.last_write)
             and undo.last_write[0] <= undo.synced_size and self.refs[fid] > 0 and fid in live
         )
         if not candidates:
@@ -487,7 +489,7 @@ class CrashFS:
         last_write = self.undo[fid].last_write
         assert last_write is not None
         offset, data = last_write
-        keep = rng.randrange(1, len(data))
+        keep = rng.choice(_sector_cuts(offset, data))
         fd = os.open(live[fid], os.O_WRONLY | os.O_CLOEXEC)
         try:
             os.pwrite(fd, data[:keep], offset)
@@ -543,6 +545,16 @@ class CrashFS:
                 "unsynced_files": len(self.undo),
                 "directories": len(self.durable),
             }
+
+
+SECTOR = 512
+
+
+def _sector_cuts(offset: int, data: bytes) -> list[int]:
+    """The lengths of the proper prefixes of a write at ``offset`` that end on a sector
+    boundary (only the first few hundred: a long write offers plenty)."""
+    first = (offset // SECTOR + 1) * SECTOR - offset
+    return list(range(first, len(data), SECTOR))[:256]
 
 
 def _control(fs: CrashFS, mountpoint: str) -> None:

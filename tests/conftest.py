@@ -5,6 +5,10 @@
 ``--chaos-rounds N``: rounds of the chaos tests' kill -9 of the active (default 10; the other
 chaos tests scale with it).
 ``--fuzz-minutes M``: how long ``tests/fuzz`` sends generated requests (default 1).
+``--idle-connections N``: idle connections the flood test opens to each of three daemons
+(default 1000; the issue's attack was 20000).
+``--power-cuts N``: power cuts of real daemons on crash filesystems in ``tests/powerloss``
+(default 8; ``POWERCUT_SEED`` replays a run's choices).
 ``--spark-standalone``: run the tests marked ``@pytest.mark.standalone``, which start a Spark
 standalone master and workers (about 8 minutes on 2 cores; ``--soak`` runs them too).
 """
@@ -46,10 +50,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the tests that start a Spark standalone cluster",
     )
     parser.addoption(
+        "--power-cuts",
+        type=int,
+        default=8,
+        help="power cuts of real daemons in tests/powerloss (default 8)",
+    )
+    parser.addoption(
         "--fuzz-minutes",
         type=float,
         default=1.0,
         help="how long tests/fuzz sends generated requests to live daemons (default 1)",
+    )
+    parser.addoption(
+        "--idle-connections",
+        type=int,
+        default=1000,
+        help="idle connections per daemon in tests/process/test_idle_connection_flood.py "
+        "(default 1000; issue 25's attack: 20000)",
     )
 
 

@@ -105,7 +105,7 @@ def test_a_torn_write_leaves_a_proper_prefix(mount: CrashMount) -> None:
     root = mount.mountpoint
     write_file(root / "seg", b"H" * 12, sync=True)
     fsync_dir(root)
-    record = bytes(range(200))
+    record = bytes(range(256)) * 8
     with open(root / "seg", "ab") as f:
         f.write(record)
     report = mount.cut(torn=True, seed=3)
@@ -114,7 +114,20 @@ def test_a_torn_write_leaves_a_proper_prefix(mount: CrashMount) -> None:
     assert report.torn is not None and report.torn["offset"] == 12
     kept = report.torn["kept"]
     assert 0 < kept < len(record)
+    assert (12 + kept) % 512 == 0, "a write is torn at a sector boundary"
     assert data == b"H" * 12 + record[:kept]
+
+
+def test_a_write_within_one_sector_is_never_torn(mount: CrashMount) -> None:
+    root = mount.mountpoint
+    write_file(root / "counter", (1).to_bytes(8, "big"), sync=True)
+    fsync_dir(root)
+    with open(root / "counter", "r+b") as f:
+        f.write((2**40 - 1).to_bytes(8, "big"))
+    report = mount.cut(torn=True, seed=1)
+    mount.remount()
+    assert report.torn is None
+    assert (root / "counter").read_bytes() == (1).to_bytes(8, "big")
 
 
 WRITER = """

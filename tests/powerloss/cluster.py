@@ -1,0 +1,193 @@
+"""The dev cluster with every JournalNode's and NameNode's storage on a crash filesystem of
+its own (``hadev.crashfs``), and the power cut of any set of its daemons::
+
+    with PowerCutCluster(tmp_path) as cluster:
+        reports = cluster.cut(["jn1", "nn2"], torn=True, seed=5)   # SIGKILL, lose the unsynced
+        refusals = cluster.power_on(["jn1", "nn2"])                 # remount, restart
+
+A daemon that refuses to start after a cut is recorded (``Refusal``: its one line and
+whether its output since that start held a traceback) and then repaired the way an operator
+would, so that the series goes on: a JournalNode is emptied and formats itself from its
+peers (docs/protocol.md §10.3), a NameNode is emptied and bootstrapped from the active.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from conf.rpc import make_channel
+from conf.xmlconf import ConfigValue
+from durable.version import parse_properties
+from hadev.crashfs import CrashMount, CutReport, cut_power, fuse_available
+from hadev.daemon import DaemonStartError
+from hadev.devcluster import JOURNAL_ID, DevCluster
+from hadev.namenodes import run_hanamenode
+from hanamenode.ha import HAState
+from proto import journal_pb2, journal_pb2_grpc
+
+SESSION_TIMEOUT = 1.0
+RESTART_TIMEOUT = 40.0
+
+POWER_CUT_CONF: dict[str, ConfigValue] = {
+    # The standby checkpoints every few hundred edits and uploads the image to the active,
+    # so that cuts land in image writes as well as in edit appends and rolls.
+    "dfs.namenode.checkpoint.txns": 300,
+    "dfs.namenode.num.checkpoints.retained": 2,
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A daemon that did not start after a cut: its last line, and whether its output of
+    that start held a traceback (it must not: one clear line is the rule)."""
+
+    cut: int
+    daemon: str
+    line: str
+    traceback: bool
+
+
+class PowerCutCluster:
+    """A ``DevCluster`` (plaintext RPC, 1 s ZooKeeper sessions, 4 s quorum waits) whose
+    daemons' storage directories are ``CrashMount``s over ``<base>/disks/<daemon>``."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self.base_dir = base_dir
+        self.dev = DevCluster(
+            base_dir / "dev", session_timeout=SESSION_TIMEOUT, quorum_timeout="4s",
+            extra_conf=POWER_CUT_CONF, tls=False,
+        )
+        disks = base_dir / "disks"
+        self.mounts: dict[str, CrashMount] = {}
+        for jn in self.dev.journalnodes:
+            self.mounts[jn.jn_id] = CrashMount(disks / jn.jn_id, jn.edits_dir)
+        for nn in self.dev.namenode_ids:
+            self.mounts[nn] = CrashMount(disks / nn, self.dev.nodes.name_dir(nn))
+        self.cuts = 0
+        self.restarts = 0
+        self.refusals: list[Refusal] = []
+
+    @property
+    def journalnode_ids(self) -> list[str]:
+        return [jn.jn_id for jn in self.dev.journalnodes]
+
+    def disk(self, name: str) -> Path:
+        """What daemon ``name``'s disk holds now, read beside the mount (no daemon sees it)."""
+        return self.mounts[name].backing
+
+    def where_blocked(self) -> str:
+        """Each running daemon's threads by the kernel function they wait in (``wchan``):
+        what a failure prints when the cluster stops making progress (a thread waiting on
+        its crash filesystem shows ``request_wait_answer``)."""
+        parts = []
+        for name in [*self.journalnode_ids, *self.dev.namenode_ids]:
+            process = self.dev.process(name)
+            if not process.running:
+                parts.append(f"{name}: not running")
+                continue
+            waits: Counter[str] = Counter()
+            for task in Path(f"/proc/{process.pid}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    waits[(task / "wchan").read_text().strip() or "running"] += 1
+            parts.append(f"{name}: {dict(waits)}")
+        return "; ".join(parts)
+
+    def promised_epoch(self, jn_id: str) -> int:
+        """The last promised epoch JournalNode ``jn_id`` answers (GetJournalState). It sets
+        it in memory only once it is on disk, so a cut must never take it lower."""
+        version = self.dev.journal_dir(jn_id) / "VERSION"
+        cluster_id = parse_properties(version.read_bytes(), str(version))["clusterID"]
+        address = next(jn.address for jn in self.dev.journalnodes if jn.jn_id == jn_id)
+        channel = make_channel(address, None)
+        try:
+            reply = journal_pb2_grpc.QJournalServiceStub(channel).GetJournalState(
+                journal_pb2.GetJournalStateRequest(journal_id=JOURNAL_ID, cluster_id=cluster_id),
+                timeout=10,
+            )
+            return int(reply.last_promised_epoch)
+        finally:
+            channel.close()
+
+    def __enter__(self) -> PowerCutCluster:
+        why = fuse_available()
+        assert why is None, f"cannot mount FUSE here: {why}"
+        try:
+            for mount in self.mounts.values():
+                mount.mount()
+            self.dev.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.dev.stop()
+        finally:
+            for mount in self.mounts.values():
+                mount.unmount()
+
+    def cut(self, names: list[str], *, torn: bool, seed: int) -> list[CutReport]:
+        """The power cut of ``names`` at one instant: SIGKILL every one of them, then lose
+        what their disks did not hold (a torn write on each when ``torn``)."""
+        self.cuts += 1
+        pids = [self.dev.process(name).pid for name in names if self.dev.process(name).running]
+        reports = cut_power([self.mounts[name] for name in names], pids, torn=torn, seed=seed)
+        for name in names:
+            self.dev.kill(name)  # reaps the killed process, removes its pid file
+        return reports
+
+    def power_on(self, names: list[str]) -> list[Refusal]:
+        """Remount ``names`` and restart them, JournalNodes first; a refusal is recorded and
+        repaired (module docstring). Returns this cut's refusals."""
+        refusals: list[Refusal] = []
+        for name in names:
+            self.mounts[name].remount()
+        ordered = sorted(names, key=lambda name: (not name.startswith("jn"), name))
+        for name in ordered:
+            self.restarts += 1
+            try:
+                self.dev.restart(name, RESTART_TIMEOUT)
+            except DaemonStartError as exc:
+                refusals.append(self._refusal(name, exc))
+                self._repair(name)
+        self.refusals += refusals
+        return refusals
+
+    def _refusal(self, name: str, exc: DaemonStartError) -> Refusal:
+        process = self.dev.process(name)
+        text = process.log_text() if not isinstance(process, type(self.dev.zookeeper)) else ""
+        marker = f"--- start {getattr(process, 'starts', 0)} ---"
+        this_start = text.rsplit(marker, 1)[-1]
+        lines = [line for line in this_start.strip().splitlines() if line.strip()]
+        return Refusal(self.cuts, name, lines[-1] if lines else str(exc),
+                       "Traceback (most recent call last)" in this_start)
+
+    def _repair(self, name: str) -> None:
+        mountpoint = self.mounts[name].mountpoint
+        if name.startswith("jn"):
+            self.dev.wipe_journalnode(name, RESTART_TIMEOUT)
+            return
+        for child in mountpoint.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        result = run_hanamenode(
+            ["bootstrap-standby", "--conf", str(self.dev.conf_path), "--id", name,
+             "--non-interactive"]
+        )
+        assert result.returncode == 0, f"bootstrap-standby {name}: {result.stderr.strip()}"
+        self.dev.restart(name, RESTART_TIMEOUT)
+        self.dev.wait_state(name, HAState.STANDBY, RESTART_TIMEOUT)
