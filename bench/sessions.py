@@ -72,6 +72,15 @@ def _session_frames(kind: str, request: Any, count: int) -> list[bytes]:
     ]
 
 
+def _batched_frame(kind: str, request: Any, count: int) -> bytes:
+    """One SessionRequest carrying ``count`` calls: the first and ``count - 1`` in its batch."""
+    first = namenode_pb2.SessionRequest(id=1, **{kind: request})
+    first.batch.extend(
+        namenode_pb2.SessionRequest(id=i + 2, **{kind: request}) for i in range(count - 1)
+    )
+    return first.SerializeToString()
+
+
 def _creates(url: str) -> float:
     m = nn_samples(url)
     return m["hanamenode_edit_log_synced_txid"] - 2 * m["hanamenode_edit_log_rolls_total"]
@@ -158,6 +167,9 @@ def capacity_series(cluster: NameNodeProcessCluster, seconds: float) -> dict[str
         ("session_create_1", "Session", _session_frames("create", create, 1), 1, 1, _creates, 1),
         ("unary_stat_32", "GetFileInfo", stat.SerializeToString(), 8, 4, _stats, 1),
         ("session_stat_32", "Session", session_stat, 4, 1, _stats, K),
+        ("batched_create_32", "Session", _batched_frame("create", create, K), 4, 1, _creates, K),
+        ("batched_stat_32", "Session", _batched_frame("get_file_info", stat, K), 4, 1, _stats,
+         K),
         ("multi_4", "Multi", multi.SerializeToString(), 4, 1, _multis, 1),
     ]
     for label, method, body, streams, conns, counter, per_stream in plan:

@@ -92,6 +92,11 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: str) -> float:
     help="the ZooKeeper session timeout of the NameNodes",
 )
 @click.option(
+    "--unary",
+    is_flag=True,
+    help="the clients make one unary call each instead of pipelining on sessions",
+)
+@click.option(
     "--mutants",
     default="",
     help="planted bugs to switch on in the daemons (conf.mutants switch names, comma-separated)",
@@ -104,6 +109,7 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: str) -> float:
     help="where the cluster, its logs and the history go (default: a new temp dir)",
 )
 def run_command(
+    unary: bool,
     seconds: float,
     faults: tuple[Fault, ...],
     seed: int | None,
@@ -130,6 +136,7 @@ def run_command(
         session_timeout=session_timeout,
         mutants=tuple(m.strip() for m in mutants.split(",") if m.strip()),
         directory=directory,
+        sessions=not unary,
     )
     try:
         report = run(options, sys.stdout)

@@ -55,6 +55,9 @@ class RunOptions:
     quorum_timeout: str = "4s"
     mutants: tuple[str, ...] = ()
     directory: Path | None = None
+    sessions: bool = True
+    """The clients pipeline their calls on sessions (the client library's default); False:
+    one unary call each (``--unary``)."""
 
     def replay(self) -> str:
         return replay_command(self)
@@ -84,6 +87,8 @@ def replay_command(options: RunOptions) -> str:
     ]
     if options.mutants:
         parts += ["--mutants", ",".join(options.mutants)]
+    if not options.sessions:
+        parts.append("--unary")
     return shlex.join(parts)
 
 
@@ -118,7 +123,11 @@ def run(options: RunOptions, out: TextIO) -> RunReport:
     directory = options.directory or Path(tempfile.mkdtemp(prefix="hachaos-"))
     directory.mkdir(parents=True, exist_ok=True)
     steps = schedule(options.seed, options.faults, options.time, options.session_timeout)
-    print(f"hachaos: run directory {directory}, seed {options.seed}", file=out)
+    print(
+        f"hachaos: run directory {directory}, seed {options.seed}, clients on "
+        f"{'sessions' if options.sessions else 'unary calls'}",
+        file=out,
+    )
     print(f"hachaos: schedule of {len(steps)} faults:", file=out)
     for step in steps:
         print(f"  {step.describe()}", file=out)
@@ -182,6 +191,7 @@ def _experiment(
             keys=options.keys,
             seed=options.seed,
             pinned=options.pinned,
+            sessions=options.sessions,
         )
         workload.start()
         started = time.monotonic()

@@ -74,6 +74,7 @@ class Workload:
         policy: RetryPolicy = CHAOS_POLICY,
         pause: float = 0.0,
         pinned: int = 2,
+        sessions: bool = True,
     ) -> None:
         self.settings = settings
         self.history = history
@@ -85,6 +86,7 @@ class Workload:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.pinned = pinned
+        self.sessions = sessions
         self.counts = [Counts() for _ in range(clients + pinned)]
         self.acked: list[str] = []
         self._lock = threading.Lock()
@@ -118,7 +120,9 @@ class Workload:
         names = [name for name, _ in READS]
         weights = [weight for _, weight in READS]
         address = connect_address(self.settings.namenode(nn).rpc_address)
-        with HaFsClient([address], policy=PINNED_POLICY, tls=self.settings.tls) as fs:
+        with HaFsClient(
+            [address], policy=PINNED_POLICY, tls=self.settings.tls, sessions=self.sessions
+        ) as fs:
             while not self._stop.is_set():
                 f = rng.choices(names, weights)[0]
                 key = "" if f == "ls" else rng.choice(self.keys)
@@ -130,7 +134,7 @@ class Workload:
         names = [name for name, _ in OPERATIONS]
         weights = [weight for _, weight in OPERATIONS]
         marks = 0
-        with HaFsClient(self.settings, policy=self.policy) as fs:
+        with HaFsClient(self.settings, policy=self.policy, sessions=self.sessions) as fs:
             while not self._stop.is_set():
                 if rng.random() < ACK_RATE:
                     marks += 1

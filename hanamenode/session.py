@@ -173,16 +173,27 @@ class SessionHandler:
 
     async def _read(self, requests: AsyncIterator[Any]) -> None:
         try:
-            async for request in requests:
-                if self._end is not None:
-                    return
-                if self._running + self._answers.qsize() - self._refusals >= self.limit:
-                    await self._refuse(request)
-                    continue
-                self._running += 1
-                task = asyncio.get_running_loop().create_task(self._call(request))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            loop = asyncio.get_running_loop()
+            async for message in requests:
+                for request in (message, *message.batch) if message.batch else (message,):
+                    if self._end is not None:
+                        return
+                    if request.batch and request is not message:
+                        self._put(error_response(request.id, InvalidArgumentError(
+                            f"session call {request.id} is in a batch and carries a batch"
+                        )))
+                        continue
+                    if request.WhichOneof("call") is None and request is message and (
+                        message.batch
+                    ):
+                        continue  # a message that only carries its batch
+                    if self._running + self._answers.qsize() - self._refusals >= self.limit:
+                        await self._refuse(request)
+                        continue
+                    self._running += 1
+                    task = loop.create_task(self._call(request))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
         except asyncio.CancelledError:
             raise
         except NamenodeError as exc:  # undecodable bytes: no id to answer, end the session
@@ -208,6 +219,10 @@ class SessionHandler:
             "sending more"
         )
         self._answers.put_nowait((error_response(request.id, exc), True))
+
+    def _put(self, response: Any) -> None:
+        """Queue an answer that took no call slot (refused before it ran)."""
+        self._answers.put_nowait((response, False))
 
     async def _call(self, request: Any) -> None:
         ANSWER_TXID.set(0)

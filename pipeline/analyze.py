@@ -238,30 +238,42 @@ def inode_rows(namespace: Namespace) -> Iterator[tuple[Any, ...]]:
 def op_rows(
     ops: Sequence[edits_pb2.EditOp], segment_of: dict[int, int]
 ) -> Iterator[tuple[Any, ...]]:
-    """One row per op (``OP_COLUMNS``); ``segment_of`` maps txid to its segment's first txid."""
+    """One row per op (``OP_COLUMNS``); ``segment_of`` maps txid to its segment's first txid.
+    A multi (one transaction, docs/consistency.md §11) gives one row per change it made, each
+    with the multi's txid and the change's own type (an unchanged entry gives none)."""
     for op in ops:
         kind = op.WhichOneof("op") or "empty"
-        path: str | None = None
-        dst: str | None = None
-        mtime_ms: int | None = None
-        if kind == "mkdir":
-            path, mtime_ms = op.mkdir.path, op.mkdir.mtime_ms
-        elif kind == "create":
-            path, mtime_ms = op.create.path, op.create.mtime_ms
-        elif kind == "delete":
-            path, mtime_ms = op.delete.path, op.delete.mtime_ms
-        elif kind == "rename":
-            path, dst, mtime_ms = op.rename.src, op.rename.dst, op.rename.mtime_ms
-        yield (
-            op.txid,
-            kind,
-            path,
-            dst,
-            paths.parent(path) if path and path.startswith("/") else None,
-            mtime_ms,
-            _utc(mtime_ms) if mtime_ms else None,
-            segment_of.get(op.txid),
-        )
+        if kind == "multi":
+            for entry in op.multi.entries:
+                entry_kind = entry.WhichOneof("op")
+                if entry_kind in ("mkdir", "create", "delete", "rename"):
+                    yield _op_row(op.txid, entry_kind, entry, segment_of)
+            continue
+        yield _op_row(op.txid, kind, op, segment_of)
+
+
+def _op_row(txid: int, kind: str, op: Any, segment_of: dict[int, int]) -> tuple[Any, ...]:
+    path: str | None = None
+    dst: str | None = None
+    mtime_ms: int | None = None
+    if kind == "mkdir":
+        path, mtime_ms = op.mkdir.path, op.mkdir.mtime_ms
+    elif kind == "create":
+        path, mtime_ms = op.create.path, op.create.mtime_ms
+    elif kind == "delete":
+        path, mtime_ms = op.delete.path, op.delete.mtime_ms
+    elif kind == "rename":
+        path, dst, mtime_ms = op.rename.src, op.rename.dst, op.rename.mtime_ms
+    return (
+        txid,
+        kind,
+        path,
+        dst,
+        paths.parent(path) if path and path.startswith("/") else None,
+        mtime_ms,
+        _utc(mtime_ms) if mtime_ms else None,
+        segment_of.get(txid),
+    )
 
 
 # ---------------------------------------------------------------------------------------------

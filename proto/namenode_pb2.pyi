@@ -225,7 +225,7 @@ class MultiResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[MultiResult, _Mapping]]] = ..., txid: _Optional[int] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("id", "seen_txid", "mkdirs", "create", "delete", "rename", "get_listing", "get_file_info", "msync", "multi")
+    __slots__ = ("id", "seen_txid", "mkdirs", "create", "delete", "rename", "get_listing", "get_file_info", "msync", "multi", "batch")
     ID_FIELD_NUMBER: _ClassVar[int]
     SEEN_TXID_FIELD_NUMBER: _ClassVar[int]
     MKDIRS_FIELD_NUMBER: _ClassVar[int]
@@ -236,6 +236,7 @@ class SessionRequest(_message.Message):
     GET_FILE_INFO_FIELD_NUMBER: _ClassVar[int]
     MSYNC_FIELD_NUMBER: _ClassVar[int]
     MULTI_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     id: int
     seen_txid: int
     mkdirs: MkdirsRequest
@@ -246,7 +247,8 @@ class SessionRequest(_message.Message):
     get_file_info: GetFileInfoRequest
     msync: MsyncRequest
     multi: MultiRequest
-    def __init__(self, id: _Optional[int] = ..., seen_txid: _Optional[int] = ..., mkdirs: _Optional[_Union[MkdirsRequest, _Mapping]] = ..., create: _Optional[_Union[CreateRequest, _Mapping]] = ..., delete: _Optional[_Union[DeleteRequest, _Mapping]] = ..., rename: _Optional[_Union[RenameRequest, _Mapping]] = ..., get_listing: _Optional[_Union[GetListingRequest, _Mapping]] = ..., get_file_info: _Optional[_Union[GetFileInfoRequest, _Mapping]] = ..., msync: _Optional[_Union[MsyncRequest, _Mapping]] = ..., multi: _Optional[_Union[MultiRequest, _Mapping]] = ...) -> None: ...
+    batch: _containers.RepeatedCompositeFieldContainer[SessionRequest]
+    def __init__(self, id: _Optional[int] = ..., seen_txid: _Optional[int] = ..., mkdirs: _Optional[_Union[MkdirsRequest, _Mapping]] = ..., create: _Optional[_Union[CreateRequest, _Mapping]] = ..., delete: _Optional[_Union[DeleteRequest, _Mapping]] = ..., rename: _Optional[_Union[RenameRequest, _Mapping]] = ..., get_listing: _Optional[_Union[GetListingRequest, _Mapping]] = ..., get_file_info: _Optional[_Union[GetFileInfoRequest, _Mapping]] = ..., msync: _Optional[_Union[MsyncRequest, _Mapping]] = ..., multi: _Optional[_Union[MultiRequest, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[SessionRequest, _Mapping]]] = ...) -> None: ...
 
 class SessionError(_message.Message):
     __slots__ = ("code", "message", "trailers")

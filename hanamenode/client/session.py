@@ -41,6 +41,9 @@ log = structlog.get_logger(__name__)
 
 _CLOSE = object()
 
+BATCH_CALLS = 128
+"""Most calls one message of the session carries."""
+
 
 class SessionCallError(grpc.RpcError, grpc.Call):
     """One call of a session that failed: refused by the NameNode (the status its unary call
@@ -156,11 +159,25 @@ class ClientSession:
         self._stream.cancel()
 
     def _requests(self) -> Iterator[Any]:
+        """The stream's messages: each call waiting in the outbox when the stream can send,
+        the first with the others in its ``batch`` (one message, one read on the server)."""
         while True:
             message = self._outbox.get()
             if message is _CLOSE:
                 return
+            closing = False
+            while len(message.batch) < BATCH_CALLS:
+                try:
+                    more = self._outbox.get_nowait()
+                except queue.Empty:
+                    break
+                if more is _CLOSE:
+                    closing = True
+                    break
+                message.batch.append(more)
             yield message
+            if closing:
+                return
 
     def _read(self) -> None:
         try:

@@ -257,3 +257,24 @@ def test_the_chart_plots_every_minute(tmp_path: Path) -> None:
     chart, why_not = write_chart(per_minute, tmp_path / "c.png")
     assert why_not is None and chart is not None
     assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_multi_gives_one_row_per_change_with_its_txid() -> None:
+    """A multi is one transaction: analyze replays it whole and lists each change it made
+    under the multi's txid (an unchanged entry, mkdir -p of an existing directory, none)."""
+    from hanamenode.namespace import Namespace
+    from pipeline.analyze import op_rows
+
+    ns = Namespace(root_mtime_ms=0)
+    op = ns.prepare_multi([
+        lambda n: n.prepare_mkdir("/m", mtime_ms=60_000),
+        lambda n: n.prepare_create("/m/f", mtime_ms=60_000),
+        lambda n: n.prepare_mkdir("/", parents=True, mtime_ms=60_000),
+        lambda n: n.prepare_rename("/m/f", "/m/g", mtime_ms=60_000),
+    ])
+    op.txid = 7
+    rows = list(op_rows([op], {7: 1}))
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        (7, "mkdir", "/m", None), (7, "create", "/m/f", None), (7, "rename", "/m/f", "/m/g"),
+    ]
+    assert all(r[7] == 1 for r in rows)
