@@ -180,12 +180,30 @@ def test_each_rpc_checks_the_role_in_the_callers_certificate(tmp_path: Path) -> 
             assert details == (
                 "Mkdirs needs the role client; the caller's certificate presents journalnode"
             )
+            # A session is refused when it opens, before any call it carries is read.
+            session = stub.Session(iter([namenode_pb2.SessionRequest(
+                id=1, mkdirs=namenode_pb2.MkdirsRequest(path="/x")
+            )]), timeout=10)
+            with pytest.raises(grpc.RpcError) as info:
+                list(session)
+            assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert info.value.details() == (
+                "Session needs the role client; the caller's certificate presents journalnode"
+            )
+            details = refused(stub.Multi, namenode_pb2.MultiRequest(ops=[
+                namenode_pb2.MultiOp(mkdirs=namenode_pb2.MkdirsRequest(path="/x"))
+            ]))
+            assert "Multi needs the role client" in details
         with make_channel(active.address, tls("someclient")) as channel:
             ha = namenode_pb2_grpc.HAServiceProtocolStub(channel)
             request = namenode_pb2.TransitionRequest(source=namenode_pb2.REQUEST_BY_ZKFC)
             assert "needs the role namenode" in refused(ha.TransitionToStandby, request)
             client = namenode_pb2_grpc.ClientProtocolStub(channel)
             client.Mkdirs(namenode_pb2.MkdirsRequest(path="/by-client"), timeout=10)
+            (answers,) = list(client.Session(iter([namenode_pb2.SessionRequest(
+                id=7, mkdirs=namenode_pb2.MkdirsRequest(path="/by-client-session")
+            )]), timeout=10))
+            assert [(a.id, a.mkdirs.created) for a in answers.responses] == [(7, True)]
         with make_channel(active.address) as plaintext:
             with pytest.raises(grpc.RpcError) as info:
                 namenode_pb2_grpc.HAServiceProtocolStub(plaintext).GetServiceStatus(
