@@ -4,6 +4,7 @@
              [--insecure]
     hadev down [--dir D]
     hadev jn-wipe jnN [--dir D] [--timeout 60s]
+    hadev start|stop|restart NAME [--dir D] [--timeout 60s]     NAME: zk, jn1..., nn1...
 
 ``up`` starts ZooKeeper, the JournalNodes and the NameNodes (automatic failover on) as
 processes on free loopback ports, formats them on first use (a later ``up`` on the same
@@ -25,6 +26,11 @@ says so.
 ``hadev up`` (through ``D/run/jn-wipe.jnN.request``) to stop jnN, empty its storage and start
 it again, and waits for the answer. The JournalNode formats itself from its peers and fetches
 the finalized segments it lost (docs/protocol.md §10, docs/operations.md §7).
+
+``start NAME``, ``stop NAME`` and ``restart NAME`` ask ``hadev up`` the same way to start,
+stop or restart one daemon on its ports and data: a NameNode killed with ``kill -9`` comes
+back with ``hadev start nn1``. A later ``hadev up`` of the same directory takes the same
+ports again (``D/conf/ports.json``), unless another process holds one.
 
 Exit status: 0 on success, 1 with a one-line reason on stderr otherwise.
 """
@@ -54,7 +60,8 @@ from hadev.devcluster import (
     DevShape,
     daemon_command,
 )
-from hadev.zookeeper import runs, stop_pid_file
+from hadev.holders import Holder, holders
+from hadev.zookeeper import MAIN_CLASS, runs, stop_pid_file, terminate
 
 __all__ = ["cli", "default_dir", "main"]
 
@@ -102,6 +109,15 @@ def _running_daemons(run_dir: Path) -> dict[str, int]:
         if alive:
             found[name] = pid
     return found
+
+
+DAEMON_WORDS = (("journalnode", "run"), ("hanamenode", "run"), (MAIN_CLASS,))
+"""What the command line of a dev cluster daemon holds, however it was started."""
+
+
+def _others(directory: Path) -> list[Holder]:
+    """Processes that use ``directory`` although its pid files do not name them."""
+    return list(holders(directory, DAEMON_WORDS, exclude=[os.getpid()]))
 
 
 def _command_hint(name: str) -> str:
@@ -169,6 +185,10 @@ def up(
         listed = ", ".join(f"{name} (pid {pid})" for name, pid in running.items())
         _fail(f"a dev cluster already runs in {directory}: {listed}; "
               f"stop it with: hadev down --dir {directory}")
+    if directory.is_dir() and (others := _others(directory)):
+        listed = "; ".join(f"pid {h.pid} {h.why} ({h.command})" for h in others)
+        _fail(f"{directory} is in use by processes hadev did not start: {listed}; "
+              f"stop them first (hadev down --dir {directory} stops its daemons)")
     if directory.is_dir() and any(directory.iterdir()) and DevShape.read(
         directory / "conf" / "hadev.json"
     ) is None:
@@ -257,6 +277,8 @@ def _print_started(dev: DevCluster) -> None:
         f"  {hactl} failover {active} {other}",
         f"  kill -9 $(cat {dev.pid_file(other)})   # {other}, active since the failover, "
         f"dies; {active} takes over",
+        f"  {_command_hint('hadev')} start {other} --dir {dev.base_dir}   # {other} comes back"
+        " as standby (also: stop, restart)",
         f"  {_command_hint('hadev')} jn-wipe {dev.journalnodes[-1].jn_id} --dir {dev.base_dir}"
         "   # it loses its disk, rejoins and syncs",
         f"  {_command_hint('hadev')} down --dir {dev.base_dir}   # or Ctrl-C here",
@@ -276,7 +298,10 @@ def _watch(dev: DevCluster) -> None:
             click.echo(f"hadev: {line}")
         for name in dev.names:
             process = dev.process(name)
-            if name in gone or process.running:
+            if process.running:
+                gone.discard(name)  # started again (hadev start NAME): report its next exit
+                continue
+            if name in gone or name in dev.stopped_by_request:
                 continue
             gone.add(name)
             status = process.proc.returncode if process.proc is not None else None
@@ -293,13 +318,15 @@ def _watch(dev: DevCluster) -> None:
 @cli.command()
 @_DIR_OPTION
 def down(directory: Path) -> None:
-    """Stop the dev cluster of --dir (by its pid files)."""
+    """Stop the dev cluster of --dir: by its pid files, then every other daemon that uses
+    the directory (started by hand, or whose pid file is gone), its locks included."""
     setup_logging("console", "warning")
     directory = directory.absolute()
     run_dir = directory / "run"
     pid_files = sorted(run_dir.glob("*.pid")) if run_dir.is_dir() else []
     if not pid_files:
-        click.echo(f"hadev: nothing runs in {directory}")
+        if not _stop_others(directory):
+            click.echo(f"hadev: nothing runs in {directory}")
         return
     up_pid = _read_pid(run_dir / f"{UP_PID}.pid")
     if up_pid is not None and _is_hadev_up(up_pid):
@@ -322,40 +349,55 @@ def down(directory: Path) -> None:
             click.echo(f"hadev: stopped {name} (pid {pid})")
         else:
             click.echo(f"hadev: {name} was not running (removed its stale pid file)")
+    _stop_others(directory)
     click.echo(f"hadev: the dev cluster in {directory} is stopped; its data is kept")
 
 
-@cli.command("jn-wipe")
-@click.argument("jn_id", metavar="JN")
-@_DIR_OPTION
-@click.option(
-    "--timeout",
-    default="60s",
-    show_default=True,
-    help="How long to wait for hadev up to restart the JournalNode (bare: seconds).",
-)
-def jn_wipe(jn_id: str, directory: Path, timeout: str) -> None:
-    """Stop JN (jn1, jn2, ...) of the running dev cluster, empty its storage, start it again."""
-    try:
-        wait = parse_duration(timeout, "s")
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--timeout") from None
-    directory = directory.absolute()
-    shape = DevShape.read(directory / "conf" / "hadev.json")
-    if shape is None:
-        _fail(f"no dev cluster in {directory}")
-    known = [f"jn{i}" for i in range(1, shape.journalnodes + 1)]
-    if jn_id not in known:
-        _fail(f"no JournalNode {jn_id!r} in {directory} (known: {', '.join(known)})")
+def _stop_others(directory: Path) -> bool:
+    """Stop the daemons that use ``directory`` without a pid file of it (SIGTERM, SIGKILL
+    after a timeout); name each process that holds one of its locks and is not a daemon,
+    or could not be stopped, and exit 1 then. Whether any was found."""
+    if not directory.is_dir():
+        return False
+    found = _others(directory)
+    stuck: list[str] = []
+    for holder in found:
+        if not holder.is_daemon:
+            stuck.append(f"pid {holder.pid} {holder.why} and is no dev cluster daemon "
+                         f"({holder.command})")
+            continue
+        try:
+            terminate(holder.pid, DAEMON_STOP_TIMEOUT, ())
+        except PermissionError as exc:
+            stuck.append(f"pid {holder.pid} {holder.why}: {exc} ({holder.command})")
+            continue
+        deadline = time.monotonic() + 5.0
+        while runs(holder.pid, ()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if runs(holder.pid, ()):
+            stuck.append(f"pid {holder.pid} {holder.why} still runs after SIGKILL")
+        else:
+            click.echo(f"hadev: stopped pid {holder.pid}, which hadev up had not started: "
+                       f"{holder.why} ({holder.command})")
+    if stuck:
+        _fail("could not stop every process using " + f"{directory}: " + "; ".join(stuck))
+    return bool(found)
+
+
+def _ask_up(directory: Path, command: str, target: str, wait: float) -> str:
+    """Ask the ``hadev up`` of ``directory`` to carry out ``command`` on ``target`` (through
+    ``D/run/<command>.<target>.request``, ``DevCluster.serve_requests``) and wait for its
+    answer: what was done. Exits with the reason when there is no ``up`` to ask, no answer
+    within ``wait`` seconds, or an error for an answer."""
     run_dir = directory / "run"
     up_pid = _read_pid(run_dir / f"{UP_PID}.pid")
     if up_pid is None or not _is_hadev_up(up_pid):
         _fail(f"hadev up does not run in {directory}; start it with: hadev up --dir {directory}")
-    request = run_dir / f"jn-wipe.{jn_id}.request"
+    request = run_dir / f"{command}.{target}.request"
     answer = request.with_suffix(".done")
     answer.unlink(missing_ok=True)
     request.touch()
-    click.echo(f"hadev: asked hadev up (pid {up_pid}) to wipe {jn_id}")
+    click.echo(f"hadev: asked hadev up (pid {up_pid}) to {command} {target}")
     deadline = time.monotonic() + wait
     while not answer.exists():
         if time.monotonic() > deadline or not _is_hadev_up(up_pid):
@@ -364,9 +406,89 @@ def jn_wipe(jn_id: str, directory: Path, timeout: str) -> None:
         time.sleep(0.1)
     text = answer.read_text().strip()
     answer.unlink(missing_ok=True)
-    if not text.startswith("ok"):
-        _fail(f"{jn_id}: {text}")
+    if not text.startswith("ok: "):
+        _fail(f"{target}: {text.removeprefix('error: ')}")
+    return text.removeprefix("ok: ")
+
+
+def _shape(directory: Path) -> DevShape:
+    shape = DevShape.read(directory / "conf" / "hadev.json")
+    if shape is None:
+        _fail(f"no dev cluster in {directory}")
+    return shape
+
+
+def _timeout(text: str) -> float:
+    try:
+        return parse_duration(text, "s")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--timeout") from None
+
+
+_TIMEOUT_OPTION = click.option(
+    "--timeout",
+    default="60s",
+    show_default=True,
+    help="How long to wait for hadev up to carry it out (bare: seconds).",
+)
+
+
+@cli.command("jn-wipe")
+@click.argument("jn_id", metavar="JN")
+@_DIR_OPTION
+@_TIMEOUT_OPTION
+def jn_wipe(jn_id: str, directory: Path, timeout: str) -> None:
+    """Stop JN (jn1, jn2, ...) of the running dev cluster, empty its storage, start it again."""
+    wait = _timeout(timeout)
+    directory = directory.absolute()
+    shape = _shape(directory)
+    known = [f"jn{i}" for i in range(1, shape.journalnodes + 1)]
+    if jn_id not in known:
+        _fail(f"no JournalNode {jn_id!r} in {directory} (known: {', '.join(known)})")
+    text = _ask_up(directory, "jn-wipe", jn_id, wait)
     click.echo(f"hadev: {text}; it formats itself from its peers and syncs their segments")
+
+
+def _daemon_names(shape: DevShape) -> list[str]:
+    namenodes = shape.namenodes + shape.observers
+    return [
+        "zk",
+        *(f"jn{i}" for i in range(1, shape.journalnodes + 1)),
+        *(f"nn{i}" for i in range(1, namenodes + 1)),
+    ]
+
+
+def _control(command: str, name: str, directory: Path, timeout: str) -> None:
+    wait = _timeout(timeout)
+    directory = directory.absolute()
+    known = _daemon_names(_shape(directory))
+    if name not in known:
+        _fail(f"no daemon {name!r} in {directory} (known: {', '.join(known)})")
+    click.echo(f"hadev: {_ask_up(directory, command, name, wait)}")
+
+
+def _control_command(command: str, help_text: str) -> None:
+    """Add ``hadev <command> NAME`` (start, stop, restart), carried out by ``hadev up``."""
+
+    @cli.command(command, help=help_text)
+    @click.argument("name")
+    @_DIR_OPTION
+    @_TIMEOUT_OPTION
+    def run(name: str, directory: Path, timeout: str) -> None:
+        _control(command, name, directory, timeout)
+
+
+_control_command(
+    "start",
+    "Start daemon NAME (zk, jn1, nn2...) of the running dev cluster again, on its ports and "
+    "data: after a kill -9, or a hadev stop.",
+)
+_control_command(
+    "stop", "Stop daemon NAME (SIGTERM, SIGKILL after a timeout); hadev up keeps the others."
+)
+_control_command(
+    "restart", "Stop daemon NAME if it runs and start it again, on its ports and data."
+)
 
 
 def main() -> None:

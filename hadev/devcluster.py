@@ -4,6 +4,7 @@ ZooKeeper, JournalNodes and NameNodes with automatic failover (the elector insid
 
     D/conf/ha-site.xml     the one configuration every daemon, hafs and hactl read
     D/conf/hadev.json      the shape it was made with (how many JournalNodes, NameNodes)
+    D/conf/ports.json      each loopback daemon's ports, taken again by the next start on D
     D/run/<name>.pid       zk.pid, jn1.pid, ..., nn1.pid, ... while they run
     D/run/<cmd>.<name>.request, .done   what another hadev command asks of ``hadev up``
     D/logs/<name>.log      zk.log, jn1.log, ..., nn1.log, ... (appended across runs)
@@ -242,6 +243,9 @@ class DevCluster:
             hosts=hosts,
         )
         self.started = False
+        self.stopped_by_request: set[str] = set()
+        """Daemons stopped with ``control("stop", ...)``: not reported as having died."""
+        self._take_remembered_ports()
 
     def __repr__(self) -> str:
         return f"DevCluster({self.base_dir})"
@@ -255,6 +259,10 @@ class DevCluster:
     @property
     def shape_path(self) -> Path:
         return self.base_dir / "conf" / "hadev.json"
+
+    @property
+    def ports_path(self) -> Path:
+        return self.base_dir / "conf" / "ports.json"
 
     @property
     def run_dir(self) -> Path:
@@ -330,11 +338,62 @@ class DevCluster:
                 # formats nn1 and bootstraps the others on first use
                 self.nodes.start(timeout, before_namenodes=zk_formatted.result)
             self._write_pid_files()
+            self._remember_ports()
             self.wait_active(ACTIVE_TIMEOUT)
         except BaseException:
             self.stop()
             raise
         return self
+
+    # -- ports that stay across starts on one directory -------------------------------------
+
+    def _ports(self) -> dict[str, list[int]]:
+        """Each loopback daemon's ports now: ``zk`` [client], ``jnN`` and ``nnN`` [rpc, http]."""
+        ports: dict[str, list[int]] = {}
+        if self.hosts.get("zk", LOOPBACK).loopback and self.zookeeper.port:
+            ports["zk"] = [self.zookeeper.port]
+        for jn in self.nodes.journal:
+            if jn.host.loopback:
+                ports[jn.jn_id] = [jn.rpc_port, jn.http_port]
+        for nn, proc in self.nodes.namenodes.items():
+            if proc.host.loopback and proc.http_address is not None:
+                ports[nn] = [_port(proc.rpc_address), _port(proc.http_address)]
+        return ports
+
+    def _remember_ports(self) -> None:
+        """Keep the ports this start ended with (``D/conf/ports.json``), for the next one:
+        bookmarked status pages and a shell's exported addresses stay good."""
+        tmp = self.ports_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self._ports(), sort_keys=True) + "\n")
+        tmp.replace(self.ports_path)
+
+    def _take_remembered_ports(self) -> None:
+        """Ask for the ports of the last start on this directory instead of new ones. A port
+        another process holds now is replaced at start by a free one, as on a first start
+        (the launchers' rule), and the new one is remembered."""
+        try:
+            remembered = json.loads(self.ports_path.read_text())
+        except FileNotFoundError:
+            return
+        except ValueError as exc:
+            raise DevClusterError(f"{self.ports_path}: unreadable ({exc}); remove it") from None
+        # Only loopback daemons may move (``_ports`` lists them; ZooKeeper's port is 0, to be
+        # chosen at start, until then).
+        movable = set(self._ports())
+        if self.hosts.get("zk", LOOPBACK).loopback:
+            movable.add("zk")
+        for name, ports in remembered.items():
+            if name not in movable or not all(isinstance(p, int) for p in ports):
+                continue
+            if name == "zk":
+                self.zookeeper.port = ports[0]
+            elif name.startswith("jn"):
+                jn = next(j for j in self.nodes.journal if j.jn_id == name)
+                jn.rpc_port, jn.http_port = ports
+            else:
+                proc = self.nodes.namenodes[name]
+                proc.rpc_address = f"{LOOPBACK.address}:{ports[0]}"
+                proc.http_address = f"{LOOPBACK.address}:{ports[1]}"
 
     def _node_conf(self) -> dict[str, ConfigValue]:
         return {
@@ -476,18 +535,46 @@ class DevCluster:
         (``hadev up``) to act: a file in ``run/``, answered by a ``.done`` file beside it."""
         return self.run_dir / f"{command}.{target}.request"
 
+    def control(self, command: str, name: str, timeout: float = START_TIMEOUT) -> str:
+        """``start``, ``stop`` or ``restart`` daemon ``name`` (``zk``, ``jn1``, ``nn2``...)
+        on its ports and data, for ``hadev start|stop|restart NAME``: what was done, in a few
+        words. DevClusterError when it cannot be done (an unknown name, a ``start`` of a
+        daemon that runs, a ``stop`` of one that does not)."""
+        if name not in self.names:
+            raise DevClusterError(f"no daemon {name!r} (known: {', '.join(self.names)})")
+        process = self.process(name)
+        if command == "stop":
+            if not process.running:
+                raise DevClusterError(f"{name} is not running")
+            pid = process.pid
+            self.stopped_by_request.add(name)
+            process.stop()
+            self.pid_file(name).unlink(missing_ok=True)
+            return f"{name} stopped (pid {pid})"
+        if command not in ("start", "restart"):
+            raise DevClusterError(f"unknown command {command!r} (start, stop, restart)")
+        if command == "start" and process.running:
+            raise DevClusterError(f"{name} already runs (pid {process.pid})")
+        self.restart(name, timeout)  # a process that is not running is only started
+        self.stopped_by_request.discard(name)
+        return f"{name} {command}ed (pid {process.pid})"
+
     def serve_requests(self) -> list[str]:
         """Carry out what other ``hadev`` commands asked of the process that owns these
-        daemons (today: ``jn-wipe``), answering each with ``<request>.done`` ("ok" or
-        "error: ..."). Returns one line per request, for ``hadev up`` to print."""
+        daemons (``jn-wipe``, ``start``, ``stop``, ``restart``), answering each with
+        ``<request>.done`` ("ok: ..." or "error: ..."). Returns one line per request, for
+        ``hadev up`` to print."""
         done: list[str] = []
         for request in sorted(self.run_dir.glob("*.request")):
             command, _, target = request.name.removesuffix(".request").partition(".")
             try:
-                if command != "jn-wipe":
+                if command == "jn-wipe":
+                    storage = self.wipe_journalnode(target)
+                    answer = f"ok: {target} restarted on an empty {storage}"
+                elif command in ("start", "stop", "restart"):
+                    answer = f"ok: {self.control(command, target)}"
+                else:
                     raise DevClusterError(f"unknown request {command!r}")
-                storage = self.wipe_journalnode(target)
-                answer = f"ok: {target} restarted on an empty {storage}"
             except (DevClusterError, RuntimeError, OSError) as exc:
                 answer = f"error: {exc}"
             answer_path = request.with_suffix(".done")
@@ -578,6 +665,10 @@ class DevCluster:
             [sys.executable, "-m", "failover.hactl", "--conf", str(self.conf_path), *args],
             timeout=timeout,
         )
+
+
+def _port(address: str) -> int:
+    return int(address.rpartition(":")[2])
 
 
 # -- a write load that remembers what was acknowledged ----------------------------------------

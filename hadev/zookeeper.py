@@ -43,6 +43,7 @@ __all__ = [
     "four_letter_word",
     "runs",
     "stop_pid_file",
+    "terminate",
     "zookeeper_classpath",
 ]
 
@@ -138,7 +139,7 @@ def runs(pid: int, command: Sequence[str] = (MAIN_CLASS,)) -> bool:
     return bool(args[0]) and all(word.encode() in args for word in command)
 
 
-def _terminate(pid: int, timeout: float, command: Sequence[str]) -> None:
+def terminate(pid: int, timeout: float, command: Sequence[str]) -> None:
     """SIGCONT (it may be paused) and SIGTERM, then SIGKILL after ``timeout``; for a process
     that is not our child (a pid file)."""
     for sig in (signal.SIGCONT, signal.SIGTERM):
@@ -167,7 +168,7 @@ def stop_pid_file(
         return False
     stopped = False
     if runs(pid, command):
-        _terminate(pid, timeout, command)
+        terminate(pid, timeout, command)
         stopped = True
     pid_file.unlink(missing_ok=True)
     return stopped

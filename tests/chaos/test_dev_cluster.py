@@ -5,6 +5,7 @@ README's first command, ``python -m hadev.demo``, exits 0."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -67,6 +68,7 @@ def test_hadev_up_down_reuse_and_ctrl_c(tmp_path: Path) -> None:
         assert f"export HANAMENODE_CONF={conf}" in text
         running = pids(directory)
         assert set(running) == {"hadev", *DAEMONS}, running
+        ports = (directory / "conf" / "ports.json").read_text()
         assert run_hafs(conf, "mkdir", "-p", "/kept/across/runs").returncode == 0
         down = hadev_down(directory)
         assert down.returncode == 0, down.stderr
@@ -81,6 +83,10 @@ def test_hadev_up_down_reuse_and_ctrl_c(tmp_path: Path) -> None:
         proc = hadev_up(directory, log)
         text = wait_running(proc, log)
         assert "reusing the dev cluster" in text
+        # The same ports as the first run (issue 28 item 5): bookmarked pages stay good.
+        assert (directory / "conf" / "ports.json").read_text() == ports
+        for port in (p for pair in json.loads(ports).values() for p in pair):
+            assert f":{port}<" in conf.read_text() or f":{port};" in conf.read_text(), port
         listing = run_hafs(conf, "ls", "-R", "/kept")
         assert "/kept/across/runs" in listing.stdout, listing
         running = pids(directory)
