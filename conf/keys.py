@@ -588,6 +588,13 @@ KEYS: tuple[Key, ...] = (
         "how often the elector checks its NameNode's health",
     ),
     Key(
+        "ha.health-monitor.rpc-timeout.ms",
+        _duration("ms", positive=False),
+        "20000",
+        "the elector's health check also calls its NameNode on a fresh connection and counts "
+        "it unhealthy when that call does not answer by then (0: no such call)",
+    ),
+    Key(
         "ha.failover-controller.new-active.rpc-timeout.ms",
         _duration("ms"),
         "60000",
@@ -618,6 +625,18 @@ KEYS: tuple[Key, ...] = (
     Key("hanamenode.rpc.tls.key-file.<id>", parse_path, None, "the same daemon's private key"),
     Key(
         "hanamenode.rpc.handler.count", _count(1, MAX_HANDLERS), "16", "gRPC server worker threads"
+    ),
+    Key(
+        "hanamenode.rpc.handshake-timeout.ms",
+        _duration("ms"),
+        "5000",
+        "a server closes a connection whose TLS/HTTP/2 handshake is not done by then",
+    ),
+    Key(
+        "hanamenode.rpc.max-connection-idle.ms",
+        _duration("ms"),
+        "60000",
+        "a server closes a connection that carried no call for this long (GOAWAY)",
     ),
     Key(
         "hanamenode.gc.freeze-after-start",

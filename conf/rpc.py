@@ -28,6 +28,7 @@ import grpc
 import grpc.aio
 import structlog
 
+from conf.connections import raise_fd_limit
 from conf.keys import parse_address
 from conf.settings import RPCSettings, Settings, TLSSettings
 from conf.xmlconf import ConfigError
@@ -71,9 +72,18 @@ class PortInUseError(BindError, OSError):
 
 
 def server_options(
-    max_message_bytes: int = _DEFAULTS.max_message_bytes, max_receive_bytes: int | None = None
+    max_message_bytes: int = _DEFAULTS.max_message_bytes,
+    max_receive_bytes: int | None = None,
+    rpc: RPCSettings = _DEFAULTS,
 ) -> list[tuple[str, Any]]:
     """gRPC server channel arguments shared by every server of the project.
+
+    ``rpc`` gives the connection bounds (docs/operations.md §9.4): a connection whose TLS (or
+    plaintext HTTP/2) handshake has not completed within ``rpc.handshake_timeout`` seconds is
+    closed (gRPC's own default is 120 s, long enough for an idle flood of plain TCP
+    connections, no certificate needed, to exhaust the daemon's descriptors), and one without
+    any call for ``rpc.max_connection_idle`` seconds is sent GOAWAY (a client's channel
+    reconnects at its next call).
 
     ``max_receive_bytes`` (default ``max_message_bytes``) bounds each request message: gRPC
     refuses a longer one with RESOURCE_EXHAUSTED from its length prefix, before decoding it;
@@ -92,6 +102,8 @@ def server_options(
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
         ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.server_handshake_timeout_ms", round(rpc.handshake_timeout * 1000)),
+        ("grpc.max_connection_idle_ms", round(rpc.max_connection_idle * 1000)),
         *_small_request_window(receive, max_message_bytes),
     ]
 
@@ -154,9 +166,10 @@ def make_server(
         tls = settings.tls
     workers = max_workers if max_workers is not None else rpc.handler_count
     max_bytes = max_message_bytes if max_message_bytes is not None else rpc.max_message_bytes
+    raise_fd_limit()  # a server holds a descriptor per connection
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc-handler"),
-        options=[*server_options(max_bytes, max_receive_bytes), *options],
+        options=[*server_options(max_bytes, max_receive_bytes, rpc), *options],
         interceptors=list(interceptors) or None,
     )
     _SERVER_TLS[server] = tls if tls is not None else TLSSettings()
@@ -178,8 +191,9 @@ def make_aio_server(
     if tls is None and settings is not None:
         tls = settings.tls
     max_bytes = max_message_bytes if max_message_bytes is not None else rpc.max_message_bytes
+    raise_fd_limit()  # a server holds a descriptor per connection
     server = grpc.aio.server(
-        options=[*server_options(max_bytes, max_receive_bytes), *options],
+        options=[*server_options(max_bytes, max_receive_bytes, rpc), *options],
         interceptors=list(interceptors) or None,
     )
     _SERVER_TLS[server] = tls if tls is not None else TLSSettings()

@@ -121,6 +121,8 @@ class HASettings:
     edits_sync_gather_delay: float = 0.016
     graceful_fence_timeout: float = 5.0
     health_check_interval: float = 1.0
+    health_rpc_timeout: float = 20.0
+    """Deadline of the health check's call on a fresh connection (0: none is made)."""
     new_active_timeout: float = 60.0
     cli_check_timeout: float = 20.0
     observer_read_max_wait: float = 1.0
@@ -148,6 +150,10 @@ class TLSSettings:
 class RPCSettings:
     handler_count: int = 16
     max_message_bytes: int = 16 * MIB
+    handshake_timeout: float = 5.0
+    """Seconds a server waits for a new connection's handshake (conf.rpc.server_options)."""
+    max_connection_idle: float = 60.0
+    """Seconds a server keeps a connection without calls before it sends GOAWAY."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,6 +441,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         edits_sync_gather_delay=get("dfs.namenode.edits.sync.gather-delay"),
         graceful_fence_timeout=get("ha.failover-controller.graceful-fence.rpc-timeout.ms"),
         health_check_interval=get("ha.health-monitor.check-interval.ms"),
+        health_rpc_timeout=get("ha.health-monitor.rpc-timeout.ms"),
         new_active_timeout=get("ha.failover-controller.new-active.rpc-timeout.ms"),
         cli_check_timeout=get("ha.failover-controller.cli-check.rpc-timeout.ms"),
         observer_read_max_wait=get("dfs.namenode.observer.read.max-wait.ms"),
@@ -495,6 +502,8 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         rpc=RPCSettings(
             handler_count=get("hanamenode.rpc.handler.count"),
             max_message_bytes=max_message_bytes,
+            handshake_timeout=get("hanamenode.rpc.handshake-timeout.ms"),
+            max_connection_idle=get("hanamenode.rpc.max-connection-idle.ms"),
         ),
         values=MappingProxyType(values),
         client=ClientSettings(

@@ -16,16 +16,20 @@ from __future__ import annotations
 import errno
 import html
 import json
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import structlog
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
+from prometheus_client.exposition import make_wsgi_app
 
+from conf import connections
 from conf.rpc import BindError, PortInUseError
 
 __all__ = ["REFRESH_SECONDS", "WebServer", "esc", "page", "planted_banner", "table"]
@@ -113,9 +117,79 @@ def page(title: str, main: str) -> str:
     )
 
 
+HTTP_WORKERS = 8
+"""Connections the HTTP server serves at once; it closes the others as they arrive (and
+counts them, ``conf.connections``), rather than starting a thread for each."""
+HTTP_IDLE_SECONDS = 10.0
+"""A connection that sends nothing for this long is closed (its worker is free again)."""
+_REFUSAL_LOG_SECONDS = 10.0
+
+
 class _QuietHandler(WSGIRequestHandler):
+    timeout = HTTP_IDLE_SECONDS  # socket timeout of each read and write (StreamRequestHandler)
+
     def log_message(self, format: str, *args: Any) -> None:
         """Requests are not logged (a page refreshes every few seconds)."""
+
+
+class _BoundedWSGIServer(WSGIServer):
+    """A WSGI server that serves at most ``HTTP_WORKERS`` connections at once, on a fixed
+    pool of threads: a connection beyond them is closed at once, counted, and logged (at most
+    once every ``_REFUSAL_LOG_SECONDS``). ``ThreadingWSGIServer`` started a thread for every
+    connection, so an idle flood cost a thread and its stack each (issue 25 item 2)."""
+
+    daemon_threads = True
+    # Queued connections wait in the kernel's backlog, not in this process.
+    request_queue_size = 64
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._pool = ThreadPoolExecutor(max_workers=HTTP_WORKERS, thread_name_prefix="http")
+        self._slots = threading.BoundedSemaphore(HTTP_WORKERS)
+        self._refused_since_log = 0
+        self._last_refusal_log = 0.0
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request, client_address)
+            return
+        connections.http_connection_opened()
+        self._pool.submit(self._serve, request, client_address)
+
+    def _serve(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except (OSError, TimeoutError):
+            pass  # the client went away or stayed silent past the timeout: nothing to answer
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            self._slots.release()
+            connections.http_connection_closed()
+
+    def _refuse(self, request: socket.socket, client_address: Any) -> None:
+        connections.http_connection_refused()
+        self.shutdown_request(request)
+        self._refused_since_log += 1
+        now = time.monotonic()
+        if now - self._last_refusal_log >= _REFUSAL_LOG_SECONDS:
+            log.warning(
+                "HTTP connections refused: every worker is busy",
+                refused=self._refused_since_log,
+                workers=HTTP_WORKERS,
+                port=self.server_port,
+                last_client=str(client_address),
+            )
+            self._refused_since_log = 0
+            self._last_refusal_log = now
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.exception("HTTP request failed", client=str(client_address))
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class WebServer:
@@ -144,7 +218,7 @@ class WebServer:
         host, port = self.address.rsplit(":", 1)
         try:
             httpd = make_server(
-                host.strip("[]"), int(port), self._app, ThreadingWSGIServer,
+                host.strip("[]"), int(port), self._app, _BoundedWSGIServer,
                 handler_class=_QuietHandler,
             )
         except OSError as exc:

@@ -88,7 +88,7 @@ from failover.elector_thread import ElectorThread
 from failover.errors import FencingFailedError
 from failover.fencing import NodeFencer
 from failover.graceful import Attempt, graceful_failover
-from failover.health import HealthMonitor
+from failover.health import FreshConnectionProbe, HealthMonitor
 from failover.membership import Membership
 from failover.metrics import ElectorMetrics
 from failover.rejoin import Rejoin
@@ -186,6 +186,9 @@ class ActiveStandbyElector:
             self._on_health_change,
             name=nn_id,
             on_tick=self._keep_membership,
+            # Reachable from outside too, not only healthy inside (issue 25 item 2).
+            probe=FreshConnectionProbe(self.info.address, settings.tls, ha.health_rpc_timeout)
+            if ha.health_rpc_timeout > 0 else None,
         )
         self._cede = Cede()
         self._rejoin = Rejoin(nn_id, self._log)

@@ -10,6 +10,13 @@ it is healthy again::
     monitor.healthy, monitor.reason
     monitor.status             # (healthy, reason) as of the last change: what the elector reads
     monitor.stop()
+
+The check runs in the NameNode's process and would pass while nobody else can reach it (its
+descriptors exhausted by idle connections, issue 25 item 2). So a ``FreshConnectionProbe``
+follows each check when ``ha.health-monitor.rpc-timeout.ms`` is not 0: it opens a new
+connection to the NameNode's RPC address, as a client or another NameNode would, and calls
+``GetServiceStatus``; no answer within the timeout is unhealthy, and the active leaves the
+election (HDFS's ZKFC makes its whole check over RPC, HADOOP-7455).
 """
 
 from __future__ import annotations
@@ -17,13 +24,48 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import grpc
 import structlog
 
-from hanamenode.errors import NamenodeError
+from conf import ConfigError, TLSSettings
+from conf.rpc import make_channel
+from hanamenode.errors import HealthCheckFailedError, NamenodeError
+from proto import namenode_pb2, namenode_pb2_grpc
 
-__all__ = ["HealthMonitor"]
+__all__ = ["FreshConnectionProbe", "HealthMonitor"]
 
 log = structlog.get_logger(__name__)
+
+
+class FreshConnectionProbe:
+    """Calls ``GetServiceStatus`` of ``address`` on a channel made for that call alone (a new
+    TCP connection and handshake: the project's channels keep their own subchannels), and
+    raises ``HealthCheckFailedError`` when no answer comes within ``timeout`` seconds."""
+
+    def __init__(self, address: str, tls: TLSSettings | None, timeout: float) -> None:
+        self.address = address
+        self.tls = tls
+        self.timeout = timeout
+
+    def __call__(self) -> None:
+        try:
+            channel = make_channel(self.address, self.tls)
+        except (ConfigError, OSError) as exc:  # no descriptor left to read the TLS files
+            raise HealthCheckFailedError(
+                f"cannot open a fresh connection to {self.address}: {exc}"
+            ) from None
+        try:
+            stub = namenode_pb2_grpc.HAServiceProtocolStub(channel)
+            stub.GetServiceStatus(namenode_pb2.HAEmpty(), timeout=self.timeout)
+        except grpc.RpcError as err:
+            code = err.code() if isinstance(err, grpc.Call) else None
+            details = err.details() if isinstance(err, grpc.Call) else str(err)
+            raise HealthCheckFailedError(
+                f"unreachable on a fresh connection to {self.address} within "
+                f"{self.timeout:g} s: {code.name if code else 'RPC failed'}: {details}"
+            ) from None
+        finally:
+            channel.close()
 
 
 class HealthMonitor:
@@ -32,7 +74,8 @@ class HealthMonitor:
     ``check`` returns when healthy and raises when not (the message is the reason).
     ``on_change(healthy, reason)`` is called from the thread on the first result and on every
     change; ``on_tick()``, if given, after every check (the elector keeps its membership znode
-    there). Neither may raise: what they raise is logged.
+    there). Neither may raise: what they raise is logged. ``probe``, if given, runs after a
+    check that passed and may fail it the same way (a ``FreshConnectionProbe``).
     """
 
     def __init__(
@@ -43,8 +86,10 @@ class HealthMonitor:
         *,
         name: str,
         on_tick: Callable[[], None] | None = None,
+        probe: Callable[[], None] | None = None,
     ) -> None:
         self._check = check
+        self._probe = probe
         self.interval = interval
         self._on_change = on_change
         self._on_tick = on_tick
@@ -64,6 +109,8 @@ class HealthMonitor:
         """Run the check once (in the caller's thread): ``(healthy, reason)``."""
         try:
             self._check()
+            if self._probe is not None:
+                self._probe()
         except NamenodeError as exc:
             return False, str(exc) or type(exc).__name__
         except Exception as exc:

@@ -36,6 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from conf import TLSSettings
+from conf.connections import watch as watch_connections
 from conf.gcpauses import GcPauseCollector, install_pause_metrics
 from conf.guard import AioRequestGuard, MethodRule, Role
 from conf.mutants import announce as announce_mutants
@@ -752,6 +753,7 @@ class JournalNodeServer:
             self.stop()
             raise
         announce_mutants("journalnode", self.registry, log)
+        watch_connections("journalnode", self.registry)
         log.info(
             "journalnode started",
             rpc=self.address,
