@@ -143,7 +143,7 @@ def load_edits(
     }
     applied = 0
     last = 0
-    for stream in chain_segments(by_source, since_txid):
+    for stream in chain_segments(by_source, since_txid, cluster_size=len(qjm.loggers)):
         if up_to is not None and stream.start_txid > up_to:
             break
         for op in stream.read(max(stream.start_txid, since_txid)):

@@ -90,6 +90,12 @@ class CorruptSegmentError(JournalError):
     code = grpc.StatusCode.DATA_LOSS
 
 
+class SegmentDigestError(CorruptSegmentError):
+    """A finalized segment's records no longer have the md5 recorded when it was finalized
+    (docs/protocol.md §8.7): its records each pass their checksum, but the copy changed. The
+    message names the file and both digests; the copy is moved aside, never served."""
+
+
 class StorageError(JournalError):
     """The local storage could not be read or written (disk full, permissions, lock held).
 
@@ -141,6 +147,7 @@ CODEC: ErrorCodec[JournalError] = ErrorCodec(
         JournalStateError,
         JournalInconsistentError,
         CorruptSegmentError,
+        SegmentDigestError,
         StorageError,
         StorageLockedError,
         JournalSyncingError,

@@ -11,6 +11,7 @@
     <root>/<journal_id>/current/paxos/<segment_txid>   PersistedRecoveryPaxosData
     <root>/<journal_id>/current/edits_inprogress_<txid 19 digits>
     <root>/<journal_id>/current/edits_<first 19 digits>-<last 19 digits>
+    <root>/<journal_id>/current/edits_<first>-<last>.md5   md5 of its records, "<hex>\\n"
 
 Segment files hold ``proto.records.SEGMENT_HEADER`` then framed records. A crash can leave a
 torn record at the end of an in-progress segment; ``load`` and ``scan_segment`` cut it off at
@@ -58,11 +59,12 @@ from journalnode.segment_names import (
     FINALIZED,
     IN_PROGRESS,
     REASON,
+    digest_name,
     finalized_name,
     finalized_prefix,
     in_progress_name,
 )
-from journalnode.storage import AcceptedRecovery, LoadedJournal, StagedSegment
+from journalnode.storage import AcceptedRecovery, LoadedJournal, StagedSegment, records_md5
 from proto import records
 from proto.values import NamespaceInfo, SegmentState
 
@@ -195,7 +197,9 @@ class FileJournalStorage:
             elif m := IN_PROGRESS.fullmatch(name):
                 in_progress.append(int(m.group(1)))
 
-        segments = [SegmentState(s, e, False) for s, e in finalized.items()]
+        segments = [
+            SegmentState(s, e, False, self._read_digest(s, e)) for s, e in finalized.items()
+        ]
         for start in in_progress:
             path = self.current_dir / in_progress_name(start)
             if start in finalized:
@@ -358,8 +362,16 @@ class FileJournalStorage:
         if self._sync_observer is not None:
             self._sync_observer(took)
 
-    def finalize_segment(self, start_txid: int, end_txid: int) -> None:
-        """Rename in-progress to ``edits_<start>-<end>``; a no-op if that is already done."""
+    def finalize_segment(
+        self, start_txid: int, end_txid: int, md5: bytes | None = None
+    ) -> bytes:
+        """Write ``edits_<start>-<end>.md5`` (the md5 of the records, read from the segment
+        when ``md5`` is None), then rename in-progress to ``edits_<start>-<end>``. A no-op,
+        returning the recorded md5, if that is already done.
+
+        The digest goes first, replacing any left by a crash before an earlier rename: a
+        finalized segment always has its digest beside it, and a leftover from another
+        copy of the segment never stays beside this one."""
         self._require_open()
         src = self.current_dir / in_progress_name(start_txid)
         dst = self.current_dir / finalized_name(start_txid, end_txid)
@@ -371,7 +383,11 @@ class FileJournalStorage:
         if dst_exists:
             if src_exists:
                 raise JournalStateError(f"both {src} and {dst} exist; refusing to overwrite {dst}")
-            return
+            recorded = self._read_digest(start_txid, end_txid)
+            if not recorded:
+                recorded = records_md5(self.read_segment(start_txid))
+                self.record_digest(start_txid, end_txid, recorded)
+            return recorded
         if not src_exists:
             other = self._find_finalized(start_txid)
             if other is not None:
@@ -380,10 +396,39 @@ class FileJournalStorage:
                     f" not with end txid {end_txid}"
                 )
             raise JournalStateError(f"no in-progress segment {src} to finalize")
+        if md5 is None:
+            md5 = records_md5(self.read_segment(start_txid, end_txid))
+        self.record_digest(start_txid, end_txid, md5)
         with storage_errors("rename", src):
             os.rename(src, dst)
         fsutil.fsync_dir(self.current_dir)
         self._poisoned.discard(start_txid)
+        return md5
+
+    def record_digest(self, start_txid: int, end_txid: int, md5: bytes) -> None:
+        """Write ``edits_<start>-<end>.md5`` atomically (temp, fsync, rename, fsync dir)."""
+        self._require_open()
+        path = self.current_dir / digest_name(start_txid, end_txid)
+        fsutil.atomic_write(path, meta_files.digest_bytes(md5))
+
+    def _read_digest(self, start_txid: int, end_txid: int) -> bytes:
+        """The md5 recorded beside a finalized segment; b"" when there is none (a segment
+        finalized before digests were kept) or it is unreadable (logged): its first reader
+        computes and records it again (docs/protocol.md §8.7)."""
+        path = self.current_dir / digest_name(start_txid, end_txid)
+        data = fsutil.read_if_exists(path)
+        if data is None:
+            return b""
+        try:
+            return meta_files.parse_digest(path, data)
+        except StorageError as exc:
+            self._log.error(
+                "segment digest file is malformed; the digest is computed again from the "
+                "segment and compared with the peers'",
+                file=str(path),
+                error=str(exc),
+            )
+            return b""
 
     def move_aside(self, start_txid: int, reason: str) -> None:
         """Rename ``edits_inprogress_<start>`` to ``<name>.<reason>``; never deletes."""
@@ -408,7 +453,16 @@ class FileJournalStorage:
         found = self._find_finalized(start_txid)
         if found is None:
             raise JournalStateError(f"no finalized segment starting at txid {start_txid}")
-        self._move_aside_path(found[0], reason)
+        target = self._move_aside_path(found[0], reason)
+        # The digest it was recorded with goes along, as evidence; the copy that replaces
+        # the segment records its own.
+        digest = self.current_dir / digest_name(start_txid, found[1])
+        with storage_errors("stat", digest):
+            has_digest = digest.exists()
+        if has_digest:
+            with storage_errors("move aside", digest):
+                os.rename(digest, target.with_name(target.name + ".md5"))
+            fsutil.fsync_dir(self.current_dir)
 
     def install_segment(self, start_txid: int, chunks: Iterable[bytes], expected_end: int) -> None:
         """Replace ``edits_inprogress_<start>`` with downloaded bytes, after checking they hold
@@ -470,6 +524,7 @@ class FileJournalStorage:
         tmp = staged.handle
         assert isinstance(tmp, Path)
         path = self.current_dir / finalized_name(start, staged.end_txid)
+        self.record_digest(start, staged.end_txid, staged.md5)
         with storage_errors("rename", tmp):
             os.replace(tmp, path)
         fsutil.fsync_dir(self.current_dir)
@@ -738,7 +793,7 @@ class FileJournalStorage:
             return _InProgressScan(empty, "ok")
         return _InProgressScan(SegmentState(start_txid, progress.last_txid, True), "ok")
 
-    def _move_aside_path(self, path: Path, reason: str) -> None:
+    def _move_aside_path(self, path: Path, reason: str) -> Path:
         target = path.with_name(f"{path.name}.{reason}")
         n = 0
         while target.exists():  # an earlier move-aside of the same name is kept too
@@ -748,6 +803,7 @@ class FileJournalStorage:
             os.rename(path, target)
         fsutil.fsync_dir(path.parent)
         self._log.info("moved segment aside", file=str(path), to=target.name)
+        return target
 
     def _remove_temp_files(self, directory: Path) -> None:
         removed = False

@@ -48,9 +48,11 @@ from journalnode.errors import (
     JournalStateError,
     JournalSyncingError,
     NamespaceMismatchError,
+    SegmentDigestError,
     StorageError,
 )
-from journalnode.storage import AcceptedRecovery, JournalStorage
+from journalnode.segment_names import finalized_name
+from journalnode.storage import AcceptedRecovery, JournalStorage, records_md5
 from journalnode.subscriptions import (
     DEFAULT_MAX_SUBSCRIBERS,
     DEFAULT_SUBSCRIBER_QUEUE_BYTES,
@@ -59,7 +61,7 @@ from journalnode.subscriptions import (
     EndReason,
     PushedEdits,
 )
-from journalnode.sync import SegmentToSync, SyncPlan, covers, plan_sync
+from journalnode.sync import DigestRepair, SegmentToSync, SyncPlan, covers, plan_sync
 from proto import records
 from proto.values import (
     NamespaceInfo,
@@ -118,6 +120,11 @@ class JournalStats:
     segments_lacking: int = 0
     """Finalized segments peers hold that this node lacked at the last sync round, less
     those installed since."""
+    digest_mismatches: int = 0
+    """Finalized copies moved aside here because their records no longer had the md5
+    recorded at finalize, or a majority of JournalNodes recorded another md5 (§8.7)."""
+    digest_repairs: int = 0
+    """Of those, segments installed again from the majority's copy."""
 
 
 def check_format_request(ns: NamespaceInfo) -> None:
@@ -190,6 +197,8 @@ class Journal:
         self._sync_until = loaded.sync_until
         self._purged_below = 0
         self._accepted: dict[int, AcceptedRecovery] = dict(loaded.accepted)
+        # Finalized segments moved aside for a digest mismatch, not yet installed again.
+        self._mismatched: set[int] = set()
         # The segment a writer is appending to: set by startLogSegment only, so that after a
         # restart nobody appends to a segment before a writer has (re)started or recovered it.
         self._cur_segment: int | None = None
@@ -474,15 +483,9 @@ class Journal:
         return state
 
     def _segment_md5(self, start: int, end: int) -> bytes:
-        """md5 of a segment's records through ``end`` (recovery only: it reads the segment)."""
-        digest = hashlib.md5()
-        skip = records.HEADER_LEN
-        for chunk in self.storage.read_segment(start, end):
-            if skip:
-                cut = min(skip, len(chunk))
-                chunk, skip = chunk[cut:], skip - cut
-            digest.update(chunk)
-        return digest.digest()
+        """md5 of a segment's records through ``end``, each record checked as it is read
+        (CorruptSegmentError naming file and offset); it reads the whole segment."""
+        return records_md5(self.storage.read_segment(start, end))
 
     def heartbeat(self, req: RequestInfo) -> None:
         with self._lock:
@@ -620,8 +623,10 @@ class Journal:
                     )
                 if not was_open and not active(Mutant.FINALIZE_WITHOUT_CONTENT_CHECK):
                     self._check_finalize_content(req, state, md5)
-                self.storage.finalize_segment(start_txid, end_txid)
-                self._segments[start_txid] = SegmentState(start_txid, end_txid, False)
+                # The storage reads the records for their md5 and records it beside the
+                # segment before the rename (§8.7): every later read is checked against it.
+                recorded = self.storage.finalize_segment(start_txid, end_txid)
+                self._segments[start_txid] = SegmentState(start_txid, end_txid, False, recorded)
             self.subscribers.end(
                 EndReason.SEGMENT_FINALIZED,
                 f"segment {start_txid}-{end_txid} was finalized",
@@ -670,18 +675,136 @@ class Journal:
     def get_edit_log_manifest(
         self, cluster_id: str, since_txid: int, *, in_progress_ok: bool = False
     ) -> list[RemoteEditLog]:
-        """Segments that hold txids at or after since_txid (HDFS-3077 §3)."""
+        """Segments that hold txids at or after since_txid (HDFS-3077 §3), each finalized one
+        with its recorded md5 (§8.7; computed and recorded first if it has none yet)."""
         with self._lock:
             self._check_cluster(cluster_id)
-            logs = []
+            states = []
             for start in sorted(self._segments):
                 state = self._segments[start]
                 if state.end_txid < since_txid or state.num_txns <= 0:
                     continue
                 if state.is_in_progress and not in_progress_ok:
                     continue
-                logs.append(RemoteEditLog(state.start_txid, state.end_txid, state.is_in_progress))
-            return logs
+                states.append(state)
+        logs = []
+        for state in states:
+            md5 = b""
+            if not state.is_in_progress:
+                md5 = state.md5 or self._record_missing_digest(state)
+                if not md5:
+                    continue  # found corrupt and moved aside: no longer held here
+            logs.append(RemoteEditLog(state.start_txid, state.end_txid, state.is_in_progress, md5))
+        return logs
+
+    # ------------------------------------------------------------------ digests (§8.7)
+
+    def ensure_digests(self) -> None:
+        """Compute and record the md5 of every finalized segment that has none (one finalized
+        before digests were kept): the sync thread compares them with its peers'."""
+        with self._lock:
+            missing = [s for s in self._finalized() if not s.md5]
+        for state in sorted(missing, key=lambda s: s.start_txid):
+            self._record_missing_digest(state)
+
+    def _record_missing_digest(self, state: SegmentState) -> bytes:
+        """The md5 of a finalized segment without a recorded one, read (outside the lock: a
+        finalized file never changes in place) and recorded durably. b"" when the read finds
+        the copy corrupt: it is then moved aside (``quarantine_corrupt``)."""
+        start, end = state.start_txid, state.end_txid
+        try:
+            md5 = self._segment_md5(start, end)
+        except CorruptSegmentError as exc:
+            self.quarantine_corrupt(start, exc)
+            return b""
+        with self._lock:
+            now = self._segments.get(start)
+            if now is None or now.is_in_progress or now.end_txid != end:
+                return b""
+            if now.md5:
+                return now.md5  # recorded meanwhile by another reader
+            self.storage.record_digest(start, end, md5)
+            self._segments[start] = now.with_md5(md5)
+        self._log.info(
+            "recorded the digest of a segment finalized before digests were kept",
+            segment=finalized_name(start, end),
+            md5=md5.hex(),
+        )
+        return md5
+
+    def verified_finalized_md5(self, cluster_id: str, start_txid: int) -> tuple[int, bytes]:
+        """(end txid, md5) of a finalized segment, after reading its records and checking
+        their md5 against the one recorded beside it. What every read of a finalized segment
+        by another node goes through (GetSegment, GetSegmentMd5): a copy whose records
+        changed since it was finalized is moved aside and a ``SegmentDigestError`` names the
+        file and both digests; a corrupt record is a ``CorruptSegmentError`` as before."""
+        with self._lock:
+            self._check_cluster(cluster_id)
+            state = self._segments.get(start_txid)
+            if state is None or state.is_in_progress:
+                raise JournalOutOfSyncError(f"no finalized segment starting at txid {start_txid}")
+        if not state.md5:
+            md5 = self._record_missing_digest(state)
+            if not md5:
+                raise JournalOutOfSyncError(
+                    f"finalized segment {state} was found corrupt here and moved aside"
+                )
+            return state.end_txid, md5
+        try:
+            actual = self._segment_md5(start_txid, state.end_txid)
+        except CorruptSegmentError as exc:
+            self.quarantine_corrupt(start_txid, exc)
+            raise
+        if actual == state.md5:
+            return state.end_txid, actual
+        name = finalized_name(start_txid, state.end_txid)
+        problem = (
+            f"journal {self.journal_id!r}: the records of {name} have md5 {actual.hex()}, but "
+            f"md5 {state.md5.hex()} was recorded when it was finalized; not served, moved aside "
+            "to be fetched again from the peers"
+        )
+        self._move_aside_mismatched(
+            state, "records changed since the segment was finalized",
+            recorded=state.md5.hex(), actual=actual.hex(),
+        )
+        raise SegmentDigestError(problem)
+
+    def move_aside_disagreeing(self, repair: DigestRepair) -> bool:
+        """The sync thread found a majority of JournalNodes holding another md5 for a
+        finalized segment than this copy: move it aside (``.mismatch``, never deleted) so that
+        the next plan fetches the majority's copy. False when the copy changed meanwhile."""
+        with self._lock:
+            state = self._segments.get(repair.start_txid)
+            if (
+                state is None
+                or state.is_in_progress
+                or state.end_txid != repair.end_txid
+                or state.md5 != repair.mine
+            ):
+                return False
+        self._move_aside_mismatched(
+            state, "a majority of JournalNodes hold another copy",
+            recorded=repair.mine.hex(), majority=repair.majority.hex(),
+            majority_holders=list(repair.holders),
+        )
+        return True
+
+    def _move_aside_mismatched(self, state: SegmentState, why: str, **digests: object) -> None:
+        with self._lock:
+            now = self._segments.get(state.start_txid)
+            if now is None or now.is_in_progress or now.end_txid != state.end_txid:
+                return  # moved aside meanwhile by another reader
+            self._log.error(
+                "finalized segment copy does not match its digest; moved aside, to be fetched "
+                "again from the majority",
+                segment=finalized_name(state.start_txid, state.end_txid),
+                why=why,
+                **digests,
+            )
+            self.storage.move_aside_finalized(state.start_txid, "mismatch")
+            del self._segments[state.start_txid]
+            self._mismatched.add(state.start_txid)
+            self.stats.digest_mismatches += 1
 
     def segment_for_reading(
         self, cluster_id: str, start_txid: int, end_txid: int | None
@@ -897,14 +1020,18 @@ class Journal:
             self.stats = JournalStats()
             self._load()
 
-    def plan_sync(self, peers: Mapping[str, Sequence[RemoteEditLog]]) -> SyncPlan:
-        """What to fetch, given the peers' manifests of finalized segments (``sync.plan_sync``)."""
+    def plan_sync(
+        self, peers: Mapping[str, Sequence[RemoteEditLog]], *, configured: int = 0
+    ) -> SyncPlan:
+        """What to fetch, given the peers' manifests of finalized segments, and which copies
+        here a majority of the ``configured`` JournalNodes disagree with (``sync.plan_sync``)."""
         with self._lock:
             plan = plan_sync(
                 list(self._segments.values()),
                 peers,
                 open_segment=self._cur_segment,
                 purged_below=self._purged_below,
+                configured=configured,
             )
             self.stats.segments_lacking = len(plan.fetch) + len(plan.waiting)
             return plan
@@ -941,7 +1068,11 @@ class Journal:
                         f"a writer is appending to segment {start} here; it is not replaced"
                     )
                 self.storage.install_finalized(staged)
-                self._segments[start] = SegmentState(start, end, False)
+                self._segments[start] = SegmentState(start, end, False, staged.md5)
+                repaired = start in self._mismatched
+                if repaired:
+                    self._mismatched.discard(start)
+                    self.stats.digest_repairs += 1
                 if start in self._accepted:
                     # As finalizing does: the finalized copy is the decision now.
                     self.storage.clear_accepted_recovery(start)
@@ -961,23 +1092,16 @@ class Journal:
             "installed a segment synced from a peer",
             segment=str(segment),
             bytes=staged.size,
+            md5=staged.md5.hex(),
             replaced_in_progress=have is not None,
+            repaired_mismatch=repaired,
         )
         return staged.size
 
     def finalized_md5(self, cluster_id: str, start_txid: int) -> tuple[int, bytes]:
         """(end txid, md5 of the records) of a finalized segment, read and checked record by
-        record (GetSegmentMd5; a corrupt record is a CorruptSegmentError naming the file)."""
-        with self._lock:
-            self._check_cluster(cluster_id)
-            state = self._segments.get(start_txid)
-            if state is None or state.is_in_progress:
-                raise JournalOutOfSyncError(f"no finalized segment starting at txid {start_txid}")
-        try:
-            return state.end_txid, self._segment_md5(start_txid, state.end_txid)
-        except CorruptSegmentError as exc:
-            self.quarantine_corrupt(start_txid, exc)
-            raise
+        record and against the recorded md5 (GetSegmentMd5; ``verified_finalized_md5``)."""
+        return self.verified_finalized_md5(cluster_id, start_txid)
 
     def quarantine_corrupt(self, start_txid: int, error: CorruptSegmentError) -> bool:
         """A read found this node's finalized copy of a segment corrupt: move it aside

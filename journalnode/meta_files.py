@@ -8,6 +8,8 @@
     paxos/<segment_txid>   PersistedRecoveryPaxosData
     rejoin-sync-until      "N\\n": a self-formatted JournalNode votes again once it holds
                            finalized segments through txid N (docs/protocol.md §10.3)
+    edits_<s>-<e>.md5      "<32 hex digits>\\n": the md5 of a finalized segment's records
+                           (docs/protocol.md §8.7)
 
 ``FileJournalStorage`` reads and writes them; the parsing and the checks live here so that
 a malformed file is a ``StorageError`` naming it, tested without a directory.
@@ -103,3 +105,23 @@ def parse_accepted(path: Path, data: bytes) -> AcceptedRecovery:
     if not pb.HasField("segment_state"):
         raise StorageError(f"malformed accepted recovery {path}: no segment state")
     return AcceptedRecovery(SegmentState.from_pb(pb.segment_state), pb.accepted_in_epoch)
+
+
+# --------------------------------------------------------------------- segment digests
+
+_DIGEST = re.compile(rb"([0-9a-f]{32})\n")
+
+
+def digest_bytes(md5: bytes) -> bytes:
+    """The content of a segment's digest file: the md5 of its records, in hex."""
+    if len(md5) != 16:
+        raise InvalidRequestError(f"a segment digest is 16 bytes of md5, got {len(md5)}")
+    return md5.hex().encode() + b"\n"
+
+
+def parse_digest(path: Path, data: bytes) -> bytes:
+    """The md5 a digest file holds; StorageError naming the file when it is malformed."""
+    m = _DIGEST.fullmatch(data)
+    if m is None:
+        raise StorageError(f"{path}: not a segment digest (expected 32 hex digits): {data[:64]!r}")
+    return bytes.fromhex(m.group(1).decode())

@@ -240,6 +240,19 @@ class JournalMetricsCollector(Collector):
                 lambda j: j.stats.corrupt_segments,
             ),
             (
+                "journalnode_segment_digest_mismatches",
+                "Finalized copies moved aside: their records lost their recorded md5, or a "
+                "majority of JournalNodes hold another md5 (docs/protocol.md §8.7)",
+                CounterMetricFamily,
+                lambda j: j.stats.digest_mismatches,
+            ),
+            (
+                "journalnode_segment_digest_repairs",
+                "Finalized copies moved aside for a digest mismatch and fetched again from peers",
+                CounterMetricFamily,
+                lambda j: j.stats.digest_repairs,
+            ),
+            (
                 "journalnode_sync_lacking_segments",
                 "Finalized segments peers hold that this node lacked at the last sync round",
                 GaugeMetricFamily,
@@ -564,7 +577,10 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
     def _open_segment(self, request: Any) -> Iterator[bytes]:
         journal = self._journal(request.journal_id)
         end = request.end_txid if request.in_progress_ok or request.end_txid else None
-        journal.segment_for_reading(request.cluster_id, request.start_txid, end)
+        state = journal.segment_for_reading(request.cluster_id, request.start_txid, end)
+        if not state.is_in_progress:
+            # Served only if its records still have the md5 recorded at finalize (§8.7).
+            journal.verified_finalized_md5(request.cluster_id, request.start_txid)
         return iter(journal.storage.read_segment(request.start_txid, end))
 
     async def GetSegment(

@@ -37,7 +37,9 @@ class LoadedJournal:
     """Everything a storage knows at start-up, after tail repair of in-progress segments.
 
     ``segments`` is sorted by start txid and holds only segments with at least one valid
-    transaction; empty in-progress segments were moved aside while loading.
+    transaction; empty in-progress segments were moved aside while loading. A finalized
+    segment carries the md5 recorded beside it (``SegmentState.md5``), or b"" when none was
+    (a segment finalized before digests were recorded, docs/protocol.md §8.7).
     """
 
     namespace_info: NamespaceInfo | None
@@ -101,8 +103,17 @@ class JournalStorage(Protocol):
         """Append already validated framed records to the in-progress segment and fdatasync."""
         ...
 
-    def finalize_segment(self, start_txid: int, end_txid: int) -> None:
-        """Rename the in-progress segment to ``edits_<start>-<end>``; durable on return."""
+    def finalize_segment(
+        self, start_txid: int, end_txid: int, md5: bytes | None = None
+    ) -> bytes:
+        """Record the md5 of the segment's records beside it (computed from the records when
+        ``md5`` is None), then rename the in-progress segment to ``edits_<start>-<end>``;
+        both durable on return. Returns the recorded md5."""
+        ...
+
+    def record_digest(self, start_txid: int, end_txid: int, md5: bytes) -> None:
+        """Record, durably, the md5 of a finalized segment that has none recorded yet (one
+        finalized before digests were kept): computed by its first reader."""
         ...
 
     def move_aside(self, start_txid: int, reason: str) -> None:
@@ -149,8 +160,9 @@ class JournalStorage(Protocol):
         ...
 
     def install_finalized(self, staged: StagedSegment) -> None:
-        """Put a staged segment in place under its finalized name, atomically and durably;
-        an in-progress copy of the same segment is then moved aside (``.stale``)."""
+        """Put a staged segment in place under its finalized name, atomically and durably,
+        with its md5 recorded beside it; an in-progress copy of the same segment is then moved
+        aside (``.stale``)."""
         ...
 
     def discard_staged(self, staged: StagedSegment) -> None:
@@ -165,6 +177,19 @@ class JournalStorage(Protocol):
     def persist_accepted_recovery(self, segment_txid: int, accepted: AcceptedRecovery) -> None: ...
 
     def clear_accepted_recovery(self, segment_txid: int) -> None: ...
+
+
+def records_md5(chunks: Iterable[bytes]) -> bytes:
+    """md5 of a segment's records: its bytes (header and records, in chunks) less the
+    header. What ``SegmentState.md5``, GetSegmentMd5 and the digest files hold."""
+    digest = hashlib.md5()
+    skip = records.HEADER_LEN
+    for chunk in chunks:
+        if skip:
+            cut = min(skip, len(chunk))
+            chunk, skip = chunk[cut:], skip - cut
+        digest.update(chunk)
+    return digest.digest()
 
 
 def _read_segment_bytes(data: bytes, end_txid: int | None) -> bytes:
@@ -201,6 +226,8 @@ class MemoryJournalStorage:
         # start txid -> how many of the segment's bytes have been fsynced
         self.synced_len: dict[int, int] = {}
         self.moved_aside: list[tuple[int, str, bytes]] = []
+        # start txid -> the md5 recorded for the finalized segment (docs/protocol.md §8.7)
+        self.digests: dict[int, bytes] = {}
         self.accepted: dict[int, AcceptedRecovery] = {}
         # (start txid, epoch) -> a downloaded copy acceptRecovery has not installed yet
         self.staged: dict[tuple[int, int], bytes] = {}
@@ -212,6 +239,8 @@ class MemoryJournalStorage:
             state = self.scan_segment(start)
             if state is None:
                 continue
+            if not state.is_in_progress:
+                state = state.with_md5(self.digests.get(start, b""))
             if state.num_txns <= 0:
                 self.move_aside(start, "empty")
                 continue
@@ -284,9 +313,18 @@ class MemoryJournalStorage:
             self.committed_txid = 0
         return lost
 
-    def finalize_segment(self, start_txid: int, end_txid: int) -> None:
+    def finalize_segment(
+        self, start_txid: int, end_txid: int, md5: bytes | None = None
+    ) -> bytes:
         data, _ = self._entry(start_txid)
+        if md5 is None:
+            md5 = records_md5([_read_segment_bytes(bytes(data), end_txid)])
+        self.digests[start_txid] = md5
         self.segments[start_txid] = (data, end_txid)
+        return md5
+
+    def record_digest(self, start_txid: int, end_txid: int, md5: bytes) -> None:
+        self.digests[start_txid] = md5
 
     def move_aside(self, start_txid: int, reason: str) -> None:
         data, _ = self.segments.pop(start_txid)
@@ -297,6 +335,7 @@ class MemoryJournalStorage:
         if end is None:
             raise JournalStateError(f"segment {start_txid} is not finalized")
         del self.segments[start_txid]
+        self.digests.pop(start_txid, None)
         self.moved_aside.append((start_txid, reason, bytes(data)))
 
     def scan_segment(self, start_txid: int) -> SegmentState | None:
@@ -357,6 +396,7 @@ class MemoryJournalStorage:
         if staged.start_txid in self.segments:
             self.move_aside(staged.start_txid, "stale")
         assert isinstance(staged.handle, bytes)
+        self.digests[staged.start_txid] = staged.md5
         self.segments[staged.start_txid] = (bytearray(staged.handle), staged.end_txid)
         self.synced_len[staged.start_txid] = staged.size
 
@@ -368,6 +408,7 @@ class MemoryJournalStorage:
         for start, (_, end) in list(self.segments.items()):
             if end is not None and end < min_txid_to_keep:
                 del self.segments[start]
+                self.digests.pop(start, None)
                 removed.append(f"edits_{start}-{end}")
         for start in [s for s in self.accepted if s < min_txid_to_keep]:
             del self.accepted[start]

@@ -7,8 +7,8 @@ fetches the finalized segments it lacks from its peers in the background
 values in and a frozen plan out, each rule numbered and a row of
 ``tests/unit/test_jn_sync_plan.py``:
 
-* ``plan_sync``: which finalized segments to fetch, from whom, and which local files they
-  replace;
+* ``plan_sync``: which finalized segments to fetch, from whom, which local files they
+  replace, and which local finalized copies a majority disagrees with (§8.7);
 * ``decide_format``: whether a JournalNode with empty storage formats itself with its
   peers' namespace info (opt-in, ``dfs.journalnode.enable.sync.format``);
 * ``rejoin_point`` and ``covers``: a JournalNode that formatted itself lost what it had
@@ -49,15 +49,33 @@ class SyncConflict:
 
 
 @dataclass(frozen=True, slots=True)
+class DigestRepair:
+    """A finalized copy here whose md5 (``mine``) differs from the md5 a majority of all the
+    configured JournalNodes recorded for the same segment (``majority``, held by the peers
+    ``holders``): it is moved aside and the majority's copy fetched (docs/protocol.md §8.7)."""
+
+    start_txid: int
+    end_txid: int
+    mine: bytes
+    majority: bytes
+    holders: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.start_txid}-{self.end_txid}"
+
+
+@dataclass(frozen=True, slots=True)
 class SyncPlan:
     fetch: tuple[SegmentToSync, ...] = ()
     conflicts: tuple[SyncConflict, ...] = ()
     waiting: tuple[int, ...] = ()
     """Segments this node must replace but may not yet: the writer is appending to them."""
+    repair: tuple[DigestRepair, ...] = ()
+    """Finalized copies here that a majority of JournalNodes hold with another md5."""
 
     @property
     def in_sync(self) -> bool:
-        return not (self.fetch or self.conflicts or self.waiting)
+        return not (self.fetch or self.conflicts or self.waiting or self.repair)
 
 
 def plan_sync(
@@ -66,6 +84,7 @@ def plan_sync(
     *,
     open_segment: int | None = None,
     purged_below: int = 0,
+    configured: int = 0,
 ) -> SyncPlan:
     """The finalized segments of ``peers``' manifests that this node lacks, oldest first.
 
@@ -80,20 +99,28 @@ def plan_sync(
        segment, and a finalized copy always wins (docs/protocol.md §5.2 rule 2). It is
        replaced, unless the writer is appending to it here (``open_segment``): then wait.
     6. A local segment with another first txid that overlaps the peer's: a conflict.
+    7. A local finalized segment with the peers' end whose recorded md5 differs from one
+       that a majority of the ``configured`` JournalNodes (this one included; 0 skips the
+       rule) recorded: repaired, that is moved aside and fetched again. Peers reporting no
+       md5 (older JournalNodes) do not count; no majority, no repair.
 
     >>> plan_sync([], {"jn1": [RemoteEditLog(1, 10, False)]}).fetch
     (SegmentToSync(start_txid=1, end_txid=10, sources=('jn1',), replaces_in_progress=False),)
     """
     ends: dict[int, dict[int, list[str]]] = {}
+    digests: dict[int, dict[bytes, list[str]]] = {}
     for peer, logs in peers.items():
         for entry in logs:
             if entry.is_in_progress:  # rule 1
                 continue
             ends.setdefault(entry.start_txid, {}).setdefault(entry.end_txid, []).append(peer)
+            if entry.md5:
+                digests.setdefault(entry.start_txid, {}).setdefault(entry.md5, []).append(peer)
     mine = {s.start_txid: s for s in local if s.num_txns > 0}
     fetch: list[SegmentToSync] = []
     conflicts: list[SyncConflict] = []
     waiting: list[int] = []
+    repair: list[DigestRepair] = []
     for start in sorted(ends):
         by_end = ends[start]
         if len(by_end) > 1:  # rule 2
@@ -113,6 +140,12 @@ def plan_sync(
                         f"finalized it as {start}-{end}",
                     )
                 )
+            elif configured and have.md5:  # rule 7
+                for md5, holders_of in sorted(digests.get(start, {}).items()):
+                    if md5 != have.md5 and len(holders_of) >= majority(configured):
+                        repair.append(
+                            DigestRepair(start, end, have.md5, md5, tuple(sorted(holders_of)))
+                        )
             continue
         if end < purged_below:  # rule 4
             continue
@@ -134,7 +167,7 @@ def plan_sync(
             waiting.append(start)
             continue
         fetch.append(SegmentToSync(start, end, tuple(sorted(holders)), have is not None))
-    return SyncPlan(tuple(fetch), tuple(conflicts), tuple(waiting))
+    return SyncPlan(tuple(fetch), tuple(conflicts), tuple(waiting), tuple(repair))
 
 
 class FormatVerdict(Enum):

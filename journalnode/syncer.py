@@ -4,9 +4,9 @@ peers (HDFS-4025) and, when asked to, formats an empty journal from them (HDFS-1
 docs/protocol.md §10. The decisions are pure (``journalnode.sync``); the checks before a
 segment goes in place are the Journal's (``Journal.install_synced_segment``). This is the
 shell around them: one thread, ``journal-sync``, that every ``interval`` asks each peer of
-the shared edits URI for its manifest, plans, asks every peer holding a missing segment for
-its md5, refuses a segment the peers disagree on, downloads it from one that agrees and hands
-the bytes to the Journal::
+the shared edits URI for its manifest, moves aside a copy here whose md5 a majority does not
+share (§8.7), plans, asks every peer holding a missing segment for its md5, refuses a segment
+the peers disagree on, downloads it from one that agrees and hands the bytes to the Journal::
 
     syncer = JournalSyncer(SyncConfig("ns1", ("h2:8485", "h3:8485"), 3, 120.0), server)
     syncer.start()      # a round at once, then one per interval
@@ -209,7 +209,15 @@ class JournalSyncer:
             answer = self._ask(peer, lambda p: p.manifest(jid, ns.cluster_id))
             if answer is not None:
                 manifests[peer.address] = answer
-        plan = journal.plan_sync(manifests)
+        # Copies already here are compared too (docs/protocol.md §8.7): one whose md5 a
+        # majority does not share is moved aside, and the plan made again fetches it.
+        journal.ensure_digests()
+        configured = self.config.configured
+        plan = journal.plan_sync(manifests, configured=configured)
+        if plan.repair:
+            for repair in plan.repair:
+                journal.move_aside_disagreeing(repair)
+            plan = journal.plan_sync(manifests, configured=configured)
         for conflict in plan.conflicts:
             if self._first_report(f"conflict:{conflict.start_txid}:{conflict.detail}"):
                 journal.stats.sync_failures += 1

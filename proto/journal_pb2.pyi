@@ -203,14 +203,16 @@ class GetEditLogManifestRequest(_message.Message):
     def __init__(self, journal_id: _Optional[str] = ..., cluster_id: _Optional[str] = ..., since_txid: _Optional[int] = ..., in_progress_ok: _Optional[bool] = ...) -> None: ...
 
 class RemoteEditLog(_message.Message):
-    __slots__ = ("start_txid", "end_txid", "is_in_progress")
+    __slots__ = ("start_txid", "end_txid", "is_in_progress", "md5")
     START_TXID_FIELD_NUMBER: _ClassVar[int]
     END_TXID_FIELD_NUMBER: _ClassVar[int]
     IS_IN_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    MD5_FIELD_NUMBER: _ClassVar[int]
     start_txid: int
     end_txid: int
     is_in_progress: bool
-    def __init__(self, start_txid: _Optional[int] = ..., end_txid: _Optional[int] = ..., is_in_progress: _Optional[bool] = ...) -> None: ...
+    md5: bytes
+    def __init__(self, start_txid: _Optional[int] = ..., end_txid: _Optional[int] = ..., is_in_progress: _Optional[bool] = ..., md5: _Optional[bytes] = ...) -> None: ...
 
 class GetEditLogManifestResponse(_message.Message):
     __slots__ = ("logs", "from_url", "committed_txid")

@@ -129,12 +129,19 @@ class RemoteEditLog:
     start_txid: int
     end_txid: int
     is_in_progress: bool
+    # A finalized segment's recorded md5 of its records (docs/protocol.md §8.7); b"" for an
+    # in-progress one or from an older JournalNode. Not part of equality, as in SegmentState:
+    # readers compare digests explicitly (qjm.reader.chain_segments).
+    md5: bytes = field(default=b"", compare=False)
 
     def to_pb(self) -> journal_pb2.RemoteEditLog:
         return journal_pb2.RemoteEditLog(
-            start_txid=self.start_txid, end_txid=self.end_txid, is_in_progress=self.is_in_progress
+            start_txid=self.start_txid,
+            end_txid=self.end_txid,
+            is_in_progress=self.is_in_progress,
+            md5=self.md5,
         )
 
     @classmethod
     def from_pb(cls, pb: journal_pb2.RemoteEditLog) -> RemoteEditLog:
-        return cls(pb.start_txid, pb.end_txid, pb.is_in_progress)
+        return cls(pb.start_txid, pb.end_txid, pb.is_in_progress, pb.md5)

@@ -617,7 +617,7 @@ class QuorumJournalManager:
         by_logger: dict[SegmentSource, list[RemoteEditLog]] = {
             lg: logs for lg, (logs, _) in manifests.items()
         }
-        return chain_segments(by_logger, since_txid)
+        return chain_segments(by_logger, since_txid, cluster_size=len(self.loggers))
 
 
     def read_journaled_edits(self, since_txid: int, max_txns: int) -> list[edits_pb2.EditOp]:

@@ -4,10 +4,16 @@
 a txid; each link is a ``RedundantEditLogInputStream`` that reads the segment from one
 JournalNode and, if that one fails mid-read, goes on from another that has the same segment,
 skipping what it already returned.
+
+A finalized segment is read only from JournalNodes in a majority of the cluster that report
+the same md5 for it, and its bytes are checked against that md5 before any of its ops is
+returned (docs/protocol.md §8.7): a copy changed on one JournalNode's disk, checksums and all,
+is never applied, whatever the address order.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol, TypeVar
 
@@ -73,14 +79,29 @@ def iter_segment_ops(
 
 
 class RedundantEditLogInputStream:
-    """One finalized segment, readable from any of several JournalNodes."""
+    """One finalized segment, readable from any of several JournalNodes.
 
-    def __init__(self, sources: Sequence[SegmentSource], start_txid: int, end_txid: int) -> None:
+    With ``md5`` (what a majority of JournalNodes recorded for it), each source's bytes are
+    read whole and checked against it before any op is returned; a source serving other
+    bytes counts as failed and the next one is read. With ``refused`` (no md5 has a
+    majority), reading raises EditLogReadError with that reason and reads nothing."""
+
+    def __init__(
+        self,
+        sources: Sequence[SegmentSource],
+        start_txid: int,
+        end_txid: int,
+        md5: bytes = b"",
+        *,
+        refused: str = "",
+    ) -> None:
         if not sources:
             raise QJMError(f"segment {start_txid}-{end_txid} has no source")
         self.sources = list(sources)
         self.start_txid = start_txid
         self.end_txid = end_txid
+        self.md5 = md5
+        self.refused = refused
 
     def __repr__(self) -> str:
         names = ",".join(s.address for s in self.sources)
@@ -91,12 +112,16 @@ class RedundantEditLogInputStream:
 
     def read(self, from_txid: int) -> Iterator[edits_pb2.EditOp]:
         """Ops with txid >= from_txid, switching JournalNode on any failure."""
+        if self.refused:
+            raise EditLogReadError(self.refused)
         next_txid = from_txid
         failures: list[str] = []
         for source in self.sources:
             what = f"segment {self.start_txid}-{self.end_txid} from {source.address}"
             try:
                 chunks = source.get_segment(self.start_txid, None)
+                if self.md5:
+                    chunks = iter([self._checked(b"".join(chunks), what)])
                 for op in iter_segment_ops(chunks, self.start_txid, self.end_txid, what):
                     if op.txid < next_txid:
                         continue
@@ -117,41 +142,104 @@ class RedundantEditLogInputStream:
             f"{next_txid}: " + "; ".join(failures)
         )
 
+    def _checked(self, data: bytes, what: str) -> bytes:
+        """``data`` if its records have the majority's md5; EditLogReadError otherwise."""
+        got = hashlib.md5(memoryview(data)[records.HEADER_LEN :]).digest()
+        if got != self.md5:
+            raise EditLogReadError(
+                f"{what}: served records with md5 {got.hex()}, not the md5 {self.md5.hex()} a "
+                "majority of JournalNodes recorded"
+            )
+        return data
+
+
+def majority_digest(
+    holders: Mapping[bytes, Sequence[SegmentSource]], cluster_size: int
+) -> bytes | None:
+    """The md5 that at least a majority of all ``cluster_size`` JournalNodes recorded for one
+    finalized segment (b"" when that majority are older JournalNodes that report none), or
+    None when no md5 has such a majority (docs/protocol.md §8.7)."""
+    need = majority(cluster_size)
+    agreed = [md5 for md5, sources in holders.items() if len(sources) >= need]
+    return agreed[0] if agreed else None
+
+
+def _who_holds(holders: Mapping[bytes, Sequence[SegmentSource]]) -> dict[str, list[str]]:
+    """Each md5 in hex ("none" from older JournalNodes) with the addresses holding it."""
+    return {(m.hex() or "none"): sorted(s.address for s in srcs) for m, srcs in holders.items()}
+
 
 def chain_segments(
-    manifests: Mapping[SegmentSource, Sequence[RemoteEditLog]], since_txid: int
+    manifests: Mapping[SegmentSource, Sequence[RemoteEditLog]],
+    since_txid: int,
+    *,
+    cluster_size: int,
 ) -> list[RedundantEditLogInputStream]:
-    """Finalized segments covering since_txid onward without gaps, each with every source that
-    has it. Two JournalNodes reporting the same first txid with different ends is a broken
-    invariant (HDFS-3077 §2.7) and an error naming both."""
-    by_start: dict[int, tuple[int, list[SegmentSource], str]] = {}
+    """Finalized segments covering since_txid onward without gaps, each with the sources that
+    hold the md5 a majority of all ``cluster_size`` JournalNodes recorded for it (§8.7).
+
+    Two JournalNodes reporting the same first txid with different ends is a broken
+    invariant (HDFS-3077 §2.7) and an error naming both. A segment whose md5 no majority
+    shares among the answers ends the chain: its stream raises EditLogReadError naming every
+    md5 and who holds it (logged with them) when it is read, after the segments before it.
+    The caller asks again (more JournalNodes may answer, or the disagreeing one may have
+    repaired its copy) rather than trust any single copy."""
+    if len(manifests) > cluster_size:
+        raise ValueError(f"{len(manifests)} manifests from a cluster of {cluster_size}")
+    by_start: dict[int, tuple[int, dict[bytes, list[SegmentSource]], str]] = {}
     for source, logs in manifests.items():
         for entry in logs:
             if entry.is_in_progress:
                 continue
             known = by_start.get(entry.start_txid)
             if known is None:
-                by_start[entry.start_txid] = (entry.end_txid, [source], source.address)
+                by_start[entry.start_txid] = (
+                    entry.end_txid, {entry.md5: [source]}, source.address
+                )
             elif known[0] != entry.end_txid:
                 raise EditLogReadError(
                     f"finalized segments disagree: {known[2]} has {entry.start_txid}-{known[0]}, "
                     f"{source.address} has {entry.start_txid}-{entry.end_txid}"
                 )
             else:
-                known[1].append(source)
+                known[1].setdefault(entry.md5, []).append(source)
     chain: list[RedundantEditLogInputStream] = []
     txid = since_txid
     for start in sorted(by_start):
-        end, sources, _ = by_start[start]
+        end, holders, _ = by_start[start]
         if end < txid:
             continue
         if start > txid and (chain or since_txid > 0):
             raise EditLogReadError(
                 f"gap in the edit log: txids {txid}-{start - 1} are on no JournalNode"
             )
-        chain.append(
-            RedundantEditLogInputStream(sorted(sources, key=lambda s: s.address), start, end)
-        )
+        md5 = majority_digest(holders, cluster_size)
+        if md5 is None:
+            listed = _who_holds(holders)
+            log.error(
+                "finalized segment: no majority of JournalNodes holds the same md5; not read",
+                segment=f"{start}-{end}",
+                md5s=listed,
+                cluster_size=cluster_size,
+            )
+            everyone = sorted((s for ss in holders.values() for s in ss), key=lambda s: s.address)
+            refused = (
+                f"finalized copies of segment {start}-{end} disagree: no md5 is held by a "
+                f"majority of the {cluster_size} JournalNodes ({listed}); not read from any "
+                "single copy"
+            )
+            chain.append(RedundantEditLogInputStream(everyone, start, end, refused=refused))
+            break
+        if len(holders) > 1:
+            log.warning(
+                "finalized segment: a JournalNode holds a copy the majority does not; "
+                "reading from the majority",
+                segment=f"{start}-{end}",
+                majority_md5=md5.hex(),
+                md5s=_who_holds(holders),
+            )
+        sources = sorted(holders[md5], key=lambda s: s.address)
+        chain.append(RedundantEditLogInputStream(sources, start, end, md5))
         txid = end + 1
     return chain
 

@@ -498,7 +498,11 @@ class SimJournalChannel:
     ) -> tuple[list[RemoteEditLog], int]:
         if self.client.oracle:
             storage = self.node.storage
-            logs = [RemoteEditLog(s, e, False) for s, e in storage.finalized() if e >= since_txid]
+            logs = [
+                RemoteEditLog(s, e, False, storage.digests.get(s, b""))
+                for s, e in storage.finalized()
+                if e >= since_txid
+            ]
             return logs, storage.committed_txid
 
         def act(j: Journal) -> tuple[list[RemoteEditLog], int]:

@@ -121,8 +121,12 @@ def finalized_segments(cluster: MiniJournalCluster, index: int) -> list[tuple[in
 
 
 def segment_file_names(cluster: MiniJournalCluster, index: int) -> list[str]:
-    """Every ``edits_*`` file of a JournalNode (moved-aside ones included), sorted."""
-    return sorted(p.name for p in cluster.journal_dir(index, JID).glob("edits_*"))
+    """Every ``edits_*`` segment file of a JournalNode (moved-aside ones included, the md5
+    files beside finalized ones not: docs/protocol.md §8.7), sorted."""
+    return sorted(
+        p.name for p in cluster.journal_dir(index, JID).glob("edits_*")
+        if not p.name.endswith(".md5")
+    )
 
 
 def accepted_in_epoch(cluster: MiniJournalCluster, index: int, segment_txid: int) -> int | None:
@@ -548,7 +552,9 @@ BIG_OP_BYTES = 4000  # 16 MB: far more than gRPC buffers ahead of a slow reader
 def test_reader_switches_journalnode_mid_segment(cluster: MiniJournalCluster, fault: str) -> None:
     """RedundantEditLogInputStream (HDFS-3077 §3): if the JournalNode serving a segment
     fails part-way (stopped, or a byte of its file damaged ahead of the reader), reading goes
-    on from another JournalNode and every op still comes out exactly once, in order."""
+    on from another JournalNode and every op still comes out exactly once, in order. The
+    reader takes the whole segment before it returns an op (it checks the majority's md5
+    first, docs/protocol.md §8.7), so the fault strikes after the first chunk arrived."""
     with Writer(cluster) as w:
         epoch = start_writer(w)
         out = w.qjm.start_log_segment(1)
@@ -560,18 +566,30 @@ def test_reader_switches_journalnode_mid_segment(cluster: MiniJournalCluster, fa
         [stream] = reader.qjm.select_input_streams(1)
         first_source = reader.name_of(stream.sources[0].address)
         index = int(first_source.removeprefix("JN"))
-        ops = iter(stream)
-        txids = [next(ops).txid]
-        if fault == "stop":
-            cluster.stop(index)
-        else:  # the JN reads its file lazily, 1 MB at a time: damage the last record
-            path = finalized_path(cluster, index, 1, BIG_TXNS)
-            with path.open("r+b") as f:
-                f.seek(path.stat().st_size - 10)
-                byte = f.read(1)
-                f.seek(-1, 1)
-                f.write(bytes([byte[0] ^ 0xFF]))
-        for op in ops:
+
+        def inject_fault() -> None:
+            if fault == "stop":
+                cluster.stop(index)
+            else:  # the JN streams its file lazily, 1 MB at a time: damage the last record
+                path = finalized_path(cluster, index, 1, BIG_TXNS)
+                with path.open("r+b") as f:
+                    f.seek(path.stat().st_size - 10)
+                    byte = f.read(1)
+                    f.seek(-1, 1)
+                    f.write(bytes([byte[0] ^ 0xFF]))
+
+        first = stream.sources[0]
+        serve = first.get_segment
+
+        def failing_part_way(start: int, end: int | None) -> Iterator[bytes]:
+            chunks = serve(start, end)
+            yield next(chunks)
+            inject_fault()
+            yield from chunks
+
+        first.get_segment = failing_part_way  # type: ignore[method-assign]
+        txids: list[int] = []
+        for op in stream:
             assert op.noop.payload == payload(epoch, op.txid, BIG_OP_BYTES)
             txids.append(op.txid)
         assert txids == list(range(1, BIG_TXNS + 1))

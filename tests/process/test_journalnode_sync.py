@@ -18,6 +18,7 @@ in this process rolling segments over real gRPC, real fsyncs, and the sync threa
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
 import urllib.request
@@ -197,12 +198,17 @@ def test_corrupt_copies_on_a_peer_are_refused_and_logged(
     data = bytearray(flipped.read_bytes())
     data[-3] ^= 0xFF
     flipped.write_bytes(bytes(data))
-    # 6-10 on jn2: other records with valid checksums; only the md5 tells them apart.
+    # 6-10 on jn2: other records with valid checksums; only the md5 tells them apart. The
+    # digest recorded beside it is rewritten too, so that jn2 itself cannot tell (the copy
+    # with only its records changed is tests/process/test_segment_digests.py's case).
     rewritten = jn2 / "edits_0000000000000000006-0000000000000000010"
     body = memoryview(rewritten.read_bytes())[records.HEADER_LEN :]
     ops = [edits_pb2.EditOp.FromString(bytes(op)) for _, op in records.iter_records(body)]
     ops[2].noop.payload = b"not what the quorum wrote"
-    rewritten.write_bytes(records.SEGMENT_HEADER + records.frame_ops(ops))
+    forged = records.frame_ops(ops)
+    rewritten.write_bytes(records.SEGMENT_HEADER + forged)
+    (jn2 / f"{rewritten.name}.md5").write_text(hashlib.md5(forged).hexdigest() + "\n")
+    cluster.restart(1)  # digests are read at start
 
     cluster.start(2)
     good = finalized_files(cluster, 0)

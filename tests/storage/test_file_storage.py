@@ -30,6 +30,7 @@ from journalnode.file_storage import (
     in_progress_name,
     validate_journal_id,
 )
+from journalnode.segment_names import digest_name
 from journalnode.storage import AcceptedRecovery, JournalStorage
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, SegmentState
@@ -379,7 +380,9 @@ def test_purge(storage: FileJournalStorage) -> None:
     assert sorted(removed) == sorted(
         [
             finalized_name(1, 10),
+            digest_name(1, 10),
             finalized_name(11, 20),
+            digest_name(11, 20),
             in_progress_name(15) + ".empty",
             "paxos/1",
             "paxos/11",
@@ -502,6 +505,7 @@ def test_describe(storage: FileJournalStorage) -> None:
         "current/VERSION",
         "current/last-promised-epoch",
         f"current/{finalized_name(1, 2)}",
+        f"current/{digest_name(1, 2)}",
     }
     assert layout["current/last-promised-epoch"] == 2
     assert layout[f"current/{finalized_name(1, 2)}"] == len(records.SEGMENT_HEADER + ops(1, 2))
@@ -517,7 +521,7 @@ def test_purge_keeps_what_holds_the_first_txid_to_keep(storage: FileJournalStora
     write_segment(storage, 11, 12)
     storage.persist_accepted_recovery(10, AcceptedRecovery(SegmentState(10, 10, True), 1))
     assert storage.purge(10) == []
-    assert storage.purge(11) == [finalized_name(1, 10), "paxos/10"]
+    assert storage.purge(11) == [finalized_name(1, 10), digest_name(1, 10), "paxos/10"]
     assert (storage.current_dir / (in_progress_name(11) + ".empty")).exists()
 
 

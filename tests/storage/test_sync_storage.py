@@ -15,6 +15,7 @@ from journalnode import fsutil
 from journalnode.errors import JournalStateError
 from journalnode.file_storage import FileJournalStorage, finalized_name, in_progress_name
 from journalnode.journal import Journal
+from journalnode.segment_names import digest_name
 from journalnode.sync import SegmentToSync
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, SegmentState
@@ -56,7 +57,7 @@ def test_a_synced_segment_replaces_a_stale_copy_and_a_refused_one_leaves_nothing
         storage.install_finalized(staged)
         assert names(storage) == sorted(
             [*(n for n in before if n != in_progress_name(1)), finalized_name(1, 5),
-             f"{in_progress_name(1)}.stale"]
+             digest_name(1, 5), f"{in_progress_name(1)}.stale"]
         )
         assert (storage.current_dir / finalized_name(1, 5)).read_bytes() == data
         assert storage.load().segments == (SegmentState(1, 5, False),)

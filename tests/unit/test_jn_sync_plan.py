@@ -30,16 +30,20 @@ from proto.values import NamespaceInfo, RemoteEditLog, SegmentState
 from tests.unit.test_journal import JID, NS, Writer, formatted, ops
 
 
-def fin(start: int, end: int) -> RemoteEditLog:
-    return RemoteEditLog(start, end, False)
+def fin(start: int, end: int, md5: bytes = b"") -> RemoteEditLog:
+    return RemoteEditLog(start, end, False, md5)
 
 
 def inprog(start: int, end: int) -> RemoteEditLog:
     return RemoteEditLog(start, end, True)
 
 
-def seg(start: int, end: int, in_progress: bool = False) -> SegmentState:
-    return SegmentState(start, end, in_progress)
+def seg(start: int, end: int, in_progress: bool = False, md5: bytes = b"") -> SegmentState:
+    return SegmentState(start, end, in_progress, md5)
+
+
+# Three md5s of one segment's records: the quorum's, a tampered copy's, a third one's.
+A, B, C = b"\xaa" * 16, b"\xbb" * 16, b"\xcc" * 16
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,9 @@ class PlanRow:
     waiting: tuple[int, ...] = ()
     open_segment: int | None = None
     purged_below: int = 0
+    configured: int = 0
+    repair: tuple[tuple[int, bytes, bytes, tuple[str, ...]], ...] = ()
+    """(start, md5 here, majority md5, its holders) of each copy to repair (rule 7)."""
 
 
 PLAN_ROWS = [
@@ -143,18 +150,61 @@ PLAN_ROWS = [
         (seg(1, 10),),
         {},
     ),
+    PlanRow(
+        "copy-disagrees-with-majority",
+        "rule 7: both peers recorded another md5 than this copy's: two of three, repaired",
+        (seg(1, 10, md5=B), seg(11, 20, md5=A)),
+        {"jn1": [fin(1, 10, A), fin(11, 20, A)], "jn2": [fin(1, 10, A), fin(11, 20, A)]},
+        configured=3,
+        repair=((1, B, A, ("jn1", "jn2")),),
+    ),
+    PlanRow(
+        "one-peer-disagrees",
+        "rule 7: one peer's other md5 is no majority; that peer repairs its own copy",
+        (seg(1, 10, md5=A),),
+        {"jn1": [fin(1, 10, A)], "jn2": [fin(1, 10, B)]},
+        configured=3,
+    ),
+    PlanRow(
+        "no-majority-of-five",
+        "rule 7: two of five holding another md5 is no majority of the configured nodes",
+        (seg(1, 10, md5=A),),
+        {"jn1": [fin(1, 10, B)], "jn2": [fin(1, 10, B)], "jn3": [fin(1, 10, C)]},
+        configured=5,
+    ),
+    PlanRow(
+        "older-peers-report-no-md5",
+        "rule 7: peers that list no md5 (older JournalNodes) do not count",
+        (seg(1, 10, md5=A),),
+        {"jn1": [fin(1, 10)], "jn2": [fin(1, 10)]},
+        configured=3,
+    ),
+    PlanRow(
+        "no-digest-here-yet",
+        "rule 7: a copy without a recorded md5 is not judged (ensure_digests records it first)",
+        (seg(1, 10),),
+        {"jn1": [fin(1, 10, A)], "jn2": [fin(1, 10, A)]},
+        configured=3,
+    ),
 ]
 
 
 @pytest.mark.parametrize("row", PLAN_ROWS, ids=[r.name for r in PLAN_ROWS])
 def test_plan_sync(row: PlanRow) -> None:
     plan = plan_sync(
-        row.local, row.peers, open_segment=row.open_segment, purged_below=row.purged_below
+        row.local,
+        row.peers,
+        open_segment=row.open_segment,
+        purged_below=row.purged_below,
+        configured=row.configured,
     )
     assert plan.fetch == tuple(SegmentToSync(*f) for f in row.fetch), row.why
     assert tuple(c.start_txid for c in plan.conflicts) == row.conflicts, row.why
     assert plan.waiting == row.waiting, row.why
-    assert plan.in_sync == (not (row.fetch or row.conflicts or row.waiting))
+    assert [(r.start_txid, r.mine, r.majority, r.holders) for r in plan.repair] == list(
+        row.repair
+    ), row.why
+    assert plan.in_sync == (not (row.fetch or row.conflicts or row.waiting or row.repair))
 
 
 OTHER = NamespaceInfo("CID-other", 7)
