@@ -36,13 +36,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import click
+import structlog
 from click.shell_completion import BashComplete, CompletionItem, add_completion_class
 
 from conf import ConfigError, Settings, load_settings
 from conf.logging import LOG_FORMAT_OPTION, LOG_LEVELS, setup_logging
 from conf.settings import CONF_ENV
 from hanamenode import paths as namespace_paths
-from hanamenode.client.client import HaFsClient, ListingsAhead
+from hanamenode.client.client import DeleteOp, HaFsClient, ListingsAhead, MkdirsOp
 from hanamenode.client.failover_proxy import FailoverProxy, NameNodeAddress, RetryPolicy
 from hanamenode.client.globs import GlobError, component_regex
 from hanamenode.client.globs import expand as expand_glob
@@ -67,6 +68,11 @@ __all__ = [
     "passes_test",
     "permission_string",
 ]
+
+log = structlog.get_logger(__name__)
+
+MULTI_OPS = 1000
+"""Most paths one command sends in one multi (the default dfs.namenode.multi.max-ops)."""
 
 # hdfs dfs prints these refusals as "<cmd>: `<path>': <phrase>" (the Java PathIOException
 # family); every other error is printed as "<cmd>: <message>".
@@ -482,11 +488,28 @@ def main(
 @click.argument("paths", nargs=-1, required=True)
 @click.pass_obj
 def mkdir(shell: _Shell, parents: bool, paths: tuple[str, ...]) -> None:
-    """Create directories."""
-    for path in shell.expand_all("mkdir", paths):
-        with shell.reporting("mkdir", path):
-            shell.fs.mkdirs(path, parents=parents)
+    """Create directories. Several are made in one atomic multi-op call when every one can
+    be; when one cannot, each is tried alone and refused alone, as hdfs dfs does."""
+    targets = shell.expand_all("mkdir", paths)
+    if not _in_one_multi(shell, [MkdirsOp(p, parents=parents) for p in targets]):
+        for path in targets:
+            with shell.reporting("mkdir", path):
+                shell.fs.mkdirs(path, parents=parents)
     shell.finish()
+
+
+def _in_one_multi(shell: _Shell, ops: list[MkdirsOp | DeleteOp]) -> bool:
+    """Apply ``ops`` in one multi (one round trip, all or none); False when there are fewer
+    than two, more than one multi holds, or the multi was refused (nothing was changed:
+    the caller then runs them one by one, so that each path gets its own answer)."""
+    if not 2 <= len(ops) <= MULTI_OPS:
+        return False
+    try:
+        shell.fs.multi(ops)
+    except NamenodeError as exc:
+        log.debug("multi refused; one call per path", error=str(exc))
+        return False
+    return True
 
 
 @main.command()
@@ -516,8 +539,15 @@ main.add_command(touchz, "touch")
 @click.argument("paths", nargs=-1, required=True)
 @click.pass_obj
 def rm(shell: _Shell, recursive: bool, force: bool, paths: tuple[str, ...]) -> None:
-    """Delete files (and directories, with -r)."""
-    for path in shell.expand_all("rm", paths, quiet_missing=force):
+    """Delete files (and directories, with -r). With -r, several paths are deleted in one
+    atomic multi-op call when every one can be; else each alone, as hdfs dfs does."""
+    targets = shell.expand_all("rm", paths, quiet_missing=force)
+    if recursive and _in_one_multi(shell, [DeleteOp(p, recursive=True) for p in targets]):
+        for path in targets:
+            click.echo(f"Deleted {namespace_paths.printable(path)}")
+        shell.finish()
+        return
+    for path in targets:
         try:
             # hdfs dfs -rm refuses every directory without -r, the empty ones too.
             if not recursive and shell.fs.stat(path).is_dir:

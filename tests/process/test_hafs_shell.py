@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hadev.namenodes import NameNodeProcessCluster, run_hafs
+from hadev.scrape import metric_value
 from hanamenode.client import HaFsClient
 from hanamenode.ha import HAState
 
@@ -273,3 +274,35 @@ def test_hdfs_dfs_spellings_globs_and_the_namespace_commands(
         ]
     # the old spelling still works
     assert ok(c, "touch", "/g/t") == "" and ok(c, "-test", "-f", "/g/t") == ""
+
+
+def test_several_paths_go_in_one_multi_and_a_refusal_falls_back_to_each_alone(
+    cluster: NameNodeProcessCluster,
+) -> None:
+    """``mkdir`` of several paths and ``rm -r`` of several are one transaction each (one
+    multi-op call, docs/protocol.md §13.5); when one path is refused, every path is tried
+    alone and only that one fails, as hdfs dfs does."""
+    c = cluster
+    url = c[c.active() or "nn1"].metrics_url
+
+    def calls(method: str) -> float:
+        return metric_value(url, "hanamenode_rpc_seconds_count", method=method)
+
+    with HaFsClient(c.settings()) as fs:
+        fs.mkdirs("/multi-shell", parents=True)
+        multis, mkdirs = calls("Multi"), calls("Mkdirs")
+        assert ok(c, "-mkdir", "-p", "/multi-shell/a/1", "/multi-shell/b", "/multi-shell/c") == ""
+        assert (calls("Multi"), calls("Mkdirs")) == (multis + 1, mkdirs)  # one call for three
+        assert [s.path for s in fs.list("/multi-shell")] == [
+            "/multi-shell/a", "/multi-shell/b", "/multi-shell/c",
+        ]
+        assert fails(c, "-mkdir", "/multi-shell/b", "/multi-shell/d") == (
+            "mkdir: `/multi-shell/b': File exists"
+        )
+        assert fs.stat("/multi-shell/d").is_dir  # refused alone; the other was made
+        multis, deletes = calls("Multi"), calls("Delete")
+        assert ok(c, "-rm", "-r", "/multi-shell/a", "/multi-shell/b") == (
+            "Deleted /multi-shell/a\nDeleted /multi-shell/b\n"
+        )
+        assert (calls("Multi"), calls("Delete")) == (multis + 1, deletes)
+        assert [s.path for s in fs.list("/multi-shell")] == ["/multi-shell/c", "/multi-shell/d"]
