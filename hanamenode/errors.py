@@ -188,6 +188,14 @@ class NamenodeUnavailableError(NamenodeError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class SessionExhaustedError(NamenodeError):
+    """A client session already holds ``dfs.namenode.session.max-unanswered-calls``
+    unanswered calls: this one was not run (docs/protocol.md §13.3); the client may send it
+    again once answers have drained."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 CODEC: ErrorCodec[NamenodeError] = ErrorCodec(
     (
         NamenodeError,
@@ -215,6 +223,7 @@ CODEC: ErrorCodec[NamenodeError] = ErrorCodec(
         HealthCheckFailedError,
         AccessControlError,
         NamenodeUnavailableError,
+        SessionExhaustedError,
     ),
     NamenodeUnavailableError,
 )

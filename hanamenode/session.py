@@ -41,7 +41,12 @@ import grpc
 import structlog
 from google.protobuf.message import Message
 
-from hanamenode.errors import InvalidArgumentError, NamenodeError, to_status
+from hanamenode.errors import (
+    InvalidArgumentError,
+    NamenodeError,
+    SessionExhaustedError,
+    to_status,
+)
 from hanamenode.namesystem import ANSWER_TXID
 from proto import namenode_pb2
 
@@ -88,12 +93,6 @@ def error_response(request_id: int, exc: NamenodeError, state_txid: int = 0) -> 
         trailers=[namenode_pb2.SessionTrailer(key=k, value=v) for k, v in trailers],
     )
     return namenode_pb2.SessionResponse(id=request_id, state_txid=state_txid, error=error)
-
-
-class SessionExhaustedError(NamenodeError):
-    """A session holds its limit of unanswered calls: this call was not run."""
-
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
 class SessionHandler:
