@@ -35,6 +35,7 @@ from bench.common import (
     print_table,
     raw_fdatasync_latencies,
 )
+from bench.namenode_ops import cpu_seconds
 from hadev.journalnodes import JournalNodeProcess, start_journalnode
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RequestInfo
@@ -178,11 +179,16 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
             stream: list[float] = []
             raw: list[float] = []
             rpc: list[float] = []
+            cpu = {"unary": 0.0, "stream": 0.0}
             per_block = max(1, calls // BLOCKS)
             for _ in range(BLOCKS):
                 raw += raw_fdatasync_latencies(raw_path, writer.record_len, per_block)
+                began = cpu_seconds(jn.pid)
                 journal += journal_latencies(writer, per_block)
+                cpu["unary"] += cpu_seconds(jn.pid) - began
+                began = cpu_seconds(jn.pid)
                 stream += stream_latencies(writer, per_block)
+                cpu["stream"] += cpu_seconds(jn.pid) - began
                 rpc += rpc_latencies(channel, per_block)
             sync_count, sync_sum = scrape_sync(jn)
 
@@ -207,7 +213,14 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
         "jn_mean_fdatasync_us": (sync_sum / sync_count * 1e6) if sync_count else float("nan"),
         "calls": len(journal),
         "record_bytes": writer.record_len,
+        # The JournalNode's CPU per 1-edit batch: a unary Journal call against a message on
+        # the writer's JournalStream (issue 24 item 4).
+        "jn_cpu_us_per_batch_unary": cpu["unary"] / len(journal) * 1e6,
+        "jn_cpu_us_per_batch_stream": cpu["stream"] / len(stream) * 1e6,
     }
+    result["jn_cpu_stream_to_unary_ratio"] = (
+        result["jn_cpu_us_per_batch_stream"] / result["jn_cpu_us_per_batch_unary"]
+    )
     result["p50_ratio"] = result["journal_p50_us"] / result["raw_fdatasync_p50_us"]
     result["stream_p50_ratio"] = result["journal_stream_p50_us"] / result["raw_fdatasync_p50_us"]
     for size, rate in rates.items():
@@ -236,6 +249,9 @@ def report(result: dict[str, float]) -> None:
         ["raw write+fdatasync mean", us("raw_fdatasync_mean_us"), ""],
         ["JournalNode's own fdatasync, mean", us("jn_mean_fdatasync_us"), ""],
         ["RPC floor: IsFormatted p50 (no disk)", us("rpc_floor_p50_us"), ""],
+        ["JournalNode CPU per 1-edit batch, unary Journal", us("jn_cpu_us_per_batch_unary"), ""],
+        ["JournalNode CPU per 1-edit batch, JournalStream", us("jn_cpu_us_per_batch_stream"),
+         f"{result['jn_cpu_stream_to_unary_ratio']:.2f}x of unary"],
         [
             "p50 ratio journal/raw",
             f"{result['p50_ratio']:.2f}x",
