@@ -36,6 +36,7 @@ import grpc
 import grpc.aio
 
 from bench.common import percentile, print_json, print_table
+from conf.logging import setup_logging
 from conf.rpc import bind, make_aio_channel, make_aio_server, make_channel, make_server
 
 SERVICE = "bench.Echo"
@@ -312,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
+        # stdout carries the ports to the parent: every log line goes to stderr.
+        setup_logging(level="warning")
         serve()
         return 0
 
