@@ -210,8 +210,10 @@ def test_run_serves_until_sigterm(conf: tuple[Path, dict[str, object]]) -> None:
         warnings = [line for line in seen if "serving plaintext RPC" in line]
         assert len(warnings) == 1 and '"level": "warning"' in warnings[0], seen
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=20)  # drains stderr so the child never blocks on it
-        assert proc.returncode == 0
+        _, rest = proc.communicate(timeout=20)  # drains stderr so the child never blocks on it
+        # On failure, the NameNode's own words: its last log lines (issue 25 item 8).
+        tail = "".join([*seen, rest]).splitlines()[-40:]
+        assert proc.returncode == 0, "NameNode log tail:\n" + "\n".join(tail)
     finally:
         if proc.poll() is None:
             proc.kill()

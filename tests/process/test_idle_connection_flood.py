@@ -6,10 +6,11 @@ TLS handshake (no certificate needed), held by other processes (``idle_holder``)
 
 1. ``--idle-connections`` (default 1000; the issue used 20,000) to the active NameNode and
    to two JournalNodes, while a client writes: every daemon closes them by itself (the
-   handshake timeout; before, gRPC kept them for 120 s), and each daemon's resident memory
-   comes back near where it was. A second wave to the JournalNodes, and the active is killed
-   (SIGKILL) while it is held: the standby becomes active and the client's writes go on, and
-   every write acknowledged before or after is there.
+   handshake timeout; before, gRPC kept them for 120 s), and each daemon gives back most of
+   the memory they took (at most half of the growth, or 16 MiB, remains). A second wave to
+   the JournalNodes, and the active is killed (SIGKILL) while it is held: the standby becomes
+   active and the client's writes go on, and every write acknowledged before or after is
+   there. (A flood of the active may move the lock by itself, as in 2.)
 2. An active that cannot accept connections (its descriptor limit lowered with ``prlimit``
    and kept full by a holder that reopens what the handshake timeout closes): its elector's
    health check, which also calls it on a fresh connection, finds it unreachable, so it gives
@@ -43,9 +44,15 @@ from hanamenode.ha import HAState
 
 pytestmark = pytest.mark.timeout(900)
 
-RSS_MARGIN = 48 * 1024 * 1024
-"""How far above its baseline a daemon's RSS may stay once the flood is gone: the issue's
-20,000 connections held 1.3 GB (about 50 KB each), and kept over 1 GB for a minute."""
+RSS_FLOOR = 16 * 1024 * 1024
+"""Growth any daemon may keep after a flood (the allocator's own caches, a few writes)."""
+
+
+def given_back(baseline: int, peak: int, after: int) -> bool:
+    """Whether a daemon gave back most of what a flood took: after it, at most half of the
+    growth remains, or ``RSS_FLOOR``. The issue's 20,000 connections took 1.3 GB (about 50 KB
+    each) and over 1 GB remained a minute later; glibc kept the freed arenas."""
+    return after - baseline <= max(RSS_FLOOR, (peak - baseline) // 2)
 SHED_TIMEOUT = 90.0
 """Generous: the handshake timeout is 5 s; a loaded machine accepts 20,000 slowly."""
 
@@ -173,7 +180,6 @@ def test_an_idle_flood_is_shed_and_a_failover_goes_on(
     count = int(request.config.getoption("--idle-connections"))
     with DevCluster(tmp_path, session_timeout=1.0, quorum_timeout="4s") as dev:
         active = dev.wait_active()
-        standby = next(nn for nn in dev.namenode_ids if nn != active)
         jn1, jn2 = dev.journalnodes[0], dev.journalnodes[1]
         daemons = {active: dev.namenode(active), "jn1": jn1, "jn2": jn2}
         pids = {name: d.pid for name, d in daemons.items()}
@@ -210,22 +216,26 @@ def test_an_idle_flood_is_shed_and_a_failover_goes_on(
                     f"{mib(after[name])} after"
                 )
             for name in daemons:
-                assert after[name] <= baseline[name] + RSS_MARGIN, (name, baseline, after)
+                assert given_back(baseline[name], peak[name], after[name]), (
+                    name, baseline, peak, after
+                )
 
             # Wave 2: the JournalNodes flooded again, and the active killed meanwhile.
             holders = [Holder(d.address, count) for d in (jn1, jn2)]
             for holder in holders:
                 holder.wait("not all opened", lambda r: r["opened"] >= count, SHED_TIMEOUT)
-            killed = time.monotonic()
-            dev.kill(active, signal.SIGKILL)
-            new_active = dev.wait_active(exclude=active, timeout=120)
-            assert new_active == standby
-            first = writer.first_ack_after(killed, timeout=120)
+            # The flood of wave 1 may have moved the lock already (an active that cannot be
+            # reached gives it up): kill whichever is active now.
+            victim = dev.wait_active()
             held = [h.last["held"] for h in holders]
+            killed = time.monotonic()
+            dev.kill(victim, signal.SIGKILL)
+            new_active = dev.wait_active(exclude=victim, timeout=120)
+            first = writer.first_ack_after(killed, timeout=120)
             print(
                 f"failover under {held} idle connections to two JournalNodes: "
-                f"{first - killed:.2f} s from SIGKILL of {active} to the first write "
-                f"acknowledged by {new_active}"
+                f"{first - killed:.2f} s from SIGKILL of {victim} to the first write "
+                f"acknowledged by {new_active} (the active of wave 1 was {active})"
             )
             for holder in holders:
                 holder.wait("connections still held", lambda r: r["held"] == 0, SHED_TIMEOUT)
