@@ -208,6 +208,8 @@ class EditLogTailer:
         self._stop = threading.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._roll: asyncio.Future[int | None] | None = None
+        """The roll request in flight (``trigger_active_log_roll`` on the bridge), if any."""
         self._log = log.bind(nn=nn_id)
         self.lag_txns = 0
         self.last_load_time = time.monotonic()
@@ -265,6 +267,12 @@ class EditLogTailer:
         stops at its next op: the namesystem refuses its applies once tailing is disabled)."""
         self._stop.set()
         self._stopping.set()  # wakes the task's sleep at once
+        roll, self._roll = self._roll, None
+        if roll is not None and not roll.done():
+            # Not waited for: its bridge thread ends the RPC at its own deadline, and
+            # trigger_active_log_roll logs a failure itself.
+            roll.cancel()
+            self._log.info("left a roll request to the previous active in flight")
         subscriber, self._subscriber = self._subscriber, None
         if subscriber is not None:
             await subscriber.stop()
@@ -306,10 +314,15 @@ class EditLogTailer:
                 self._log.warning("tailing edits failed", error=describe_exception(exc))
             if (
                 not stop.is_set()
+                and (self._roll is None or self._roll.done())
                 and time.monotonic() - self.last_roll_request >= self.roll_period
                 and (self._asks_for_rolls is None or self._asks_for_rolls())
             ):
-                await blocking(self.trigger_active_log_roll)
+                # Off the tailer's path (issue 25 item 4): a roll asked of an active that
+                # hangs (frozen, partitioned) takes up to the peers' RPC deadline, and the
+                # transition to active waits for this task to stop, not for the roll.
+                self.last_roll_request = time.monotonic()
+                self._roll = asyncio.ensure_future(blocking(self.trigger_active_log_roll))
         self._log.info("edit log tailer stopped")
 
     # -- pushed edits (on the loop) -------------------------------------------------------------
