@@ -554,6 +554,13 @@ KEYS: tuple[Key, ...] = (
         "(from the previous sync's start) for as many edits as their median before it ships "
         "the next batch; 0 ships at once",
     ),
+    Key(
+        "dfs.namenode.edits.sync.in-flight",
+        _count(1, 16),
+        "1",
+        "syncs the active keeps in flight to the JournalNodes at once (1: HDFS's double "
+        "buffer, one batch shipping while the next fills)",
+    ),
     Key("dfs.namenode.checkpoint.txns", _count(1), "1000000", "checkpoint after this many txns"),
     Key("dfs.namenode.checkpoint.period", _duration("s"), "3600", "checkpoint at least this often"),
     Key(

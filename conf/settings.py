@@ -119,6 +119,7 @@ class HASettings:
     checkpoints_retained: int = 2
     edits_sync_max_batch_bytes: int = 1 * MIB
     edits_sync_gather_delay: float = 0.016
+    edits_sync_in_flight: int = 1
     graceful_fence_timeout: float = 5.0
     health_check_interval: float = 1.0
     health_rpc_timeout: float = 20.0
@@ -439,6 +440,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         checkpoints_retained=get("dfs.namenode.num.checkpoints.retained"),
         edits_sync_max_batch_bytes=get("dfs.namenode.edits.sync.max-batch.bytes"),
         edits_sync_gather_delay=get("dfs.namenode.edits.sync.gather-delay"),
+        edits_sync_in_flight=get("dfs.namenode.edits.sync.in-flight"),
         graceful_fence_timeout=get("ha.failover-controller.graceful-fence.rpc-timeout.ms"),
         health_check_interval=get("ha.health-monitor.check-interval.ms"),
         health_rpc_timeout=get("ha.health-monitor.rpc-timeout.ms"),

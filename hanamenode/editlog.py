@@ -10,8 +10,12 @@ thread, so how many calls share one sync is not bounded by any thread count.
 
 The syncer is one task:
 
-- one sync is in flight at a time; edits logged meanwhile accumulate in ``_pending``;
-- when the sync returns, the next one ships *everything accumulated* in one batch, bounded
+- up to ``syncs_in_flight`` syncs are in flight at once (``dfs.namenode.edits.sync.in-flight``;
+  1 by default, HDFS's double buffer); edits logged meanwhile accumulate in
+  ``_pending``. Each JournalNode writes the batches of its stream in order, so a quorum for
+  one batch is a quorum for every batch before it; a txid counts as durable only once
+  every batch up to it is (``_in_flight`` is completed in order);
+- when a slot frees, the next sync ships *everything accumulated* in one batch, bounded
   by bytes (``max_batch_bytes``, ``dfs.namenode.edits.sync.max-batch.bytes``): a longer
   backlog goes out as several consecutive batches;
 - under concurrent writers it gathers first (``gather_delay``,
@@ -53,7 +57,8 @@ import heapq
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import structlog
 
@@ -74,6 +79,8 @@ QUIET_YIELDS = 2
 DEFAULT_GATHER_DELAY = 0.016
 """dfs.namenode.edits.sync.gather-delay: the longest a batch waits for concurrent writers'
 edits, counted from the start of the previous sync."""
+DEFAULT_SYNCS_IN_FLIGHT = 1
+"""dfs.namenode.edits.sync.in-flight: syncs the active keeps in flight at once."""
 GATHER_MIN_BATCH = 2
 """The median of the recent batches must be this many edits before a batch waits for more:
 one edit a batch is a lone writer, whom a wait would only slow down."""
@@ -96,6 +103,15 @@ def take_batch(pending: deque[tuple[int, bytes]], max_bytes: int) -> list[tuple[
     return batch
 
 
+@dataclass(eq=False, slots=True)
+class _Sync:
+    """One batch shipped: its last txid, its task, and whether a quorum acknowledged it."""
+
+    end: int
+    task: asyncio.Task[None] | None = None
+    acknowledged: bool = False
+
+
 class FSEditLog:
     """The write side of the edit log for one active period (one QJM writer epoch).
 
@@ -114,8 +130,12 @@ class FSEditLog:
         gather_delay: float = DEFAULT_GATHER_DELAY,
         sync_wait_timeout: float | None = None,
         log_context: dict[str, object] | None = None,
+        syncs_in_flight: int = DEFAULT_SYNCS_IN_FLIGHT,
     ) -> None:
+        if syncs_in_flight < 1:
+            raise ValueError(f"syncs_in_flight must be at least 1, not {syncs_in_flight}")
         self.qjm = qjm
+        self.syncs_in_flight = syncs_in_flight
         self._loop = asyncio.get_running_loop()
         self._on_failure = on_failure
         self._metrics = metrics
@@ -141,7 +161,9 @@ class FSEditLog:
         # Held while a roll or the close ends the segment (and a roll starts the next).
         self._segment_lock = asyncio.Lock()
         self._syncer: asyncio.Task[None] | None = None
-        self._sync_running = False
+        self._in_flight: deque[_Sync] = deque()
+        """The syncs under way or acknowledged but not yet counted as durable, oldest
+        first."""
         self._failure: str | None = None
         self._closed = False
         self._log = log.bind(journal=qjm.journal_id, epoch=qjm.epoch, **(log_context or {}))
@@ -351,14 +373,23 @@ class FSEditLog:
     # -- the syncer task -----------------------------------------------------------------------
 
     async def _run_syncer(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending and self._failure is None and self._stream is not None:
-                await self._gather()
-                if self._stream is None or self._failure is not None:
-                    break
-                await self._sync_once(self._stream)
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._pending and self._failure is None and self._stream is not None:
+                    await self._gather()
+                    if self._stream is None or self._failure is not None:
+                        break
+                    if self.syncs_in_flight == 1:
+                        await self._start_sync(self._stream)  # in this task, as HDFS
+                    else:
+                        self._start_sync(self._stream, in_task=True)
+                        await self._slot()
+        finally:
+            for sync in self._in_flight:
+                if sync.task is not None:
+                    sync.task.cancel()
 
     async def _gather(self) -> None:
         """Let the calls the loop has already received log their edits before the batch is
@@ -410,31 +441,59 @@ class FSEditLog:
         finally:
             self._gather_target = 0
 
-    async def _sync_once(self, stream: QuorumOutputStream) -> None:
+    def _start_sync(self, stream: QuorumOutputStream, *, in_task: bool = False) -> Awaitable[None]:
+        """Ship the next batch: the sync to await, or with ``in_task`` a task of its own
+        (``_in_flight``) that the caller need not await."""
         batch = take_batch(self._pending, self.max_batch_bytes)
         for txid, framed in batch:
             stream.write_framed(txid, framed)
-        stream.set_ready_to_flush()
-        sync_end = batch[-1][0]
-        self._sync_running = True
+        first, count, framed_batch = stream.take_written()
         self._recent_batches.append(len(batch))
         self._last_sync_started = self._loop.time()
+        sync = _Sync(first + count - 1)
+        self._in_flight.append(sync)
+        shipping = self._sync(sync, stream, first, count, framed_batch)
+        if not in_task:
+            return shipping
+        sync.task = self._loop.create_task(shipping, name=f"edit-log-sync-{sync.end}")
+        return sync.task
+
+    async def _sync(
+        self, sync: _Sync, stream: QuorumOutputStream, first: int, count: int, framed: bytes
+    ) -> None:
         started = time.perf_counter()
         try:
-            await stream.aflush_ready()
+            await stream.asend_batch(first, count, framed)
         except Exception as exc:
-            self._fail(f"sync of txids up to {sync_end} failed: {describe_exception(exc)}")
+            self._fail(f"sync of txids {first}-{sync.end} failed: {describe_exception(exc)}")
             return
-        finally:
-            self._sync_running = False
         elapsed = time.perf_counter() - started
-        self._synced_txid = sync_end
-        self._release_waiters(None)
+        sync.acknowledged = True
+        # The durable txid moves over the oldest acknowledged syncs, in order: a later one
+        # acknowledged first waits for those before it (it cannot be, in fact: a quorum for
+        # it is a quorum for them), and nothing moves after a failure.
+        advanced = False
+        while self._in_flight and self._in_flight[0].acknowledged and self._failure is None:
+            self._synced_txid = max(self._synced_txid, self._in_flight.popleft().end)
+            advanced = True
+        if advanced:
+            self._release_waiters(None)
         if self._metrics is not None:
             self._metrics.sync_seconds.observe(elapsed)
             self._metrics.syncs.inc()
-            self._metrics.txns_synced.inc(len(batch))
-            self._metrics.sync_batch_txns.observe(len(batch))
+            self._metrics.txns_synced.inc(count)
+            self._metrics.sync_batch_txns.observe(count)
+
+    async def _slot(self) -> None:
+        """Return once fewer than ``syncs_in_flight`` syncs are under way."""
+        while True:
+            running = [s.task for s in self._in_flight if s.task is not None and not s.task.done()]
+            self._in_flight = deque(s for s in self._in_flight if not (
+                s.task is not None and s.task.done() and not s.acknowledged
+            ))
+            if len(running) < self.syncs_in_flight:
+                return
+            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
 
     def _release_waiters(self, failure: str | None) -> None:
         """Complete every waiter whose txid is durable; with ``failure``, fail the rest."""

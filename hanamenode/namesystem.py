@@ -1025,6 +1025,7 @@ class FSNamesystem:
                     metrics=self.metrics,
                     max_batch_bytes=self.settings.ha.edits_sync_max_batch_bytes,
                     gather_delay=self.settings.ha.edits_sync_gather_delay,
+                    syncs_in_flight=self.settings.ha.edits_sync_in_flight,
                     log_context={"nn": self.nn_id},
                 )
                 await edit_log.open_for_write(first, self._namespace.apply)

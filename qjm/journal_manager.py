@@ -707,6 +707,31 @@ class QuorumOutputStream:
         self.last_txid = self._ready_first + self._ready_count - 1
         self._ready, self._ready_count = b"", 0
 
+    def take_written(self) -> tuple[int, int, bytes]:
+        """What was written since the last take, as one batch ``(first, count, framed)``,
+        leaving the buffer empty: for a caller that keeps several batches in flight
+        (``asend_batch``) instead of the one ready buffer."""
+        with self._lock:
+            batch = (self._current_first, self._current_count, bytes(self._current))
+            self._current = bytearray()
+            self._current_count = 0
+        return batch
+
+    async def asend_batch(self, first: int, count: int, framed: bytes) -> None:
+        """Send one batch taken with ``take_written``; return once a quorum acknowledged it.
+        Batches may be in flight together: each JournalNode writes a stream's batches in
+        order, so a quorum for one is a quorum for every batch before it."""
+        if self.aborted:
+            raise QJMError(f"output stream of segment {self.segment_txid} was aborted")
+        if not count:
+            return
+        try:
+            await self.qjm.asend_edits(self.segment_txid, first, count, framed)
+        except QuorumException:
+            self.aborted = True
+            raise
+        self.last_txid = max(self.last_txid, first + count - 1)
+
     def flush(self) -> None:
         self.set_ready_to_flush()
         self.flush_ready()

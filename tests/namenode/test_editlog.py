@@ -74,6 +74,9 @@ def run(test: Callable[[], Awaitable[None]]) -> None:
 
 
 async def open_log(qjm: FakeQJM, **kwargs: Any) -> tuple[FSEditLog, list[int]]:
+    """An edit log open at txid 1; one sync in flight (HDFS's double buffer) unless
+    ``syncs_in_flight`` says otherwise: the batching tests below count on it."""
+    kwargs.setdefault("syncs_in_flight", 1)
     applied: list[int] = []
     edit_log = FSEditLog(qjm, **kwargs)  # type: ignore[arg-type]
     await edit_log.open_for_write(1, lambda op: applied.append(op.txid))
@@ -458,5 +461,76 @@ def test_an_edit_logged_after_the_end_marker_fails_the_log_before_any_finalize()
             await roll
         assert qjm.finalized == []
         assert failures and edit_log.failure is not None
+
+    run(test)
+
+
+# -- several syncs in flight (dfs.namenode.edits.sync.in-flight) ---------------------------------
+
+
+@dataclass
+class GatedQJM(FakeQJM):
+    """Each batch's send waits for its own gate (by first txid) and may fail alone."""
+
+    gates: dict[int, asyncio.Event] = field(default_factory=dict)
+    failing: set[int] = field(default_factory=set)
+    started: list[int] = field(default_factory=list)
+
+    async def asend_edits(self, segment_txid: int, first: int, count: int, framed: bytes) -> None:
+        self.started.append(first)
+        gate = self.gates.get(first)
+        if gate is not None:
+            await gate.wait()
+        if first in self.failing:
+            raise QuorumException(f"batch {first} failed (injected)")
+        self.sent.append((segment_txid, first, count))
+        self.txids += [op.txid for op in records.decode_ops(framed)]
+
+
+def test_a_second_batch_ships_while_the_first_is_in_flight_and_counts_after_it() -> None:
+    """With two syncs in flight, edits logged while one batch is held ship at once as a
+    second batch; if the second is acknowledged first, its waiters still wait for the first,
+    and the durable txid never passes a batch not acknowledged."""
+
+    async def test() -> None:
+        qjm = GatedQJM()
+        edit_log, _ = await open_log(qjm, syncs_in_flight=2, gather_delay=0)
+        qjm.gates[2] = asyncio.Event()
+        qjm.gates[3] = asyncio.Event()
+        first = edit_log.log_edit(mkdir_op("/a"))
+        waiter_1 = asyncio.create_task(edit_log.log_sync(first))
+        await until(lambda: qjm.started == [1, 2])
+        second = [edit_log.log_edit(mkdir_op(f"/b{i}")) for i in range(2)]
+        waiter_2 = asyncio.create_task(edit_log.log_sync(second[-1]))
+        await until(lambda: qjm.started == [1, 2, 3])  # shipped with batch 2 still held
+        qjm.gates[3].set()  # the second batch is acknowledged first
+        await until(lambda: (1, 3, 2) in qjm.sent)
+        await asyncio.sleep(0.02)
+        assert edit_log.synced_txid == 1 and not waiter_1.done() and not waiter_2.done()
+        qjm.gates[2].set()
+        await asyncio.gather(waiter_1, waiter_2)
+        assert edit_log.synced_txid == 4
+
+    run(test)
+
+
+def test_a_failed_batch_fails_the_batches_after_it_even_if_they_were_acknowledged() -> None:
+    async def test() -> None:
+        qjm = GatedQJM()
+        edit_log, _ = await open_log(qjm, syncs_in_flight=2, gather_delay=0)
+        qjm.gates[2] = asyncio.Event()
+        qjm.failing.add(2)
+        first = edit_log.log_edit(mkdir_op("/a"))
+        waiter_1 = asyncio.create_task(edit_log.log_sync(first))
+        await until(lambda: qjm.started == [1, 2])
+        later = edit_log.log_edit(mkdir_op("/b"))
+        waiter_2 = asyncio.create_task(edit_log.log_sync(later))
+        await until(lambda: (1, 3, 1) in qjm.sent)  # acknowledged, batch 2 still held
+        qjm.gates[2].set()
+        for waiter in (waiter_1, waiter_2):
+            with pytest.raises(EditLogError, match="batch 2 failed"):
+                await waiter
+        assert edit_log.synced_txid == 1
+        assert edit_log.failure is not None and "txids 2-2" in edit_log.failure
 
     run(test)
