@@ -184,10 +184,13 @@ def make_aio_server(
     max_receive_bytes: int | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     options: Sequence[tuple[str, Any]] = (),
+    rpc: RPCSettings | None = None,
 ) -> grpc.aio.Server:
     """``make_server`` for grpc.aio: the same options, limits and TLS, no worker pool (every
-    call is a coroutine on the running event loop, which must be the caller's)."""
-    rpc = settings.rpc if settings is not None else _DEFAULTS
+    call is a coroutine on the running event loop, which must be the caller's). ``rpc`` wins
+    over ``settings.rpc`` (a JournalNode has its values, not the whole settings)."""
+    if rpc is None:
+        rpc = settings.rpc if settings is not None else _DEFAULTS
     if tls is None and settings is not None:
         tls = settings.tls
     max_bytes = max_message_bytes if max_message_bytes is not None else rpc.max_message_bytes

@@ -117,10 +117,10 @@ def page(title: str, main: str) -> str:
     )
 
 
-HTTP_WORKERS = 8
+HTTP_WORKERS = 16
 """Connections the HTTP server serves at once; it closes the others as they arrive (and
 counts them, ``conf.connections``), rather than starting a thread for each."""
-HTTP_IDLE_SECONDS = 10.0
+HTTP_IDLE_SECONDS = 5.0
 """A connection that sends nothing for this long is closed (its worker is free again)."""
 _REFUSAL_LOG_SECONDS = 10.0
 
@@ -189,7 +189,10 @@ class _BoundedWSGIServer(WSGIServer):
 
     def server_close(self) -> None:
         super().server_close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        # Also called when the bind fails, before server_activate made the pool.
+        pool: ThreadPoolExecutor | None = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 class WebServer:

@@ -55,6 +55,7 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
             tls=settings.tls,
             handler_count=settings.rpc.handler_count,
             max_message_bytes=settings.rpc.max_message_bytes,
+            connection_bounds=settings.rpc,
             edit_cache_bytes=jn.edit_cache_bytes,
             max_journals=jn.max_journals,
             subscriber_queue_bytes=jn.subscriber_queue_bytes,

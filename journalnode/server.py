@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from conf import TLSSettings
+from conf import RPCSettings, TLSSettings
 from conf.connections import watch as watch_connections
 from conf.gcpauses import GcPauseCollector, install_pause_metrics
 from conf.guard import AioRequestGuard, MethodRule, Role
@@ -687,7 +687,10 @@ class JournalNodeServer:
         sync: SyncConfig | None = None,
         subscriber_queue_bytes: int = DEFAULT_SUBSCRIBER_QUEUE_BYTES,
         max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
+        connection_bounds: RPCSettings | None = None,
     ) -> None:
+        self._connection_bounds = connection_bounds
+        """Handshake timeout and idle limit of its connections (None: the defaults)."""
         self._subscriber_queue_bytes = subscriber_queue_bytes
         self._max_subscribers = max_subscribers
         self.root = Path(root)
@@ -794,7 +797,10 @@ class JournalNodeServer:
             to_status=to_status,
         )
         self._server = make_aio_server(
-            tls=tls, max_message_bytes=self._max_message_bytes, interceptors=[guard]
+            tls=tls,
+            max_message_bytes=self._max_message_bytes,
+            interceptors=[guard],
+            rpc=self._connection_bounds,
         )
         assert self._io is not None
         journal_pb2_grpc.add_QJournalServiceServicer_to_server(
