@@ -108,6 +108,9 @@ class PowerCutCluster:
             reply = journal_pb2_grpc.QJournalServiceStub(channel).GetJournalState(
                 journal_pb2.GetJournalStateRequest(journal_id=JOURNAL_ID, cluster_id=cluster_id),
                 timeout=10,
+                # A restarted node's first connection attempt may time out while it syncs
+                # from its peers (the channels' connect timeout is 100 ms): wait for it.
+                wait_for_ready=True,
             )
             return int(reply.last_promised_epoch)
         finally:
