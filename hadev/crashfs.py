@@ -1,5 +1,5 @@
 """A FUSE filesystem that loses what a power cut loses, for the power-cut tests (issue 26,
-docs/protocol.md §12). Harness only: no product package imports it.
+docs/protocol.md §14). Harness only: no product package imports it.
 
 ``CrashMount`` mounts a backing directory at a mount point through a server process of its
 own (``python -m hadev.crashfs serve``, on libfuse3 through ``mfusepy``). Every operation

@@ -1,4 +1,4 @@
-"""Power-cut tests (issue 26, docs/protocol.md §12): files and daemons on ``hadev.crashfs``
+"""Power-cut tests (issue 26, docs/protocol.md §14): files and daemons on ``hadev.crashfs``
 mounts, which lose on a cut what a disk would lose. The machine must be able to mount FUSE
 (``scripts/bootstrap.sh`` installs fuse3): a test fails, rather than skips, when it cannot."""
 

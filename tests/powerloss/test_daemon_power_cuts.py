@@ -1,4 +1,4 @@
-"""Power cuts of the real daemons under write load (issue 26, docs/protocol.md §12).
+"""Power cuts of the real daemons under write load (issue 26, docs/protocol.md §14).
 
 Every JournalNode and NameNode of a dev cluster keeps its storage on a crash filesystem
 (``tests/powerloss/cluster.py``). Three writers make directories through the client library
