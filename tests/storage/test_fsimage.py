@@ -161,6 +161,33 @@ def test_the_image_keeps_which_call_made_each_retry_entry(tmp_path: Path, layout
         assert mkdir_entry is not None and mkdir_entry.answer() is True
 
 
+def test_a_multis_retry_entry_survives_the_image(tmp_path: Path) -> None:
+    """A multi is retry-cached as one call whose answer is the list of its ops' answers; an
+    image keeps it, so a NameNode restarted from it answers the multi's retry the same."""
+    cache = RetryCache()
+    ns = Namespace(retry_cache=cache)
+    op = ns.prepare_multi(
+        [
+            lambda n: n.prepare_mkdir("/m", mtime_ms=1),
+            lambda n: n.prepare_create("/m/f", mtime_ms=2, length=7),
+            lambda n: n.prepare_mkdir("/m", parents=True, mtime_ms=3),
+            lambda n: n.prepare_rename("/m/f", "/m/g", mtime_ms=4),
+        ],
+        client_id=b"c9",
+        call_id=5,
+    )
+    op.txid = 1
+    answer = ns.apply(op)
+    path = save_image(ns, tmp_path, ns.last_applied_txid, NS_INFO)
+    loaded_cache = RetryCache()
+    loaded, _, _ = load_image(path, retry_cache=loaded_cache)
+    entry = loaded_cache.lookup(b"c9", 5, "multi")
+    assert entry is not None and entry.txid == 1 and entry.op == "multi"
+    assert entry.answer() == answer
+    assert [type(a).__name__ for a in answer] == ["bool", "StatInfo", "bool", "str"]
+    assert loaded.digest() == ns.digest()
+
+
 def test_a_loaded_image_refuses_edits_it_already_holds(tmp_path: Path) -> None:
     live, work = workload_namespace(20, steps=200)
     loaded, txid, _ = load_image(save_image(live, tmp_path, live.last_applied_txid, NS_INFO))
