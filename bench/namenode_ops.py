@@ -67,6 +67,12 @@ It starts a ``NameNodeProcessCluster`` (``hadev.namenodes``: 3 ``journalnode run
     the active alone, then spread over the active and both observers
     (``observer_capacity_ratio``). ``--no-observers`` leaves (d) out.
 
+(e) sessions and multis (issue 24, ``bench.sessions``, its own clusters): h2load on the
+    ``Session`` stream and ``Multi`` beside the unary calls, 32 threads sharing one client on
+    sessions and on unary calls, and the standby's and an observer's lag under 1,000 paced
+    creates/s; keys ``session_*``, ``batched_*``, ``multi_*``, ``pyclient_*``,
+    ``*_lag_p99_ms_at_1000``. ``--no-sessions`` leaves (e) out.
+
 ``--loop uvloop|asyncio`` runs every daemon's event loop on that loop (``HANAMENODE_UVLOOP``);
 by default each daemon chooses (the NameNode uvloop when installed, the JournalNodes asyncio).
 
@@ -1346,6 +1352,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the standby lag under the write load, pushed and polled",
     )
+    parser.add_argument(
+        "--no-sessions",
+        action="store_true",
+        help="leave out the session and multi series (bench.sessions, issue 24)",
+    )
     args = parser.parse_args(argv)
     for setting in args.conf:
         key, sep, value = setting.partition("=")
@@ -1394,6 +1405,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         result["load_average_1m_after_lag"] = round(os.getloadavg()[0], 2)
+        if not args.lag_only and not args.no_sessions:
+            # The session series on a cluster of their own, keys beside every one above.
+            from bench import sessions
+
+            result.update(sessions.run(
+                workdir / "sessions", args.h2load_seconds, args.lag_samples, observer=True
+            ))
     finally:
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -1409,6 +1427,10 @@ def main(argv: list[str] | None = None) -> int:
         report_observers(result)
     if args.lag_load_samples > 0:
         report_push_lag(result)
+    if "session_create_per_s_32" in result:
+        from bench import sessions
+
+        sessions.report(result)  # type: ignore[arg-type]
     result["loop"] = args.loop
     print_json(result)
     return 0
