@@ -332,8 +332,23 @@ def fence_old_active(
     """Make sure ``old`` is not active (HDFS ``ZKFailoverController.fenceOldActive``): ask it
     to step down (the graceful fence, within ``graceful_timeout``), and if that fails run the
     fencing methods in order. Returns what worked; FencingFailedError naming both failures
-    when nothing did. ``count(method, succeeded)`` hears of every try ("graceful", "shell")."""
+    when nothing did. ``count(method, succeeded)`` hears of every try ("graceful", "shell").
+
+    The graceful fence is asked only of an old active that answers ``GetServiceStatus``
+    within ``GRACEFUL_PROBE_SECONDS`` (issue 25 item 4): one that is frozen or cut off would
+    hold the new active for the whole ``graceful_timeout`` (a request it accepted and never
+    answers), although the QJM epoch fences it anyway. A responsive one still gets the whole
+    timeout to step down."""
     log.info("fencing the previous active", old=old.nn_id, address=old.address)
+    probe = min(graceful_timeout, GRACEFUL_PROBE_SECONDS)
+    try:
+        old.status(probe)
+    except NamenodeError as exc:
+        graceful_error = f"no answer to a status call within {probe:g} s: {exc}"
+        count("graceful", False)
+        log.warning("old active unresponsive: not waiting for a graceful fence; trying the "
+                    "fencing methods", old=old.nn_id, error=graceful_error)
+        return _fence_by_methods(old, fencer, nameservice, graceful_error, count)
     try:
         old.transition_to_standby(REQUEST_BY_ZKFC, graceful_timeout)
     except NamenodeError as exc:
@@ -345,6 +360,20 @@ def fence_old_active(
         count("graceful", True)
         log.info("fenced gracefully", old=old.nn_id)
         return f"{old.nn_id} stepped down gracefully"
+    return _fence_by_methods(old, fencer, nameservice, graceful_error, count)
+
+
+GRACEFUL_PROBE_SECONDS = 0.25
+"""How long an old active has to answer a status call before it is asked to step down."""
+
+
+def _fence_by_methods(
+    old: HAServiceTarget,
+    fencer: NodeFencer,
+    nameservice: str,
+    graceful_error: str,
+    count: Callable[[str, bool], None],
+) -> str:
     result = fencer.fence(old.fence_target(nameservice))
     for attempt in result.attempts:
         count("shell", attempt.succeeded)

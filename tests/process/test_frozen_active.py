@@ -4,8 +4,10 @@ instead of being refused. The standby's tailer asks the active to roll its log e
 (the dev cluster's ``dfs.ha.log-roll.period``), so when the standby wins the election a roll
 request to the frozen NameNode is in flight. The transition to active must not wait for it:
 the survivor logs ``now active`` before that roll request fails (before, it stopped its
-tailer only once the roll had failed, about 4 s of a 5 s failover). Then the frozen
-NameNode is resumed (SIGCONT), steps down, and every acknowledged write is there.
+tailer only once the roll had failed, about 4 s of a 5 s failover). Nor does it wait for the
+graceful fence: with a graceful-fence deadline of 60 s, the failover still completes well
+within it, since a frozen old active does not answer the status call that comes first. Then
+the frozen NameNode is resumed (SIGCONT), steps down, and every acknowledged write is there.
 
 How long the failover takes is measured by ``python -m bench.failover --freeze``, not here.
 """
@@ -30,7 +32,10 @@ ROLL_PERIOD = 1.0  # the dev cluster's dfs.ha.log-roll.period
 def test_the_new_active_does_not_wait_for_a_roll_asked_of_the_frozen_one(
     tmp_path: Path,
 ) -> None:
-    with DevCluster(tmp_path, session_timeout=1.0, quorum_timeout="4s") as dev:
+    graceful = {"ha.failover-controller.graceful-fence.rpc-timeout.ms": 60_000}
+    with DevCluster(
+        tmp_path, session_timeout=1.0, quorum_timeout="4s", extra_conf=graceful
+    ) as dev:
         frozen = dev.wait_active()
         survivor = next(nn for nn in dev.namenode_ids if nn != frozen)
         dev.wait_state(survivor, HAState.STANDBY, timeout=30)
@@ -43,7 +48,8 @@ def test_the_new_active_does_not_wait_for_a_roll_asked_of_the_frozen_one(
         offset = log_path.stat().st_size
         dev.kill(frozen, signal.SIGSTOP)
         try:
-            assert dev.wait_active(exclude=frozen, timeout=60) == survivor
+            # Well below the graceful fence's 60 s: not waited for.
+            assert dev.wait_active(exclude=frozen, timeout=30) == survivor
             with dev.client() as fs:
                 fs.mkdirs("/after-freeze", parents=True)
         finally:
