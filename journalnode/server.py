@@ -749,7 +749,9 @@ class JournalNodeServer:
 
     def start(self) -> JournalNodeServer:
         self.stopping = False
-        self.root.mkdir(parents=True, exist_ok=True)
+        # Durably (each new directory's parent fsynced): a journal made under a root that a
+        # power cut takes away is lost whole, Format and promises included (issue 26).
+        fsutil.ensure_dir(self.root)
         self._lock_root()
         try:
             for child in sorted(self.root.iterdir()):
