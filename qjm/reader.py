@@ -223,10 +223,13 @@ def chain_segments(
                 cluster_size=cluster_size,
             )
             everyone = sorted((s for ss in holders.values() for s in ss), key=lambda s: s.address)
+            if len(holders) > 1:
+                why = f"finalized copies of segment {start}-{end} disagree: no md5 is held by"
+            else:  # the others that answered lack it (lagging, or their copy moved aside)
+                why = f"finalized segment {start}-{end} is listed by fewer than"
             refused = (
-                f"finalized copies of segment {start}-{end} disagree: no md5 is held by a "
-                f"majority of the {cluster_size} JournalNodes ({listed}); not read from any "
-                "single copy"
+                f"{why} a majority of the {cluster_size} JournalNodes ({listed}); not read "
+                "from fewer copies than a majority"
             )
             chain.append(RedundantEditLogInputStream(everyone, start, end, refused=refused))
             break

@@ -12,6 +12,7 @@ another's).
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from pyspark.sql import SparkSession
 
 from hadev.daemon import child_environment
 from hadev.journalnodes import JournalNodeProcessCluster
+from journalnode.segment_names import FINALIZED
 from pipeline.cli import main
 from pipeline.verify import VerifyReport, VerifySources, format_report, run_verify
 from proto import records
@@ -52,7 +54,13 @@ class Healthy:
         return [str(node.edits_dir) for node in self.cluster]
 
     def finalized(self, index: int) -> list[Path]:
-        return sorted(self.cluster.journal_dir(index).glob("edits_*-*"))
+        return finalized_segments(self.cluster.journal_dir(index))
+
+
+def finalized_segments(current: Path) -> list[Path]:
+    """The finalized segment files of a journal's current/ directory (not the md5 files
+    beside them, docs/protocol.md §8.7)."""
+    return sorted(p for p in current.glob("edits_*-*") if FINALIZED.fullmatch(p.name))
 
 
 def logtester(addresses: list[str], name: str, out: Path, seconds: float) -> subprocess.Popen:
@@ -145,7 +153,7 @@ def test_one_changed_byte_in_one_copy_is_a_mismatch(
         copy = tmp_path / node.jn_id
         shutil.copytree(node.edits_dir / JID, copy / JID, ignore=shutil.ignore_patterns("*.lock"))
         copies.append(str(copy))
-    victim = sorted((tmp_path / "jn2" / JID / "current").glob("edits_*-*"))[1]
+    victim = finalized_segments(tmp_path / "jn2" / JID / "current")[1]
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0x01
     victim.write_bytes(bytes(data))
@@ -165,11 +173,12 @@ def test_one_changed_byte_in_one_copy_is_a_mismatch(
     assert f"{copies[0]}, {copies[2]}: last txid" in mismatch.detail
 
 
-def test_a_different_valid_version_on_a_live_journalnode_is_a_mismatch(
+def test_a_different_valid_version_on_a_live_journalnode_is_refused_by_it(
     spark: SparkSession, healthy: Healthy
 ) -> None:
     """A copy every record of which is valid, but which holds another writer's version of a
-    txid (what HDFS-3845 would leave behind): only the md5 comparison can see it."""
+    txid (what HDFS-3845 would leave behind): no record check sees it. Its JournalNode does,
+    by the md5 it recorded at finalize, and refuses to serve it (docs/protocol.md §8.7)."""
     victim = healthy.finalized(2)[0]
     original = victim.read_bytes()
     ops = records.decode_ops(original[records.HEADER_LEN :])
@@ -181,10 +190,18 @@ def test_a_different_valid_version_on_a_live_journalnode_is_a_mismatch(
     try:
         report = verify(spark, journalnodes=tuple(healthy.cluster.addresses), journal_ids=(JID,))
     finally:
+        # jn3 moved the changed copy aside: put the original back (without its digest file,
+        # which jn3 computes again on first use) and restart jn3 so that it lists it again.
+        for aside in victim.parent.glob(f"{victim.name}.*"):
+            aside.unlink()
         victim.write_bytes(original)
-    assert [(f.kind, f.txid) for f in report.findings] == [("segment-mismatch", ops[0].txid)]
+        healthy.cluster.restart(2)
+    assert [(f.kind, f.txid) for f in report.findings] == [("segment-unreadable", ops[0].txid)]
     jn3 = healthy.cluster.addresses[2]
-    assert f"{jn3}: last txid {ops[-1].txid}, {len(forged)} bytes" in report.findings[0].detail
+    detail = report.findings[0].detail
+    assert detail.startswith(f"{jn3}: ") and "SegmentDigestError" in detail
+    assert hashlib.md5(forged[records.HEADER_LEN :]).hexdigest() in detail
+    assert hashlib.md5(original[records.HEADER_LEN :]).hexdigest() in detail
 
 
 def test_a_txid_acked_to_two_logtesters_is_found(

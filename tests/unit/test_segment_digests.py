@@ -238,6 +238,19 @@ def test_no_majority_md5_among_the_answers_ends_the_chain_there() -> None:
     assert one.served == [1] and other.served == []  # segment 4-6 asked of nobody
 
 
+def test_a_copy_fewer_than_a_majority_list_is_not_read() -> None:
+    """One JournalNode of three lists the segment (the other that answered lacks it): one
+    copy is not a majority, whatever its md5."""
+    alone = Source("a:1", GOOD)
+    lacking = Source("b:1", GOOD)
+    with capture_logs():
+        (refused,) = chain_segments({alone: manifest(md5_of(GOOD)), lacking: []}, 1,
+                                    cluster_size=3)
+    with pytest.raises(EditLogReadError, match="listed by fewer than a majority of the 3"):
+        list(refused)
+    assert alone.served == []
+
+
 def test_older_journalnodes_without_md5s_are_read_as_before() -> None:
     sources = [Source(f"{c}:1", GOOD) for c in "abc"]
     (stream,) = chain_segments({s: manifest(b"") for s in sources}, 1, cluster_size=3)
