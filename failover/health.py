@@ -22,6 +22,7 @@ election (HDFS's ZKFC makes its whole check over RPC, HADOOP-7455).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import grpc
@@ -32,7 +33,10 @@ from conf.rpc import make_channel
 from hanamenode.errors import HealthCheckFailedError, NamenodeError
 from proto import namenode_pb2, namenode_pb2_grpc
 
-__all__ = ["FreshConnectionProbe", "HealthMonitor"]
+__all__ = ["PROBE_MIN_INTERVAL", "FreshConnectionProbe", "HealthMonitor"]
+
+PROBE_MIN_INTERVAL = 1.0
+"""Seconds between two fresh-connection probes of a NameNode that answered the last one."""
 
 log = structlog.get_logger(__name__)
 
@@ -90,6 +94,7 @@ class HealthMonitor:
     ) -> None:
         self._check = check
         self._probe = probe
+        self._last_probe: float | None = None
         self.interval = interval
         self._on_change = on_change
         self._on_tick = on_tick
@@ -105,12 +110,20 @@ class HealthMonitor:
         self._thread: threading.Thread | None = None
         self._log = log.bind(nn=name)
 
+    def _probe_due(self) -> bool:
+        # A new connection (and TLS handshake) costs the NameNode more than the check:
+        # at most one a second while they answer, at every check once one did not.
+        last = self._last_probe
+        return last is None or time.monotonic() - last >= PROBE_MIN_INTERVAL
+
     def check_now(self) -> tuple[bool, str]:
         """Run the check once (in the caller's thread): ``(healthy, reason)``."""
         try:
             self._check()
-            if self._probe is not None:
+            if self._probe is not None and self._probe_due():
+                self._last_probe = None  # until it answers: probed again at the next check
                 self._probe()
+                self._last_probe = time.monotonic()
         except NamenodeError as exc:
             return False, str(exc) or type(exc).__name__
         except Exception as exc:
