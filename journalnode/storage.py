@@ -134,6 +134,12 @@ class JournalStorage(Protocol):
         when given. A corrupt record raises CorruptSegmentError naming file and offset."""
         ...
 
+    def raw_md5(self, start_txid: int) -> bytes:
+        """md5 of everything after the header of the segment starting at start_txid
+        (finalized, else in progress), as it is stored: no record is checked. The fast digest
+        for callers that check the records elsewhere (``records_md5`` of a valid segment)."""
+        ...
+
     def install_segment(self, start_txid: int, chunks: Iterable[bytes], expected_end: int) -> None:
         """Replace the in-progress segment at start_txid with downloaded bytes, atomically,
         after checking they hold exactly the records start_txid..expected_end."""
@@ -358,6 +364,10 @@ class MemoryJournalStorage:
     def read_segment(self, start_txid: int, end_txid: int | None = None) -> Iterator[bytes]:
         data, _ = self._entry(start_txid)
         yield _read_segment_bytes(bytes(data), end_txid)
+
+    def raw_md5(self, start_txid: int) -> bytes:
+        data, _ = self._entry(start_txid)
+        return records_md5([bytes(data)])
 
     def install_segment(self, start_txid: int, chunks: Iterable[bytes], expected_end: int) -> None:
         self._refuse_finalized(start_txid)

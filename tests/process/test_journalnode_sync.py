@@ -200,7 +200,7 @@ def test_corrupt_copies_on_a_peer_are_refused_and_logged(
     flipped.write_bytes(bytes(data))
     # 6-10 on jn2: other records with valid checksums; only the md5 tells them apart. The
     # digest recorded beside it is rewritten too, so that jn2 itself cannot tell (the copy
-    # with only its records changed is tests/process/test_segment_digests.py's case).
+    # with only its records changed is tests/process/test_tampered_journal_copy.py's case).
     rewritten = jn2 / "edits_0000000000000000006-0000000000000000010"
     body = memoryview(rewritten.read_bytes())[records.HEADER_LEN :]
     ops = [edits_pb2.EditOp.FromString(bytes(op)) for _, op in records.iter_records(body)]

@@ -4,7 +4,7 @@ Pure and in-memory parts: the Journal records a finalized segment's md5, checks 
 segment is served, moves a changed copy aside and counts its repair; the reader applies a
 finalized segment only from JournalNodes in a majority that share its md5, and checks the
 bytes it receives. The real-process case (NameNodes, JournalNode processes, a failover) is
-tests/process/test_segment_digests.py.
+tests/process/test_tampered_journal_copy.py.
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ def test_the_digest_file_sits_beside_the_segment_and_moves_aside_with_it(
         current = storage.current_dir
         assert (current / digest_name(1, 3)).read_text() == md5.hex() + "\n"
         assert md5 == md5_of((current / finalized_name(1, 3)).read_bytes())
+        assert storage.raw_md5(1) == md5 == md5_of(b"".join(storage.read_segment(1)))
         assert storage.finalize_segment(1, 3) == md5  # idempotent
         assert storage.load().segments[0].md5 == md5
         storage.move_aside_finalized(1, "mismatch")
