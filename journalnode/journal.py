@@ -710,13 +710,19 @@ class Journal:
     def _record_missing_digest(self, state: SegmentState) -> bytes:
         """The md5 of a finalized segment without a recorded one, read (outside the lock: a
         finalized file never changes in place) and recorded durably. b"" when the read finds
-        the copy corrupt: it is then moved aside (``quarantine_corrupt``)."""
+        the copy corrupt (it is then moved aside, ``quarantine_corrupt``) or it was purged
+        meanwhile."""
         start, end = state.start_txid, state.end_txid
         try:
             md5 = self._segment_md5(start, end)
         except CorruptSegmentError as exc:
             self.quarantine_corrupt(start, exc)
             return b""
+        except JournalStateError:
+            with self._lock:
+                if start not in self._segments:
+                    return b""  # purged meanwhile
+            raise
         with self._lock:
             now = self._segments.get(start)
             if now is None or now.is_in_progress or now.end_txid != end:
