@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,7 @@ class PowerCutCluster:
                 with contextlib.suppress(OSError):
                     waits[(task / "wchan").read_text().strip() or "running"] += 1
             parts.append(f"{name}: {dict(waits)}")
+        parts.append(f"this process: {len(threading.enumerate())} threads")
         return "; ".join(parts)
 
     def promised_epoch(self, jn_id: str) -> int:

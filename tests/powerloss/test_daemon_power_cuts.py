@@ -51,6 +51,7 @@ KINDS = (
     "rack in a roll",
 )
 WRITERS = 3
+SLOW_PROGRESS = 10.0
 MOMENT_TIMEOUT = 8.0
 """How long a cut waits for its moment (an image being written, a segment opened) before it
 cuts anyway: the checkpoints and rolls of the load come every second or two."""
@@ -150,6 +151,10 @@ class Series:
     def check(self, cut_no: int) -> None:
         cluster, dev = self.cluster, self.cluster.dev
         active = dev.wait_active(RESTART_TIMEOUT)
+        if not self.load.wait_acks(10, SLOW_PROGRESS):
+            # Slow, not yet failed: say where everyone waits now, while it is still slow.
+            self.note(f"cut {cut_no}: no progress in {SLOW_PROGRESS:g}s; {dev.states()}; "
+                      f"threads wait in {cluster.where_blocked()}")
         if not self.load.wait_acks(10, RESTART_TIMEOUT):
             self.note(f"cut {cut_no}: no progress; {dev.states()}; "
                       f"threads wait in {cluster.where_blocked()}")
