@@ -113,11 +113,16 @@ def atomic_write(path: Path, data: bytes) -> None:
 def ensure_dir(directory: Path) -> None:
     """Create ``directory`` (and missing parents) durably: each new entry's parent is fsynced.
 
+    A directory that exists already has its parent fsynced too: it may have been made by a
+    process killed between its mkdir and that fsync (or by hand), and then everything made
+    durable below it would hang from a name a power cut can still drop (issue 26).
     A file in the way is a ``FileExistsError``.
     """
-    if directory.is_dir():
-        return
     parent = directory.parent
+    if directory.is_dir():
+        if parent != directory:
+            fsync_dir(parent)
+        return
     if parent != directory:
         ensure_dir(parent)
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from durable.files import atomic_write, fsync_dir, is_temp_name
+from durable.files import atomic_write, ensure_dir, fsync_dir, is_temp_name
 from hadev.crashfs import CrashMount, cut_power
 from hadev.daemon import CODE_ROOT, child_environment
 
@@ -91,6 +91,17 @@ def test_a_renamed_over_file_is_old_or_new_never_a_mix(mount: CrashMount) -> Non
     atomic_write(root / "f", b"new" * 1000)
     power_cycle(mount)
     assert (root / "f").read_bytes() == b"new" * 1000
+
+
+def test_ensure_dir_makes_a_directory_that_exists_durable(mount: CrashMount) -> None:
+    """A directory whose maker died before fsyncing its parent (here: a plain mkdir) is
+    made durable by ensure_dir, so a file made durable inside it survives the cut."""
+    root = mount.mountpoint
+    (root / "made-by-a-killed-process").mkdir()
+    ensure_dir(root / "made-by-a-killed-process" / "journal")
+    atomic_write(root / "made-by-a-killed-process" / "journal" / "VERSION", b"v1")
+    power_cycle(mount)
+    assert (root / "made-by-a-killed-process" / "journal" / "VERSION").read_bytes() == b"v1"
 
 
 def test_a_mount_answers_eio_after_the_cut(mount: CrashMount) -> None:
