@@ -421,9 +421,20 @@ class CrashFS:
         with self._mutex:
             self._alive()
             src, dst = self._path(old), self._path(new)
-            with contextlib.suppress(FileNotFoundError):
-                self._to_grave(dst, os.lstat(dst))
-            os.rename(src, dst)
+            os.lstat(src)  # ENOENT before anything moves
+            buried = None
+            if src != dst:
+                with contextlib.suppress(FileNotFoundError):
+                    st = os.lstat(dst)
+                    if self._to_grave(dst, st):
+                        buried = self.fid_of_ino[st.st_ino]
+            try:
+                os.rename(src, dst)
+            except OSError:
+                if buried is not None:  # a failed rename changes nothing
+                    os.rename(self.grave / str(buried), dst)
+                    self.in_grave.discard(buried)
+                raise
             return 0
 
     # -- the power cut -------------------------------------------------------------------------
