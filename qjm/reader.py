@@ -14,6 +14,7 @@ is never applied, whatever the address order.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol, TypeVar
 
@@ -94,6 +95,7 @@ class RedundantEditLogInputStream:
         md5: bytes = b"",
         *,
         refused: str = "",
+        vote: SegmentVote | None = None,
     ) -> None:
         if not sources:
             raise QJMError(f"segment {start_txid}-{end_txid} has no source")
@@ -102,6 +104,7 @@ class RedundantEditLogInputStream:
         self.end_txid = end_txid
         self.md5 = md5
         self.refused = refused
+        self.vote = vote
 
     def __repr__(self) -> str:
         names = ",".join(s.address for s in self.sources)
@@ -112,6 +115,11 @@ class RedundantEditLogInputStream:
 
     def read(self, from_txid: int) -> Iterator[edits_pb2.EditOp]:
         """Ops with txid >= from_txid, switching JournalNode on any failure."""
+        if self.refused and self.vote is not None:
+            decided = self.vote.decide(self.start_txid, self.end_txid)
+            if decided is not None:
+                self.md5, self.sources, self.refused = decided, self.vote.holders[decided], ""
+                self.vote = None
         if self.refused:
             raise EditLogReadError(self.refused)
         next_txid = from_txid
@@ -153,6 +161,50 @@ class RedundantEditLogInputStream:
         return data
 
 
+class SegmentVote:
+    """The finalized copies of one segment that no majority lists with one md5, and the
+    JournalNodes holding the same txids in an in-progress segment of the same first txid (a
+    writer that stopped before it finalized there). Those copies are read up to the
+    segment's end and their records' md5 counts as that node's vote: a finalized segment on
+    one node and in progress on another is held by both, and is read once a majority of the
+    cluster holds the same records (docs/protocol.md §8.7)."""
+
+    def __init__(
+        self,
+        holders: Mapping[bytes, Sequence[SegmentSource]],
+        witnesses: Sequence[SegmentSource],
+        cluster_size: int,
+    ) -> None:
+        self.holders = {md5: sorted(srcs, key=lambda s: s.address) for md5, srcs in holders.items()}
+        self.witnesses = sorted(witnesses, key=lambda s: s.address)
+        self.cluster_size = cluster_size
+
+    def decide(self, start: int, end: int) -> bytes | None:
+        """The md5 that the finalized copies and the in-progress witnesses together hold on a
+        majority of the cluster, or None (every witness's answer is logged)."""
+        votes = {md5: len(srcs) for md5, srcs in self.holders.items()}
+        for witness in self.witnesses:
+            try:
+                data = b"".join(witness.get_segment(start, end))
+            except Exception as exc:  # an unreachable witness is no vote
+                log.info(
+                    "in-progress copy not read for a vote", segment=f"{start}-{end}",
+                    source=witness.address, error=f"{type(exc).__name__}: {exc}",
+                )
+                continue
+            got = hashlib.md5(memoryview(data)[records.HEADER_LEN :]).digest()
+            votes[got] = votes.get(got, 0) + 1
+            log.info(
+                "in-progress copy read for a vote", segment=f"{start}-{end}",
+                source=witness.address, md5=got.hex(),
+            )
+        need = majority(self.cluster_size)
+        for md5, count in votes.items():
+            if count >= need and md5 in self.holders:
+                return md5
+        return None
+
+
 def majority_digest(
     holders: Mapping[bytes, Sequence[SegmentSource]], cluster_size: int
 ) -> bytes | None:
@@ -187,9 +239,11 @@ def chain_segments(
     if len(manifests) > cluster_size:
         raise ValueError(f"{len(manifests)} manifests from a cluster of {cluster_size}")
     by_start: dict[int, tuple[int, dict[bytes, list[SegmentSource]], str]] = {}
+    in_progress: dict[int, list[tuple[SegmentSource, int]]] = {}
     for source, logs in manifests.items():
         for entry in logs:
             if entry.is_in_progress:
+                in_progress.setdefault(entry.start_txid, []).append((source, entry.end_txid))
                 continue
             known = by_start.get(entry.start_txid)
             if known is None:
@@ -216,10 +270,14 @@ def chain_segments(
         md5 = majority_digest(holders, cluster_size)
         if md5 is None:
             listed = _who_holds(holders)
-            log.error(
-                "finalized segment: no majority of JournalNodes holds the same md5; not read",
+            witnesses = [s for s, last in in_progress.get(start, []) if last >= end]
+            log.log(
+                logging.INFO if witnesses else logging.ERROR,
+                "finalized segment: no majority of JournalNodes lists the same md5; "
+                + ("their in-progress copies vote" if witnesses else "not read"),
                 segment=f"{start}-{end}",
                 md5s=listed,
+                in_progress=sorted(s.address for s in witnesses),
                 cluster_size=cluster_size,
             )
             everyone = sorted((s for ss in holders.values() for s in ss), key=lambda s: s.address)
@@ -231,8 +289,16 @@ def chain_segments(
                 f"{why} a majority of the {cluster_size} JournalNodes ({listed}); not read "
                 "from fewer copies than a majority"
             )
-            chain.append(RedundantEditLogInputStream(everyone, start, end, refused=refused))
-            break
+            # In-progress copies of the same txids may make the majority (a writer that
+            # finalized on fewer nodes than it started the segment on): decided when read.
+            vote = SegmentVote(holders, witnesses, cluster_size) if witnesses else None
+            chain.append(
+                RedundantEditLogInputStream(everyone, start, end, refused=refused, vote=vote)
+            )
+            if vote is None:
+                break
+            txid = end + 1
+            continue
         if len(holders) > 1:
             log.warning(
                 "finalized segment: a JournalNode holds a copy the majority does not; "

@@ -256,3 +256,46 @@ def test_older_journalnodes_without_md5s_are_read_as_before() -> None:
     sources = [Source(f"{c}:1", GOOD) for c in "abc"]
     (stream,) = chain_segments({s: manifest(b"") for s in sources}, 1, cluster_size=3)
     assert stream.md5 == b"" and len(list(stream)) == 3
+
+
+def test_in_progress_copies_of_the_same_txids_vote_for_a_lone_finalized_copy() -> None:
+    """A writer finalized segment 1-3 on one JournalNode and stopped; another holds 1-5 in
+    progress (the same txids 1-3 and two more). Its records up to txid 3 have the finalized
+    copy's md5: two of three hold the segment, which is read (the logtester case). A forged
+    lone copy gets no such vote and is not read."""
+    longer = records.SEGMENT_HEADER + ops(1, 5)
+    finalized = Source("a:1", GOOD)
+    in_progress = InProgressSource("b:1", longer)
+    listing = {finalized: manifest(md5_of(GOOD)), in_progress: [RemoteEditLog(1, 5, True)]}
+    with capture_logs() as logs:
+        (stream,) = chain_segments(listing, 1, cluster_size=3)
+        assert [op.txid for op in stream] == [1, 2, 3]
+    assert in_progress.asked == [(1, 3)] and finalized.served == [1]
+    assert not [e for e in logs if e["log_level"] == "error"]
+
+    forged_alone = Source("a:1", BAD)
+    honest = InProgressSource("b:1", longer)
+    with capture_logs():
+        (refused,) = chain_segments(
+            {forged_alone: manifest(md5_of(BAD)), honest: [RemoteEditLog(1, 5, True)]}, 1,
+            cluster_size=3,
+        )
+        with pytest.raises(EditLogReadError, match="listed by fewer than a majority"):
+            list(refused)
+    assert forged_alone.served == []
+
+
+@dataclass(eq=False)
+class InProgressSource:
+    """A JournalNode holding an in-progress segment: it serves its records up to ``end``."""
+
+    address: str
+    data: bytes
+    asked: list[tuple[int, int | None]] = field(default_factory=list)
+
+    def get_segment(self, start: int, end: int | None) -> Iterator[bytes]:
+        self.asked.append((start, end))
+        body = memoryview(self.data)[records.HEADER_LEN :]
+        kept = [b for _, b in records.iter_records(body)
+                if end is None or edits_pb2.EditOp.FromString(bytes(b)).txid <= end]
+        yield records.SEGMENT_HEADER + b"".join(records.frame(bytes(b)) for b in kept)
