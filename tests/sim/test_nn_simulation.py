@@ -30,9 +30,9 @@ CLEAN_SEEDS = range(0, 8)
 SWEEPS: dict[Mutant, tuple[int, int]] = {
     Mutant.READ_WITHOUT_QUORUM_CONFIRMATION: (1, 1),
     Mutant.ANSWER_WITHOUT_DURABILITY: (3, 1),
-    Mutant.RETRY_ANSWER_BEFORE_DURABLE: (3, 1),
+    Mutant.RETRY_ANSWER_BEFORE_DURABLE: (0, 1),
     Mutant.ACK_FROM_ONE: (2, 1),
-    Mutant.ROLL_GATE_IN_TASK: (1, 1),
+    Mutant.ROLL_GATE_IN_TASK: (0, 1),
 }
 
 # Masked end to end by other fixes (qjm.sim.mutants.MASKED_BY): planted with their masks,
