@@ -124,7 +124,7 @@ def test_the_namenode_layer_catalogue_is_scored_on_nnsim(
     assert mutation_soak.simulator_fingerprint(namenodes=True) != (
         mutation_soak.simulator_fingerprint()
     )
-    caught = "ack-from-one"  # seed 0 catches it (tests/sim/test_nn_simulation.py SWEEPS)
+    caught = "retry-answer-before-durable"  # seed 0 catches it (test_nn_simulation.py SWEEPS)
     result = CliRunner().invoke(
         main,
         [
@@ -214,10 +214,11 @@ def test_a_stopped_soak_goes_on_where_it_was_on_the_same_code_only(
 def test_a_masked_mutant_counts_only_where_it_makes_the_run_worse() -> None:
     # no-committed-sanity-check is planted with ack-from-one (qjm.sim.mutants.MASKED_BY).
     # Seed 0: ack-from-one alone ends with the check refusing a recovery, and the pair's
-    # harm goes through; seed 2: ack-from-one alone loses an acknowledged txid as the pair
-    # does, so it is not this mutant's catch; seed 11 passes.
+    # harm goes through; seed 1: ack-from-one alone loses an acknowledged txid as the pair
+    # does, so it is not this mutant's catch; seed 4 passes. (Seeds 0, 2 and 11 until the
+    # reader compared finalized copies' md5s, docs/protocol.md §8.7, which moved the runs.)
     mutant = "no-committed-sanity-check"
-    rows = [simulate_run((mutant, seed), steps=200, n_journalnodes=3) for seed in (0, 2, 11)]
+    rows = [simulate_run((mutant, seed), steps=200, n_journalnodes=3) for seed in (0, 1, 4)]
     assert [r[3] for r in rows] == ["violation", MASKED, "ok"]
     config = MutationSoakConfig(first_seed=0, seeds=3, steps=200, mutants=(mutant,))
     report = report_from_rows(rows, config)
