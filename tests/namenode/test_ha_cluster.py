@@ -308,18 +308,21 @@ def test_a_roll_whose_caller_goes_away_still_ends_in_a_new_segment(
     every write ("no active segment") until it stepped down."""
     assert cluster.mkdir("nn1", "/before-roll").created
     finalize = Journal.finalize_log_segment
-    finalizing = threading.Event()
+    finalizing, caller_gone = threading.Event(), threading.Event()
 
     def slow_finalize(self: Journal, *args: Any, **kwargs: Any) -> Any:
         finalizing.set()
-        time.sleep(0.5)  # the caller's deadline passes meanwhile
+        caller_gone.wait(10)  # held until the caller's deadline has passed, however slow
         return finalize(self, *args, **kwargs)
 
     monkeypatch.setattr(Journal, "finalize_log_segment", slow_finalize)
+    # A deadline long enough for the roll to reach the finalize on a loaded machine (0.2 s
+    # failed a fresh run beside a power-cut soak), short enough that it passes there.
     with pytest.raises(grpc.RpcError) as info:
-        cluster.namenode("nn1").RollEditLog(namenode_pb2.HAEmpty(), timeout=0.2)
+        cluster.namenode("nn1").RollEditLog(namenode_pb2.HAEmpty(), timeout=2.0)
     assert info.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
     assert finalizing.is_set()
+    caller_gone.set()
     monkeypatch.setattr(Journal, "finalize_log_segment", finalize)
     time.sleep(1.0)  # the roll, if it goes on, is done by now
     assert cluster.mkdir("nn1", "/after-roll").created
