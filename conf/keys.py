@@ -444,6 +444,13 @@ KEYS: tuple[Key, ...] = (
         "NameNode <id> starts as an observer (HDFS-12943): it tails the log and serves reads",
     ),
     Key(
+        "dfs.ls.limit",
+        _count(1, 100_000),
+        "1000",
+        "most entries one GetListing answer holds (HDFS's key); a client asks for the rest "
+        "page by page",
+    ),
+    Key(
         "dfs.namenode.multi.max-ops",
         _count(1, 100_000),
         "1000",

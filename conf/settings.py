@@ -128,6 +128,7 @@ class HASettings:
     cli_check_timeout: float = 20.0
     observer_read_max_wait: float = 1.0
     multi_max_ops: int = 1000
+    ls_limit: int = 1000
     session_max_unanswered: int = 1024
 
 
@@ -448,6 +449,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         cli_check_timeout=get("ha.failover-controller.cli-check.rpc-timeout.ms"),
         observer_read_max_wait=get("dfs.namenode.observer.read.max-wait.ms"),
         multi_max_ops=get("dfs.namenode.multi.max-ops"),
+        ls_limit=get("dfs.ls.limit"),
         session_max_unanswered=get("dfs.namenode.session.max-unanswered-calls"),
     )
     max_message_bytes: int = get("hanamenode.rpc.max-message.mb")

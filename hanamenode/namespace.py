@@ -29,6 +29,7 @@ final destination of a rename into an existing directory. The plain ``mkdir``/``
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import hashlib
 import threading
@@ -67,6 +68,9 @@ MAX_NAME_BYTES = 255
 # mkdir -p gives the parents it creates the requested permission plus u+wx, so that the
 # creator can always make the child below it (HDFS FSDirMkdirOp.addImplicitUwx).
 IMPLICIT_PARENT_BITS = 0o300
+
+LISTING_ENTRY_BYTES = 64
+"""What a listing entry costs beyond its path, at most (the other fields of a FileStatus)."""
 
 _NAMESPACE_OPS = frozenset({"mkdir", "create", "delete", "rename", "multi"})
 
@@ -263,6 +267,32 @@ class Namespace:
                 StatInfo.of(paths.join(path, name), node.children[name])
                 for name in sorted(node.children)
             ]
+
+    def list_page(
+        self, path: str, *, start_after: str = "", limit: int = 1000, max_bytes: int = 1 << 20
+    ) -> tuple[builtins.list[StatInfo], bool]:
+        """One page of ``list(path)``: the children whose names sort after ``start_after``, at
+        most ``limit`` of them and about ``max_bytes`` of paths (at least one), and whether
+        more follow. A file is its own one-entry page."""
+        path = paths.validate_path(path)
+        if limit < 1:
+            raise InvalidArgumentError(f"invalid listing limit {limit}: must be at least 1")
+        with self.lock:
+            node = self._get(path)
+            if not isinstance(node, INodeDirectory):
+                return [StatInfo.of(path, node)], False
+            names = sorted(node.children)
+            first = bisect.bisect_right(names, start_after) if start_after else 0
+            page: builtins.list[StatInfo] = []
+            size = 0
+            for name in names[first : first + limit]:
+                child = paths.join(path, name)
+                cost = len(child.encode("utf-8", "surrogatepass")) + LISTING_ENTRY_BYTES
+                if page and size + cost > max_bytes:
+                    break
+                page.append(StatInfo.of(child, node.children[name]))
+                size += cost
+            return page, first + len(page) < len(names)
 
     def exists(self, path: str) -> bool:
         path = paths.validate_path(path)

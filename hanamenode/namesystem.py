@@ -107,6 +107,9 @@ T = TypeVar("T")
 
 QJMFactory = Callable[[NamespaceInfo], QuorumJournalManager]
 
+LISTING_PAGE_BYTES = 1 << 20
+"""About the most one listing page holds in paths, far below every gRPC message limit."""
+
 ANSWER_TXID: contextvars.ContextVar[int] = contextvars.ContextVar("answer_txid", default=0)
 """The txid of the state the client call being answered reflects (0: none was decided, e.g.
 a refusal by state). Set by the client calls below in the caller's context: a grpc.aio call
@@ -738,6 +741,28 @@ class FSNamesystem:
         self, path: str, *, allow_stale_read: bool = False, seen_txid: int = 0
     ) -> list[StatInfo]:
         return await self._read(allow_stale_read, lambda ns: ns.list(path), seen_txid)
+
+    async def get_listing_page_async(
+        self,
+        path: str,
+        *,
+        start_after: str = "",
+        limit: int = 0,
+        allow_stale_read: bool = False,
+        seen_txid: int = 0,
+    ) -> tuple[list[StatInfo], bool]:
+        """One page of a listing (``Namespace.list_page``): at most ``limit`` entries, and
+        at most ``dfs.ls.limit`` whatever the caller asks (0: that many); whether more
+        follow. Each page is its own read, linearizable as any (docs/protocol.md §13.6)."""
+        cap = self.settings.ha.ls_limit
+        count = min(limit, cap) if limit else cap
+        return await self._read(
+            allow_stale_read,
+            lambda ns: ns.list_page(
+                path, start_after=start_after, limit=count, max_bytes=LISTING_PAGE_BYTES
+            ),
+            seen_txid,
+        )
 
     async def msync_async(self) -> int:
         """The active's latest txid, once it is durable and a read-index round confirmed this

@@ -389,12 +389,16 @@ class ClientProtocolServicer(_Servicer, namenode_pb2_grpc.ClientProtocolServicer
         return namenode_pb2.RenameResponse(final_path=done.result, txid=done.txid)
 
     async def _get_listing(self, request: Any, seen_txid: int) -> Any:
-        entries = await self.fsn.get_listing_async(
+        entries, has_more = await self.fsn.get_listing_page_async(
             request.path,
+            start_after=request.start_after,
+            limit=request.limit,
             allow_stale_read=request.header.allow_stale_read,
             seen_txid=seen_txid,
         )
-        return namenode_pb2.GetListingResponse(entries=[file_status(e) for e in entries])
+        return namenode_pb2.GetListingResponse(
+            entries=[file_status(e) for e in entries], has_more=has_more
+        )
 
     async def _get_file_info(self, request: Any, seen_txid: int) -> Any:
         info = await self.fsn.get_file_info_async(

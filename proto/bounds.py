@@ -52,6 +52,7 @@ MAX_INT64 = 2**63 - 1
 CLIENT_ID_MAX_BYTES = 128
 PATH_MAX_BYTES = 32_000  # 8000 characters (hanamenode.paths) of at most 4 UTF-8 bytes
 ID_MAX_BYTES = 255
+NAME_MAX_BYTES = 255  # one path component (hanamenode.paths)
 ADDRESS_MAX_BYTES = 300  # host (255) : port, maybe bracketed
 MD5_HEX_BYTES = 32
 MD5_BYTES = 16
@@ -130,6 +131,8 @@ BOUNDS: Mapping[str, Bound] = MappingProxyType(
         _NN + "RenameRequest.src": MaxBytes(PATH_MAX_BYTES),
         _NN + "RenameRequest.dst": MaxBytes(PATH_MAX_BYTES),
         _NN + "GetListingRequest.path": MaxBytes(PATH_MAX_BYTES),
+        _NN + "GetListingRequest.start_after": MaxBytes(NAME_MAX_BYTES),
+        _NN + "GetListingRequest.limit": IntRange(0, 2**32 - 1),
         _NN + "GetFileInfoRequest.path": MaxBytes(PATH_MAX_BYTES),
         # A session's own fields; the calls it carries have their own entries above, and
         # the count of a multi's ops is the NameNode's rule (dfs.namenode.multi.max-ops).

@@ -145,18 +145,24 @@ class RenameResponse(_message.Message):
     def __init__(self, final_path: _Optional[str] = ..., txid: _Optional[int] = ...) -> None: ...
 
 class GetListingRequest(_message.Message):
-    __slots__ = ("header", "path")
+    __slots__ = ("header", "path", "start_after", "limit")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
+    START_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     header: RpcHeader
     path: str
-    def __init__(self, header: _Optional[_Union[RpcHeader, _Mapping]] = ..., path: _Optional[str] = ...) -> None: ...
+    start_after: str
+    limit: int
+    def __init__(self, header: _Optional[_Union[RpcHeader, _Mapping]] = ..., path: _Optional[str] = ..., start_after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class GetListingResponse(_message.Message):
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "has_more")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    HAS_MORE_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[FileStatus]
-    def __init__(self, entries: _Optional[_Iterable[_Union[FileStatus, _Mapping]]] = ...) -> None: ...
+    has_more: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[FileStatus, _Mapping]]] = ..., has_more: _Optional[bool] = ...) -> None: ...
 
 class GetFileInfoRequest(_message.Message):
     __slots__ = ("header", "path")

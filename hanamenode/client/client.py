@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import builtins
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -243,18 +243,40 @@ class HaFsClient:
     # -- reads ---------------------------------------------------------------------------------
 
     def list(self, path: str) -> builtins.list[StatInfo]:
-        """The children of directory ``path`` sorted by name, or ``[stat(path)]`` for a file."""
-        request = namenode_pb2.GetListingRequest(path=path)
+        """The children of directory ``path`` sorted by name, or ``[stat(path)]`` for a file:
+        every page of ``list_pages``."""
+        return [status for page in self.list_pages(path) for status in page]
 
-        def invoke(
-            stub: _Stub, header: _Header, timeout: float
-        ) -> namenode_pb2.GetListingResponse:
-            request.header.CopyFrom(header)
-            return stub.GetListing(request, timeout=timeout)
+    def list_pages(
+        self, path: str, *, limit: int = 0
+    ) -> Iterator[builtins.list[StatInfo]]:
+        """The listing of ``path`` a page at a time (at most ``limit`` entries each, and at
+        most the NameNode's ``dfs.ls.limit``), each page asked after the last name of the one
+        before, as HDFS's ``listStatus`` iterates. Each page is its own read: a listing of a
+        directory that changes meanwhile is not one snapshot (docs/protocol.md §13.6)."""
+        start_after = ""
+        while True:
+            request = namenode_pb2.GetListingRequest(
+                path=path, start_after=start_after, limit=limit
+            )
 
-        return [status_from_pb(e) for e in self.proxy.call(
-            "list", invoke, allow_stale_read=self.allow_stale_read, read=True
-        ).entries]
+            def invoke(
+                stub: _Stub,
+                header: _Header,
+                timeout: float,
+                request: namenode_pb2.GetListingRequest = request,
+            ) -> namenode_pb2.GetListingResponse:
+                request.header.CopyFrom(header)
+                return stub.GetListing(request, timeout=timeout)
+
+            reply = self.proxy.call(
+                "list", invoke, allow_stale_read=self.allow_stale_read, read=True
+            )
+            page = [status_from_pb(e) for e in reply.entries]
+            yield page
+            if not reply.has_more or not page:
+                return
+            start_after = page[-1].path.rsplit("/", 1)[-1]
 
     def stat(self, path: str) -> StatInfo:
         """The attributes of ``path``; ``PathNotFoundError`` when it does not exist."""

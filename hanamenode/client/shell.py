@@ -619,18 +619,28 @@ def ls(
     columns = Columns()
     ahead = ListingsAhead(shell.fs.list, LS_WINDOW if recursive else 1)
 
-    def list_directory(path: str) -> None:
+    def listing(path: str) -> list[StatInfo]:
         items = ahead.take(path)
         if items and not recursive:
             click.echo(f"Found {len(items)} items")
         columns.widen(items)
         if recursive:
             ahead.found(st.path for st in items if st.is_dir)
-        for st in items:
+        return items
+
+    def list_directory(path: str) -> None:
+        # Depth first with a stack of the listings being printed, not recursion: a tree may
+        # be 1000 directories deep (hanamenode.paths), past Python's recursion limit.
+        stack = [iter(listing(path))]
+        while stack:
+            st = next(stack[-1], None)
+            if st is None:
+                stack.pop()
+                continue
             click.echo(ls_line(st, columns, human=human))
             if recursive and st.is_dir:
                 with shell.reporting("ls", st.path):
-                    list_directory(st.path)
+                    stack.append(iter(listing(st.path)))
 
     with ahead:
         for path in shell.expand_all("ls", paths or (namespace_paths.ROOT,)):

@@ -347,3 +347,23 @@ def test_a_refused_multi_names_its_index_in_a_trailer(cluster: NameNodeCluster) 
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert trailers[MULTI_INDEX_KEY] == "1"
     assert "multi op 1 holds no mkdirs, create, delete or rename" in message
+
+
+def test_a_large_directory_is_listed_page_by_page(tmp_path: Path) -> None:
+    """With dfs.ls.limit 100, one GetListing answers 100 entries and says more follow; the
+    client library lists all 250 children, on sessions and on unary calls alike."""
+    with NameNodeCluster(tmp_path, conf={"dfs.ls.limit": 100}) as c:
+        c.transition_to_active("nn1")
+        assert c.settings is not None
+        with HaFsClient(c.settings) as fs:
+            fs.multi([MkdirsOp("/big")] + [CreateOp(f"/big/f{i:03d}") for i in range(250)])
+        first = c.client("nn1").GetListing(
+            namenode_pb2.GetListingRequest(header=header(), path="/big", limit=1000), timeout=10
+        )
+        assert len(first.entries) == 100 and first.has_more
+        assert first.entries[-1].path == "/big/f099"
+        for sessions in (True, False):
+            with HaFsClient(c.settings, sessions=sessions) as fs:
+                names = [s.path for s in fs.list("/big")]
+                assert names == [f"/big/f{i:03d}" for i in range(250)]
+                assert [len(p) for p in fs.list_pages("/big", limit=40)] == [40] * 6 + [10]

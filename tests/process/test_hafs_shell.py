@@ -306,3 +306,14 @@ def test_several_paths_go_in_one_multi_and_a_refusal_falls_back_to_each_alone(
         )
         assert (calls("Multi"), calls("Delete")) == (multis + 1, deletes)
         assert [s.path for s in fs.list("/multi-shell")] == ["/multi-shell/c", "/multi-shell/d"]
+
+
+def test_ls_r_walks_a_tree_as_deep_as_paths_allow(cluster: NameNodeProcessCluster) -> None:
+    """1000 components, the deepest a path may be: ``ls -R`` lists every level (it used to
+    die with RecursionError: one Python frame per level)."""
+    c = cluster
+    deep = "/deep" + "/a" * 999
+    assert ok(c, "-mkdir", "-p", deep) == ""
+    lines = ok(c, "-ls", "-R", "/deep").splitlines()
+    assert len(lines) == 999
+    assert lines[-1].endswith(deep) and lines[0].endswith(" /deep/a")

@@ -143,3 +143,33 @@ def test_a_logged_multi_that_does_not_apply_changes_nothing() -> None:
         ns.apply(op)
     assert ns.digest() == digest and (ns.dir_count, ns.file_count) == counts
     assert ns.last_applied_txid == op.txid - 1
+
+
+# -- paged listings (docs/protocol.md §13.6) -------------------------------------------------
+
+
+def test_a_listing_pages_after_a_name_and_by_bytes() -> None:
+    ns = Namespace(root_mtime_ms=0)
+    ns.mkdir("/d", mtime_ms=1)
+    names = [f"n{i:04d}" for i in range(2500)]
+    for name in names:
+        ns.create(f"/d/{name}", mtime_ms=1)
+    pages, after = [], ""
+    while True:
+        page, more = ns.list_page("/d", start_after=after, limit=1000)
+        pages.append(page)
+        if not more:
+            break
+        after = page[-1].path.rsplit("/", 1)[1]
+    assert [len(p) for p in pages] == [1000, 1000, 500]
+    assert [s for p in pages for s in p] == ns.list("/d")
+    # A page stops at its byte bound first, with at least one entry.
+    long = "x" * 200
+    for i in range(30):
+        ns.create(f"/d/{long}{i:02d}", mtime_ms=1)
+    page, more = ns.list_page("/d", start_after="n2499", limit=1000, max_bytes=2000)
+    assert more and 1 <= len(page) < 30
+    assert sum(len(s.path) + 64 for s in page) <= 2000
+    # A file is its own page; a name past the last leaves nothing.
+    assert ns.list_page("/d/n0001") == ([ns.stat("/d/n0001")], False)
+    assert ns.list_page("/d", start_after="zzz") == ([], False)
