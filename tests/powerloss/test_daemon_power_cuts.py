@@ -36,6 +36,7 @@ import pytest
 
 from conf.mutants import MUTANTS_ENV, Mutant
 from hadev.devcluster import LOAD_POLICY, MkdirLoad
+from hanamenode.client import HaFsClient
 from hanamenode.errors import PathNotFoundError
 from tests.chaos.journal_audit import JournalAudit
 from tests.powerloss.cluster import RESTART_TIMEOUT, PowerCutCluster
@@ -57,6 +58,14 @@ MOMENT_TIMEOUT = 8.0
 cuts anyway: the checkpoints and rolls of the load come every second or two."""
 _IMAGE_TEMP = re.compile(r"fsimage_\d+\.db\.tmp")
 _IN_PROGRESS = re.compile(r"edits_inprogress_(\d+)")
+
+
+def stat_exists(fs: HaFsClient, path: str) -> bool:
+    try:
+        fs.stat(path)
+    except PathNotFoundError:
+        return False
+    return True
 
 
 def victims(kind: str, cluster: PowerCutCluster, rng: random.Random) -> list[str]:
@@ -160,7 +169,16 @@ class Series:
                       f"threads wait in {cluster.where_blocked()}")
             pytest.fail(f"cut {cut_no}: no progress after the cut")
         missing = self.missing()
-        assert not missing, f"cut {cut_no}: acknowledged mkdirs lost: {missing[:10]}"
+        if missing:
+            # Lost, or only left out of the listing? (Seed 644052068 lost the listing's
+            # pages after the first 1,000 names once, at cut 374: stat says which.)
+            with dev.client(LOAD_POLICY) as fs:
+                found = [p for p in missing[:200] if stat_exists(fs, p)]
+            pytest.fail(
+                f"cut {cut_no}: {len(missing)} acknowledged mkdirs absent from the listing "
+                f"({missing[:5]}...); stat finds {len(found)} of the first "
+                f"{min(len(missing), 200)} ({found[:5]})"
+            )
         audit = JournalAudit(dev).check()
         self.note(f"cut {cut_no}: {active} active; audit {audit.describe()}")
         if audit.mismatches or audit.overlaps or audit.corrupt or audit.repeated_mkdirs:
