@@ -83,5 +83,5 @@ apt_install Chromium "command -v chromium >/dev/null && command -v chromedriver 
     "the status page tests" chromium chromium-driver
 apt_install h2load "command -v h2load >/dev/null" "bench.namenode_ops's h2load series" \
     nghttp2-client
-apt_install FUSE "command -v fusermount3 >/dev/null && ldconfig -p | grep -q libfuse3.so.3" \
+apt_install FUSE "command -v fusermount3 >/dev/null && ldconfig -p | grep -c libfuse3.so.3 >/dev/null" \
     "the power-cut tests" fuse3
