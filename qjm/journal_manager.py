@@ -43,7 +43,13 @@ from qjm.async_logger import AsyncLogger, AsyncLoggerSet
 from qjm.bridge import on_loop_thread, run_blocking, shared_loop
 from qjm.channel import AioJournalChannel
 from qjm.epochs import next_epoch
-from qjm.errors import QJMError, QuorumException, RecoveryError, describe_exception
+from qjm.errors import (
+    QJMError,
+    QuorumException,
+    QuorumTimeout,
+    RecoveryError,
+    describe_exception,
+)
 from qjm.metrics import QUORUM_SYNC_SECONDS, READ_INDEX_ROUND_SECONDS, READ_INDEX_ROUNDS
 from qjm.quorum import QuorumCall
 from qjm.read_index import ReadIndex
@@ -55,6 +61,9 @@ from qjm.reader import (
 )
 from qjm.recovery import RecoveryCandidate, RecoveryPlan, plan_recovery
 
+LATE_MANIFEST_WAIT = 2.0
+"""How long a reader waits for the JournalNodes beyond the first quorum when the quorum's
+manifests leave a finalized segment without a majority md5 (docs/protocol.md §8.7)."""
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
@@ -617,7 +626,23 @@ class QuorumJournalManager:
         by_logger: dict[SegmentSource, list[RemoteEditLog]] = {
             lg: logs for lg, (logs, _) in manifests.items()
         }
-        return chain_segments(by_logger, since_txid, cluster_size=len(self.loggers))
+        everyone = len(self.loggers)
+        chain = chain_segments(by_logger, since_txid, cluster_size=everyone)
+        if len(by_logger) < everyone and any(stream.refused for stream in chain):
+            # The quorum that answered first holds no majority for some finalized segment
+            # (docs/protocol.md §8.7); the slower JournalNodes' manifests may: wait for them
+            # a little, then decide on every answer.
+            try:
+                await call.await_for(
+                    everyone, everyone, everyone, LATE_MANIFEST_WAIT,
+                    operation_name=f"getEditLogManifest({since_txid}) from every JournalNode",
+                )
+            except QuorumTimeout:
+                log.info("not every JournalNode listed its segments in time",
+                         journal=self.journal_id, waited=LATE_MANIFEST_WAIT)
+            by_logger = {lg: logs for lg, (logs, _) in call.successes().items()}
+            chain = chain_segments(by_logger, since_txid, cluster_size=everyone)
+        return chain
 
 
     def read_journaled_edits(self, since_txid: int, max_txns: int) -> list[edits_pb2.EditOp]:
