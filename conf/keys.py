@@ -653,6 +653,13 @@ KEYS: tuple[Key, ...] = (
         "a server closes a connection that carried no call for this long (GOAWAY)",
     ),
     Key(
+        "hanamenode.ha.transition-history",
+        _count(1, 1000),
+        "20",
+        "HA transitions a NameNode keeps for its status page and /status.json (the failover "
+        "history, docs/operations.md §13.1)",
+    ),
+    Key(
         "hanamenode.gc.freeze-after-start",
         parse_bool,
         "true",

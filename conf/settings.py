@@ -130,6 +130,8 @@ class HASettings:
     multi_max_ops: int = 1000
     ls_limit: int = 1000
     session_max_unanswered: int = 1024
+    transition_history: int = 20
+    """HA transitions kept for the status page (``hanamenode.ha.transition-history``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,6 +453,7 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         multi_max_ops=get("dfs.namenode.multi.max-ops"),
         ls_limit=get("dfs.ls.limit"),
         session_max_unanswered=get("dfs.namenode.session.max-unanswered-calls"),
+        transition_history=get("hanamenode.ha.transition-history"),
     )
     max_message_bytes: int = get("hanamenode.rpc.max-message.mb")
     if qjm.queued_edits_limit_bytes >= max_message_bytes:
