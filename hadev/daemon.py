@@ -39,6 +39,7 @@ CODE_ROOT = Path(__file__).resolve().parents[1]
 """The checkout's root, holding the product packages: put first on a child's PYTHONPATH."""
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
+ABORT_GRACE = 5.0  # seconds for a hung command to write its stacks after SIGABRT
 # What the CLI prints when its RPC or HTTP port is taken (conf.rpc.PortInUseError).
 _PORT_IN_USE = "address already in use"
 
@@ -241,8 +242,12 @@ def run_command(
     args: Sequence[str], conf_env: Path | None = None, timeout: float = 60.0
 ) -> subprocess.CompletedProcess[str]:
     """Run ``args`` (a command of this checkout, e.g. ``python -m failover.hactl ...``) to
-    completion in ``child_environment(conf_env)``, output captured; a process still running
-    after ``timeout`` is killed (status -9)."""
+    completion in ``child_environment(conf_env)``, output captured. A process still running
+    after ``timeout`` gets SIGABRT first: Python's fault handler (enabled here) writes every
+    thread's stack to its stderr, so the caller sees where it hung (status -6); SIGKILL
+    follows if even that does not end it (status -9)."""
+    env = child_environment(conf_env)
+    env["PYTHONFAULTHANDLER"] = "1"
     proc = subprocess.Popen(
         list(args),
         stdin=subprocess.DEVNULL,
@@ -250,11 +255,15 @@ def run_command(
         stderr=subprocess.PIPE,
         text=True,
         cwd=CODE_ROOT,
-        env=child_environment(conf_env),
+        env=env,
     )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=ABORT_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

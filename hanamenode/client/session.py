@@ -42,6 +42,7 @@ log = structlog.get_logger(__name__)
 _CLOSE = object()
 
 BATCH_CALLS = 128
+CLOSE_WAIT = 5.0  # seconds close() waits for the reader thread to see the cancelled stream
 """Most calls one message of the session carries."""
 
 
@@ -117,9 +118,7 @@ class ClientSession:
         self._failure: SessionCallError | None = None
         stub = namenode_pb2_grpc.ClientProtocolStub(channel)
         self._stream = stub.Session(self._requests())
-        self._reader = threading.Thread(
-            target=self._read, name=f"session-{name}", daemon=True
-        )
+        self._reader = threading.Thread(target=self._read, name=f"session-{name}", daemon=True)
         self._reader.start()
 
     @property
@@ -138,9 +137,7 @@ class ClientSession:
             call_id = next(self._ids)
             self._pending[call_id] = future
         message: dict[str, Any] = {kind: request}
-        self._outbox.put(
-            namenode_pb2.SessionRequest(id=call_id, seen_txid=seen_txid, **message)
-        )
+        self._outbox.put(namenode_pb2.SessionRequest(id=call_id, seen_txid=seen_txid, **message))
         try:
             return future.result(timeout)
         except FutureTimeout:
@@ -148,15 +145,22 @@ class ClientSession:
                 self._pending.pop(call_id, None)
             raise SessionCallError(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"no answer from NameNode {self.name} within {timeout:g}s (session call "
-                f"{call_id})",
+                f"no answer from NameNode {self.name} within {timeout:g}s (session call {call_id})",
             ) from None
 
     def close(self) -> None:
-        """Half-close the stream and cancel it; calls still waiting fail as CANCELLED."""
+        """Half-close the stream, cancel it and wait for its reader to finish; calls still
+        waiting fail as CANCELLED. Waiting means no thread of ours is still inside the
+        stream when the channel closes or the interpreter exits."""
         self._outbox.put(_CLOSE)
         self._fail(SessionCallError(grpc.StatusCode.CANCELLED, "the session was closed"))
         self._stream.cancel()
+        if self._reader is not threading.current_thread():
+            self._reader.join(CLOSE_WAIT)
+            if self._reader.is_alive():
+                log.warning(
+                    "session reader still running after close", nn=self.name, waited_s=CLOSE_WAIT
+                )
 
     def _requests(self) -> Iterator[Any]:
         """The stream's messages: each call waiting in the outbox when the stream can send,

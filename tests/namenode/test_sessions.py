@@ -283,6 +283,19 @@ def test_a_step_down_ends_the_session_and_the_client_resends_there(
     assert not missing, missing[:5]
 
 
+def test_closing_the_client_leaves_no_session_thread_behind(cluster: NameNodeCluster) -> None:
+    """A short-lived command (``hafs rm``) closes its client and exits: when ``close``
+    returns, the session's reader thread has seen the cancelled stream and ended, so no
+    thread of ours is inside gRPC while the channel closes or the interpreter exits (CI saw
+    one ``hafs rm`` print its error and then hang until it was killed)."""
+    assert cluster.settings is not None
+    for _ in range(20):
+        with HaFsClient(cluster.settings) as fs:
+            fs.mkdirs("/closing", parents=True)
+        readers = [t for t in threading.enumerate() if t.name.startswith("session-")]
+        assert not readers, readers
+
+
 # -- multi --------------------------------------------------------------------------------------
 
 
