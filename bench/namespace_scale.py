@@ -1,0 +1,264 @@
+"""The namespace at scale (issue 27): memory per inode, image save and load, the standby's
+checkpoint, and a NameNode started on a large image.
+
+``python -m bench.namespace_scale [--inodes 1000000] [--dir D] [--no-namenode]``
+
+In this one process it builds a namespace of ``--inodes`` inodes with ``Namespace.mkdir`` and
+``Namespace.create`` (directories of 1,000 files; from 10,000,000 inodes on, the last
+1,000,000 are the children of one directory, ``--big-dir`` to choose), then measures:
+
+- ``rss_bytes_per_inode``: the growth of this process's RSS over the build, per inode;
+- ``build_ops_per_s``: mkdir and create calls a second while building;
+- ``image_save_s_per_million``, ``image_load_s_per_million``, ``image_bytes_per_inode``:
+  ``fsimage.save_image`` and ``fsimage.load_image`` (md5 and tree checks included);
+- ``checkpoint_tailing_held_ms_max``: a ``StandbyCheckpointer`` writes an image while a
+  task on the same NameNode loop plays the tailer, applying one op every millisecond and
+  holding it while the namespace is frozen; the key is the longest stretch between two of
+  its applies while the checkpoint runs, beside the same stretch measured without a
+  checkpoint (``tailing_gap_ms_max_idle``, the baseline);
+- ``startup_to_serving_s``: a real NameNode process (``hadev.namenodes``) whose name dir
+  holds the image, from spawn to answering STANDBY;
+- with a large directory: the time to list one page of it in the middle and to stat one of
+  its children (``big_dir_list_page_ms``, ``big_dir_stat_us``).
+
+Memory figures are only meaningful for one namespace per process: the bench drops the loaded
+copy before measuring the checkpoint. It prints a table, then the JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import itertools
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import print_json, print_table
+from conf.logging import setup_logging
+from hadev.namenodes import NameNodeProcessCluster
+from hanamenode import fsimage
+from hanamenode.checkpointer import StandbyCheckpointer
+from hanamenode.loop import NameNodeLoop
+from hanamenode.namespace import Namespace
+from hanamenode.storage import NameDirectory
+from proto.values import NamespaceInfo
+
+FILES_PER_DIR = 1000
+BIG_DIR = "/big"
+BIG_DIR_FROM = 10_000_000
+"""From this many inodes on, the last million is one directory (the issue's shape)."""
+TICK_S = 0.001
+_TICKS = itertools.count()
+NS_INFO = NamespaceInfo(cluster_id="CID-bench", namespace_id=27, ctime=0, layout_version=1)
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def build(ns: Namespace, inodes: int, big_children: int) -> int:
+    """Fill ``ns`` up to about ``inodes`` inodes; the number of calls made."""
+    calls = 0
+    regular = inodes - big_children - 1
+    d = 0
+    while regular > 0:
+        parent = f"/d{d:05d}"
+        ns.mkdir(parent)
+        calls += 1
+        regular -= 1
+        for f in range(min(FILES_PER_DIR, regular)):
+            ns.create(f"{parent}/f{f:04d}")
+            calls += 1
+        regular -= min(FILES_PER_DIR, regular)
+        d += 1
+    if big_children:
+        ns.mkdir(BIG_DIR)
+        for f in range(big_children - 1):
+            ns.create(f"{BIG_DIR}/f{f:07d}")
+        calls += big_children
+    return calls
+
+
+def big_dir_figures(ns: Namespace, children: int) -> dict[str, float]:
+    middle = f"f{children // 2:07d}"
+    began = time.perf_counter()
+    page, _ = ns.list_page(BIG_DIR, start_after=middle, limit=1000)
+    listed = time.perf_counter() - began
+    if len(page) != 1000:
+        raise RuntimeError(f"a page of {BIG_DIR} after {middle} held {len(page)} entries")
+    began = time.perf_counter()
+    for _ in range(1000):
+        ns.stat(f"{BIG_DIR}/{middle}")
+    stat = (time.perf_counter() - began) / 1000
+    return {"big_dir_list_page_ms": round(listed * 1000, 2),
+            "big_dir_stat_us": round(stat * 1e6, 1)}
+
+
+async def _tailer_gaps(ns: Namespace, stop: asyncio.Event) -> list[float]:
+    """Play the tailer on the loop: one mkdir op every ``TICK_S``, held while the namespace
+    is frozen; the times of the applies."""
+    applied: list[float] = []
+    while not stop.is_set():
+        if not ns.frozen:
+            op = ns.prepare_mkdir(f"/tick/t{next(_TICKS):07d}", parents=True)
+            assert op is not None
+            op.txid = ns.last_applied_txid + 1
+            ns.apply(op)
+            applied.append(time.perf_counter())
+        await asyncio.sleep(TICK_S)
+    applied.append(time.perf_counter())
+    return applied
+
+
+def _max_gap(times: list[float]) -> float:
+    return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+
+
+def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
+    """The longest stretch without an apply, idle for a second and during one checkpoint."""
+    nn_loop = NameNodeLoop("bench").start()
+    name_dir = NameDirectory(workdir / "checkpoint")
+    name_dir.path.mkdir(parents=True, exist_ok=True)
+    try:
+        checkpointer = StandbyCheckpointer(
+            lambda: ns, name_dir, NS_INFO, checkpoint_txns=1, checkpoint_period=3600,
+            checkpoints_retained=1, nn_id="bench", nn_loop=nn_loop,
+        )
+
+        async def start() -> tuple[asyncio.Event, asyncio.Task[list[float]]]:
+            stop = asyncio.Event()
+            return stop, asyncio.get_running_loop().create_task(_tailer_gaps(ns, stop))
+
+        async def finish(stop: asyncio.Event, task: asyncio.Task[list[float]]) -> list[float]:
+            stop.set()
+            return await task
+
+        stop, task = nn_loop.run(start())
+        time.sleep(1.0)
+        idle = nn_loop.run(finish(stop, task))
+        stop, task = nn_loop.run(start())
+        time.sleep(0.05)
+        began = time.perf_counter()
+        result = checkpointer.do_checkpoint()
+        took = time.perf_counter() - began
+        time.sleep(0.05)
+        busy = nn_loop.run(finish(stop, task))
+        if result is None:
+            raise RuntimeError("the checkpoint wrote nothing")
+    finally:
+        nn_loop.stop()
+    return {
+        "checkpoint_tailing_held_ms_max": round(_max_gap(busy) * 1000, 1),
+        "tailing_gap_ms_max_idle": round(_max_gap(idle) * 1000, 1),
+        "checkpoint_s": round(took, 2),
+        "checkpoint_ops_applied_during": float(sum(began <= t <= began + took for t in busy)),
+    }
+
+
+def startup_to_serving(image: Path, workdir: Path) -> float:
+    """Seconds from spawning a NameNode on ``image`` (as its txid-0 image) to STANDBY."""
+    with NameNodeProcessCluster(workdir / "cluster", namenodes=1) as cluster:
+        nn = cluster["nn1"]
+        nn.stop()
+        name_dir = cluster.name_dir("nn1")
+        ns_info = NameDirectory(name_dir).read_version()
+        for old in fsimage.list_images(name_dir):
+            old[1].unlink()
+            fsimage.md5_path(old[1]).unlink()
+        # The same bytes under this cluster's identity: re-save with its namespace info.
+        namespace, _, _ = fsimage.load_image(image)
+        namespace.last_applied_txid = 0
+        fsimage.save_image(namespace, name_dir, 0, ns_info)
+        del namespace
+        gc.collect()
+        began = time.perf_counter()
+        nn.start(timeout=900)
+        return time.perf_counter() - began
+
+
+def run(workdir: Path, inodes: int, big_children: int, namenode: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "inodes_asked": inodes, "cpus": os.cpu_count() or 0,
+        "load_average_1m_before": round(os.getloadavg()[0], 2),
+    }
+    gc.collect()
+    rss0 = rss_bytes()
+    ns = Namespace()
+    began = time.perf_counter()
+    calls = build(ns, inodes, big_children)
+    built = time.perf_counter() - began
+    gc.collect()
+    count = ns.inode_count
+    million = count / 1e6
+    result.update(
+        inodes=count,
+        rss_bytes_per_inode=round((rss_bytes() - rss0) / count, 1),
+        build_ops_per_s=round(calls / built),
+        build_s=round(built, 1),
+    )
+    if big_children:
+        result.update(big_dir_figures(ns, big_children))
+    name_dir = workdir / "images"
+    name_dir.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    image = fsimage.save_image(ns, name_dir, None, NS_INFO)
+    result["image_save_s_per_million"] = round((time.perf_counter() - began) / million, 2)
+    result["image_bytes_per_inode"] = round(image.stat().st_size / count, 1)
+    began = time.perf_counter()
+    loaded, _, _ = fsimage.load_image(image)
+    result["image_load_s_per_million"] = round((time.perf_counter() - began) / million, 2)
+    if loaded.inode_count != count:
+        raise RuntimeError(f"the image loaded {loaded.inode_count} inodes of {count}")
+    del loaded
+    gc.collect()
+    result.update(checkpoint_held(ns, workdir))
+    del ns
+    gc.collect()
+    if namenode:
+        result["startup_to_serving_s"] = round(startup_to_serving(image, workdir), 2)
+    result["load_average_1m"] = round(os.getloadavg()[0], 2)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--inodes", type=int, default=1_000_000)
+    parser.add_argument(
+        "--big-dir", type=int, default=None,
+        help=f"children of {BIG_DIR} (default: 1,000,000 from {BIG_DIR_FROM:,} inodes, else 0)",
+    )
+    parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
+    parser.add_argument("--no-namenode", action="store_true",
+                        help="skip startup_to_serving_s (no NameNode process)")
+    args = parser.parse_args(argv)
+    big = args.big_dir if args.big_dir is not None else (
+        1_000_000 if args.inodes >= BIG_DIR_FROM else 0
+    )
+    if args.inodes < 2 or not 0 <= big < args.inodes:
+        parser.error(f"--big-dir {big} must be below --inodes {args.inodes}")
+    setup_logging(level="warning")
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix="bench-nsscale-"))
+    try:
+        result = run(workdir, args.inodes, big, not args.no_namenode)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    rows = [[key, result[key]] for key in (
+        "inodes", "rss_bytes_per_inode", "build_ops_per_s", "image_save_s_per_million",
+        "image_load_s_per_million", "image_bytes_per_inode", "checkpoint_tailing_held_ms_max",
+        "tailing_gap_ms_max_idle", "checkpoint_s", "startup_to_serving_s",
+        "big_dir_list_page_ms", "big_dir_stat_us", "load_average_1m",
+    ) if key in result]
+    print_table(f"A namespace of {result['inodes']:,} inodes", ["key", "value"], rows)
+    print_json(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
