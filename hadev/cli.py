@@ -111,7 +111,7 @@ def _running_daemons(run_dir: Path) -> dict[str, int]:
     return found
 
 
-DAEMON_WORDS = (("journalnode", "run"), ("hanamenode", "run"), (MAIN_CLASS,))
+DAEMON_WORDS = (("journalnode", "run"), ("namenoded", "run"), (MAIN_CLASS,))
 """What the command line of a dev cluster daemon holds, however it was started."""
 
 

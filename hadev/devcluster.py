@@ -171,7 +171,7 @@ def daemon_command(name: str) -> tuple[str, ...]:
         return (MAIN_CLASS,)
     if name.startswith("jn"):
         return ("journalnode", "run", name)
-    return ("hanamenode", "run", name)
+    return ("namenoded", "run", name)
 
 
 class DevCluster:

@@ -2,8 +2,8 @@
 process tests (docs/architecture.md §1: ``hanamenode run --conf C --id nn1``; §2.3:
 ``bench/`` and ``tests/`` run real NameNodes, and nothing imports ``tests/``).
 
-A ``NameNodeProcess`` is ``python -m hanamenode run --conf C --id nnX`` run by this
-interpreter with this checkout first on PYTHONPATH (``hadev.journalnodes``'s
+A ``NameNodeProcess`` is ``python -m namenoded run --conf C --id nnX`` (``hanamenode run``)
+run by this interpreter with this checkout first on PYTHONPATH (``hadev.journalnodes``'s
 ``child_environment``), its output appended to ``<workdir>/<id>.log``; ``start`` returns
 once the NameNode reports STANDBY or ACTIVE over HAServiceProtocol. A
 ``NameNodeProcessCluster`` is a ``JournalNodeProcessCluster`` plus NameNode processes
@@ -79,8 +79,9 @@ class NameNodeStartError(DaemonStartError):
 
 
 def hanamenode_command(subcommand: str, nn_id: str, conf: Path | None = None) -> list[str]:
-    """``python -m hanamenode <subcommand> [--conf C] --id nnX`` with this interpreter."""
-    args = [sys.executable, "-m", "hanamenode", subcommand]
+    """``python -m namenoded <subcommand> [--conf C] --id nnX`` (the ``hanamenode``
+    program) with this interpreter."""
+    args = [sys.executable, "-m", "namenoded", subcommand]
     if conf is not None:
         args += ["--conf", str(conf)]
     return [*args, "--id", nn_id]
@@ -89,9 +90,9 @@ def hanamenode_command(subcommand: str, nn_id: str, conf: Path | None = None) ->
 def run_hanamenode(
     args: Sequence[str], *, conf_env: Path | None = None, timeout: float = COMMAND_TIMEOUT
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m hanamenode <args>`` to completion, output captured; a process still
-    running after ``timeout`` is killed (status -9)."""
-    return run_command([sys.executable, "-m", "hanamenode", *args], conf_env, timeout)
+    """Run ``python -m namenoded <args>`` (``hanamenode <args>``) to completion, output
+    captured; a process still running after ``timeout`` is killed (status -9)."""
+    return run_command([sys.executable, "-m", "namenoded", *args], conf_env, timeout)
 
 
 def run_hafs(

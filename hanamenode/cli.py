@@ -13,6 +13,10 @@
 
 The work is ``hanamenode.bootstrap`` and ``hanamenode.server``; this module parses options,
 asks for confirmation, and turns every failure into one line on stderr and exit status 1.
+``namenode_cli(elector_factory)`` builds the command group with the elector handed in:
+the NameNode process embeds the ``failover`` layer's elector, which this layer may not
+import, so the group is composed one layer up, in ``namenoded.cli`` (the ``hanamenode``
+program, ``python -m namenoded``; docs/architecture.md §2.1).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from conf.gcpauses import freeze_after_start
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
 from conf.rpc import daemon_settings
 from conf.signals import stop_on_signals
-from failover.elector import ActiveStandbyElector
 from hanamenode.bootstrap import (
     Confirm,
     EditsUnavailableError,
@@ -36,7 +39,7 @@ from hanamenode.bootstrap import (
     format_namenode,
 )
 from hanamenode.errors import NamenodeError
-from hanamenode.server import NameNodeServer
+from hanamenode.server import ElectorFactory, NameNodeServer
 from qjm.errors import QJMError
 
 log = structlog.get_logger(__name__)
@@ -65,11 +68,6 @@ _FAILURES = (
 )
 
 
-@click.group()
-def main() -> None:
-    """NameNode: the namespace server of the HA nameservice."""
-
-
 def _settings(conf_path: str | None, nn_id: str) -> Settings:
     try:
         settings = load_settings(conf_path)
@@ -93,7 +91,7 @@ def _confirm(non_interactive: bool) -> Confirm:
     return confirm
 
 
-@main.command("format")
+@click.command("format")
 @_CONF_OPTION
 @_ID_OPTION
 @_FORCE_OPTION
@@ -124,7 +122,7 @@ def format_command(
     )
 
 
-@main.command("bootstrap-standby")
+@click.command("bootstrap-standby")
 @_CONF_OPTION
 @_ID_OPTION
 @_FORCE_OPTION
@@ -149,35 +147,49 @@ def bootstrap_standby_command(
     )
 
 
-@main.command()
-@_CONF_OPTION
-@_ID_OPTION
-@LOG_FORMAT_OPTION
-def run(conf_path: str | None, nn_id: str, log_format: str) -> None:
-    """Serve ClientProtocol, HAServiceProtocol, NamenodeProtocol and /metrics until SIGTERM."""
-    setup_logging(log_format)
-    try:
-        settings = daemon_settings(_settings(conf_path, nn_id), nn_id)
-    except ConfigError as exc:
-        raise click.ClickException(f"bad configuration: {exc}") from None
-    stopped = stop_on_signals("namenode")  # before the server starts (conf/signals.py)
-    # The composition root of the NameNode process: the elector (failover layer) runs in it.
-    server = NameNodeServer(settings, nn_id, elector_factory=ActiveStandbyElector)
-    try:
-        server.start()  # a busy port is a PortInUseError, which is a ConfigError
-    except _FAILURES as exc:
-        raise click.ClickException(f"namenode {nn_id}: {exc}") from None
-    freeze_after_start(settings.gc_freeze_after_start, nn_id)
-    click.echo(
-        f"namenode {nn_id} serving on {server.address} as {server.state.value}, "
-        f"metrics on port {server.metrics_port}",
-        err=True,
-    )
-    while not stopped.wait(1.0):
-        pass
-    server.stop(grace=2.0)
-    sys.exit(0)
+def _run_command(elector_factory: ElectorFactory) -> click.Command:
+    """``run``, whose NameNode embeds the elector ``elector_factory`` builds."""
+
+    @click.command()
+    @_CONF_OPTION
+    @_ID_OPTION
+    @LOG_FORMAT_OPTION
+    def run(conf_path: str | None, nn_id: str, log_format: str) -> None:
+        """Serve ClientProtocol, HAServiceProtocol, NamenodeProtocol and /metrics until
+        SIGTERM."""
+        setup_logging(log_format)
+        try:
+            settings = daemon_settings(_settings(conf_path, nn_id), nn_id)
+        except ConfigError as exc:
+            raise click.ClickException(f"bad configuration: {exc}") from None
+        stopped = stop_on_signals("namenode")  # before the server starts (conf/signals.py)
+        server = NameNodeServer(settings, nn_id, elector_factory=elector_factory)
+        try:
+            server.start()  # a busy port is a PortInUseError, which is a ConfigError
+        except _FAILURES as exc:
+            raise click.ClickException(f"namenode {nn_id}: {exc}") from None
+        freeze_after_start(settings.gc_freeze_after_start, nn_id)
+        click.echo(
+            f"namenode {nn_id} serving on {server.address} as {server.state.value}, "
+            f"metrics on port {server.metrics_port}",
+            err=True,
+        )
+        while not stopped.wait(1.0):
+            pass
+        server.stop(grace=2.0)
+        sys.exit(0)
+
+    return run
 
 
-if __name__ == "__main__":
-    main()
+def namenode_cli(elector_factory: ElectorFactory) -> click.Group:
+    """The ``hanamenode`` command group; ``run`` hands ``elector_factory`` to the server."""
+
+    @click.group()
+    def main() -> None:
+        """NameNode: the namespace server of the HA nameservice."""
+
+    main.add_command(format_command)
+    main.add_command(bootstrap_standby_command)
+    main.add_command(_run_command(elector_factory))
+    return main

@@ -8,7 +8,7 @@ were answered. ``nnsim.loop`` (virtual-time event loops the scheduler steps one 
     from nnsim import run_nn_simulation
     result = run_nn_simulation(seed=7, steps=120)
 
-or ``python -m qjm.sim --namenodes --seed 7``.
+or ``python -m nnsim --seed 7``.
 """
 
 from nnsim.runner import NN_INVARIANTS, nn_seed_outcome, run_nn_simulation, run_nn_simulations

@@ -992,7 +992,7 @@ def nn_replay_command(
 ) -> str:
     """The one command line that replays a NameNode-layer run."""
     qjm_run = replay_command(seed, steps, n_journalnodes, mutants)
-    return qjm_run.replace("python -m qjm.sim ", "python -m qjm.sim --namenodes ", 1)
+    return qjm_run.replace("python -m qjm.sim ", "python -m nnsim ", 1)
 
 
 def run_nn_simulation(

@@ -5,62 +5,40 @@
     python -m qjm.sim --seeds 0:1000 --steps 200           # a range; reports failing seeds
     python -m qjm.sim --seeds 0:1000 --mutant ignore-writer-epoch  # a planted bug (HDFS-3845)
     python -m qjm.sim mutants --seeds 200 [--first-seed 0]  # every planted bug: the score
-    python -m qjm.sim --namenodes --seed 7 --steps 120      # the NameNode layer (nnsim)
-    python -m qjm.sim mutants --namenodes --seeds 200       # ... and its mutants
 
 On an invariant violation it prints ``seed=N``, the invariant, the tail of the trace and the
-one command that replays the run, and exits 1.
+one command that replays the run, and exits 1. The NameNode layer over this simulator is its
+own command, ``python -m nnsim`` (a tool above ``hanamenode``, docs/architecture.md §2.1).
 """
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from conf.mutants import Mutant
-from nnsim import nn_seed_outcome, run_nn_simulation
-from qjm.sim.mutants import NAMENODE, SIMULATED, format_report, run_seed, score
-from qjm.sim.runner import SimResult, run_simulation
+from qjm.sim.cli import mutants_command, run_options, run_seeds
+from qjm.sim.mutants import SIMULATED, run_seed
+from qjm.sim.runner import run_simulation
 
 
-def _seed_range(text: str) -> range:
-    try:
-        first, _, last = text.partition(":")
-        seeds = range(int(first), int(last))
-    except ValueError:
-        raise click.BadParameter(f"expected A:B (seeds A..B-1), got {text!r}") from None
-    if not seeds:
-        raise click.BadParameter(f"empty seed range {text!r}")
-    return seeds
+def _moved_to_nnsim(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    # Replay commands recorded before nnsim had its own command line start this way.
+    if value:
+        raise click.UsageError(
+            "the NameNode layer's simulation is its own command: python -m nnsim "
+            "(python -m nnsim mutants for its catalogue)"
+        )
+    return value
 
 
-def _report_violation(result: SimResult) -> None:
-    click.echo(f"seed={result.seed}")
-    click.echo(f"violated invariant: {result.violated_invariant}")
-    click.echo(f"  {result.message}")
-    click.echo("trace tail:")
-    for line in result.trace_tail:
-        click.echo(f"  {line}")
-    click.echo(f"replay: {result.replay_command}")
+_NAMENODES_MOVED = click.option(
+    "--namenodes", is_flag=True, hidden=True, expose_value=False, callback=_moved_to_nnsim
+)
 
 
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True
 )
-@click.option("--seed", type=int, default=None, help="Run this one seed.")
-@click.option("--seeds", "seed_range", default=None, help="Run seeds A..B-1, e.g. 0:1000.")
-@click.option("--steps", type=click.IntRange(min=0), default=200, show_default=True)
-@click.option(
-    "--journalnodes", "n_journalnodes", type=click.IntRange(min=1), default=3, show_default=True
-)
-@click.option(
-    "--mutant",
-    "mutant_names",
-    multiple=True,
-    type=click.Choice([m.switch for m in Mutant]),
-    help="Plant this bug (conf.mutants; repeatable), e.g. ignore-writer-epoch (HDFS-3845).",
-)
+@run_options("Writer steps of the run.")
 @click.option(
     "--unique-first-txn",
     is_flag=True,
@@ -72,13 +50,7 @@ def _report_violation(result: SimResult) -> None:
     is_flag=True,
     help="Do not draw the per-seed buggify choices (the plain fault plan).",
 )
-@click.option(
-    "--namenodes",
-    is_flag=True,
-    help="Simulate the NameNode layer (nnsim): two NameNodes, a ZooKeeper model and clients "
-    "over the simulated JournalNodes; --steps counts client operations.",
-)
-@click.option("--verbose", "-v", is_flag=True, help="Print every trace line as it happens.")
+@_NAMENODES_MOVED
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -87,114 +59,39 @@ def main(
     steps: int,
     n_journalnodes: int,
     mutant_names: tuple[str, ...],
+    verbose: bool,
     unique_first_txn: bool,
     no_buggify: bool,
-    namenodes: bool,
-    verbose: bool,
 ) -> None:
     """Simulate JournalNodes, writers and faults from one seed; check the QJM invariants.
 
     ``python -m qjm.sim mutants`` scores the planted bugs instead (see its --help)."""
     if ctx.invoked_subcommand is not None:
         return
-    if (seed is None) == (seed_range is None):
-        raise click.UsageError("give exactly one of --seed N or --seeds A:B")
-    seeds = range(seed, seed + 1) if seed is not None else _seed_range(seed_range or "")
-    failing: list[SimResult] = []
-    echo = click.echo if verbose else None
-    for s in seeds:
-        if namenodes:
-            result = run_nn_simulation(
-                s, steps, n_journalnodes=n_journalnodes, mutants=mutant_names, echo=echo
-            )
-        else:
-            result = run_simulation(
-                s,
-                steps,
-                n_journalnodes=n_journalnodes,
-                mutants=mutant_names,
-                unique_first_txn=unique_first_txn,
-                buggify=not no_buggify,
-                echo=echo,
-            )
-        click.echo(result.summary())
-        if not result.ok:
-            failing.append(result)
-            if seed is not None:
-                _report_violation(result)
-    if seed is None:
-        click.echo(f"{len(seeds)} seeds, {len(failing)} failing")
-        for result in failing:
-            click.echo(
-                f"  seed={result.seed} {result.violated_invariant}: {result.message}\n"
-                f"    replay: {result.replay_command}"
-            )
-    sys.exit(1 if failing else 0)
-
-
-@main.command("mutants")
-@click.option("--seeds", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("--first-seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--steps", type=click.IntRange(min=0), default=200, show_default=True)
-@click.option(
-    "--mutant",
-    "only",
-    multiple=True,
-    type=click.Choice([m.switch for m in (*SIMULATED, *NAMENODE)]),
-    help="Score only these mutants (repeatable) [default: the whole catalogue].",
-)
-@click.option(
-    "--namenodes",
-    is_flag=True,
-    help="Score the NameNode layer's catalogue (NAMENODE) on nnsim instead of the QJM's.",
-)
-@click.option(
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Worker processes.",
-)
-def mutants_command(
-    seeds: int, first_seed: int, steps: int, only: tuple[str, ...], namenodes: bool, jobs: int
-) -> None:
-    """Plant each bug of the catalogue alone and count the seeds that catch it; run the clean
-    code over the same seeds. Prints a table, the clean run's result and, last, one JSON line
-    {mutant: caught_fraction, ..., "clean_violations": n, "min_caught_fraction": f}.
-    Exit status 1 if the clean code reports a violation or a mutant is never caught."""
-    catalogue = NAMENODE if namenodes else SIMULATED
-    chosen = [m for m in catalogue if not only or m.switch in only]
-    if not chosen:
-        raise click.UsageError(
-            f"none of {', '.join(only)} is in the {'NAMENODE' if namenodes else 'SIMULATED'} "
-            "catalogue" + ("" if namenodes else " (NameNode-layer mutants need --namenodes)")
-        )
-    not_simulated = [m for m in Mutant if m not in catalogue]
-    seed_range = range(first_seed, first_seed + seeds)
-    total = (len(chosen) + 1) * seeds
-    step = max(1, total // 20)
-
-    def progress(done: int, total: int) -> None:
-        if done % step == 0 or done == total:
-            click.echo(f"  {done}/{total} runs", err=True)
-
-    click.echo(
-        f"{len(chosen)} mutants and the clean code, seeds {first_seed}..{seed_range[-1]}, "
-        f"{steps} steps, {jobs} job(s)",
-        err=True,
-    )
-    report = score(
+    run_seeds(
+        seed,
         seed_range,
-        chosen,
-        steps=steps,
-        jobs=jobs,
-        progress=progress,
-        runner=nn_seed_outcome if namenodes else run_seed,
+        verbose,
+        lambda s, echo: run_simulation(
+            s,
+            steps,
+            n_journalnodes=n_journalnodes,
+            mutants=mutant_names,
+            unique_first_txn=unique_first_txn,
+            buggify=not no_buggify,
+            echo=echo,
+        ),
     )
-    where = "the NameNode-layer simulation" if namenodes else "the QJM simulator"
-    click.echo(format_report(report, not_simulated, where))
-    missed = [m for m in report.mutants if not m.caught]
-    sys.exit(1 if report.clean.caught or missed else 0)
+
+
+_mutants = mutants_command(
+    SIMULATED,
+    run_seed,
+    "the QJM simulator",
+    "the QJM catalogue (SIMULATED; the NameNode layer's: python -m nnsim mutants)",
+)
+_NAMENODES_MOVED(_mutants)
+main.add_command(_mutants)
 
 
 if __name__ == "__main__":

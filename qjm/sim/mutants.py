@@ -50,8 +50,8 @@ NAMENODE: tuple[Mutant, ...] = (
     Mutant.RETRY_ANSWER_BEFORE_DURABLE,
     Mutant.ACK_FROM_ONE,
 )
-"""The planted bugs the NameNode-layer simulation scores (``nnsim``, ``python -m qjm.sim
-mutants --namenodes``): the active's answers (issue 11's switches), its edit-log rolls asked
+"""The planted bugs the NameNode-layer simulation scores (``nnsim``, ``python -m nnsim
+mutants``): the active's answers (issue 11's switches), its edit-log rolls asked
 by several followers at once, and, once more through group commit, the writer that counts
 one JournalNode as a quorum."""
 

@@ -77,7 +77,7 @@ def test_start_stop_restart_and_down_of_a_hand_started_namenode(
         started = hadev("start", "nn2", "--dir", str(directory))
         assert started.returncode == 0, started.stderr
         new_nn2 = pid_of(directory, "nn2")
-        assert new_nn2 is not None and new_nn2 != nn2 and runs(new_nn2, ("hanamenode", "run"))
+        assert new_nn2 is not None and new_nn2 != nn2 and runs(new_nn2, ("namenoded", "run"))
         assert started.stdout.splitlines()[-1] == f"hadev: nn2 started (pid {new_nn2})"
         twice = hadev("start", "nn2", "--dir", str(directory))
         assert twice.returncode == 1 and f"nn2 already runs (pid {new_nn2})" in twice.stderr

@@ -19,10 +19,10 @@ from click.testing import CliRunner
 from conf import Settings, write_xml
 from hadev.minicluster import MiniJournalCluster
 from hanamenode.bootstrap import bootstrap_standby
-from hanamenode.cli import main
 from hanamenode.errors import NamenodeUnavailableError
 from hanamenode.server import NameNodeServer
 from hanamenode.storage import NameDirectory
+from namenoded.cli import main
 from tests.namenode.cluster import namenode_conf
 
 pytestmark = pytest.mark.timeout(60)
@@ -189,7 +189,7 @@ def test_run_serves_until_sigterm(conf: tuple[Path, dict[str, object]]) -> None:
     assert invoke("format", "--conf", str(path), "--id", "nn1")[0] == 0
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hanamenode", "run", "--conf", str(path), "--id", "nn1",
+        [sys.executable, "-m", "namenoded", "run", "--conf", str(path), "--id", "nn1",
          "--log-format", "json"],
         stderr=subprocess.PIPE,
         text=True,

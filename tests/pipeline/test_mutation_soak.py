@@ -113,7 +113,7 @@ def test_the_namenode_layer_catalogue_is_scored_on_nnsim(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """``--namenodes --mutants``: the NameNode layer's catalogue on nnsim, with the same
-    verdicts as ``python -m qjm.sim mutants --namenodes`` gives here; its fingerprint covers
+    verdicts as ``python -m nnsim mutants`` gives here; its fingerprint covers
     nnsim as well, and a QJM mutant is refused by name."""
     from nnsim.runner import nn_seed_outcome
     from qjm.sim.mutants import NAMENODE

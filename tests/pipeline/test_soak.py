@@ -190,7 +190,7 @@ def test_a_namenode_layer_soak_runs_nnsim_on_the_executors(
     for row in rows:
         here = run_nn_simulation(row["seed"], 60)
         assert row["trace_digest"] == here.trace_digest
-        assert row["replay_command"].startswith("python -m qjm.sim --namenodes ")
+        assert row["replay_command"].startswith("python -m nnsim ")
         assert row["txns_acknowledged"] == here.txns_acknowledged > 0
 
     out = CliRunner().invoke(

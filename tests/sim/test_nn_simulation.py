@@ -4,7 +4,7 @@ Two real NameNodes (FSNamesystem, FSEditLog group commit, retry cache, HA transi
 tailer) over the simulated JournalNodes, elected through the seeded ZooKeeper model, with
 clients that retry through failovers. The clean code must show no violation over a seed
 range; each planted bug of the NAMENODE catalogue that the simulation reaches must be caught
-by a short seed range, found with ``python -m qjm.sim mutants --namenodes``. If the
+by a short seed range, found with ``python -m nnsim mutants``. If the
 simulation changes and a range stops catching its mutant, rerun that command with
 ``--mutant NAME`` and move the range onto the new first catching seeds.
 """
@@ -18,15 +18,16 @@ from click.testing import CliRunner
 
 from conf.mutants import Mutant
 from nnsim import NN_INVARIANTS, run_nn_simulation, run_nn_simulations
+from nnsim.__main__ import main
 from nnsim.runner import nn_seed_outcome
-from qjm.sim.__main__ import main
+from qjm.sim.__main__ import main as qjm_sim_main
 from qjm.sim.mutants import MASKED_BY, NAMENODE
 
 STEPS = 200
 CLEAN_SEEDS = range(0, 8)
 
 # mutant -> (first seed, how many seeds) at STEPS client operations: the first seed that
-# caught it in ``python -m qjm.sim mutants --namenodes`` (docs/architecture.md §8.8).
+# caught it in ``python -m nnsim mutants`` (docs/architecture.md §8.8).
 SWEEPS: dict[Mutant, tuple[int, int]] = {
     Mutant.READ_WITHOUT_QUORUM_CONFIRMATION: (1, 1),
     Mutant.ANSWER_WITHOUT_DURABILITY: (3, 1),
@@ -53,7 +54,7 @@ def test_a_seed_replays_the_same_run() -> None:
     assert first.trace_digest == second.trace_digest
     assert first.txns_acknowledged == second.txns_acknowledged > 0
     assert first.failovers > 0, "the run elected an active"
-    assert first.replay_command.startswith("python -m qjm.sim --namenodes --seed 3")
+    assert first.replay_command.startswith("python -m nnsim --seed 3")
 
 
 def test_the_clean_namenode_layer_has_no_violation() -> None:
@@ -84,17 +85,26 @@ def test_the_sweep_catches_the_planted_bug(mutant: Mutant) -> None:
             return
     pytest.fail(
         f"{mutant.switch} ({mutant.description}) was not caught in seeds {first}.."
-        f"{first + count - 1} (python -m qjm.sim mutants --namenodes --seeds 200 "
+        f"{first + count - 1} (python -m nnsim mutants --seeds 200 "
         f"--mutant {mutant.switch})"
     )
 
 
-def test_the_namenodes_flag_runs_the_namenode_layer() -> None:
-    out = CliRunner().invoke(main, ["--namenodes", "--seed", "1", "--steps", "40"])
+def test_python_m_nnsim_runs_the_namenode_layer() -> None:
+    out = CliRunner().invoke(main, ["--seed", "1", "--steps", "40"])
     assert out.exit_code == 0, out.output
     # The verdict is the first line of stdout; logs go to stderr (an earlier test in the same
     # process may have routed the daemons' logging there at info).
     assert out.stdout.startswith("seed=1 steps=40 verdict=ok"), out.output
+
+
+def test_the_old_namenodes_flag_names_the_new_command() -> None:
+    """Replay commands recorded before nnsim had its own command line began with
+    ``python -m qjm.sim --namenodes``: they fail with one line naming ``python -m nnsim``."""
+    for argv in (["--namenodes", "--seed", "1"], ["mutants", "--namenodes"]):
+        out = CliRunner().invoke(qjm_sim_main, argv)
+        assert out.exit_code == 2, out.output
+        assert "its own command: python -m nnsim" in out.output, out.output
 
 
 def test_the_mutants_command_scores_the_namenode_catalogue() -> None:
@@ -104,7 +114,6 @@ def test_the_mutants_command_scores_the_namenode_catalogue() -> None:
         main,
         [
             "mutants",
-            "--namenodes",
             "--seeds",
             str(count),
             "--first-seed",

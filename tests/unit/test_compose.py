@@ -26,9 +26,9 @@ from click.testing import CliRunner
 
 from conf import Settings, load_settings
 from failover.hactl import cli as hactl_cli
-from hanamenode.cli import main as hanamenode_cli
 from hanamenode.client.shell import main as hafs_cli
 from journalnode.cli import main as journalnode_cli
+from namenoded.cli import main as hanamenode_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"

@@ -127,7 +127,7 @@ def test_every_environment_variable_named_is_read_by_the_code() -> None:
     code = "\n".join(
         p.read_text(encoding="utf-8")
         for top in ("conf", "hanamenode", "journalnode", "qjm", "failover", "hadev", "hachaos",
-                    "pipeline", "bench", "zk", "durable", "nnsim")
+                    "pipeline", "bench", "zk", "durable", "nnsim", "namenoded")
         for p in (ROOT / top).rglob("*.py")
     ) + (ROOT / "Makefile").read_text() + (ROOT / "scripts" / "bootstrap.sh").read_text()
     bad = sorted({(f, v) for f, v in named(r"\b(HANAMENODE_[A-Z_]+)\b") if v not in code})

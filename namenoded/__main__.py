@@ -1,0 +1,5 @@
+"""Run the NameNode CLI (``hanamenode``) as ``python -m namenoded``."""
+
+from namenoded.cli import main
+
+main()
