@@ -77,8 +77,8 @@ def test_the_mutation_soak_writes_the_score_table_and_agrees_with_the_simulator(
     assert last[CAUGHT] == pytest.approx(rows[CAUGHT]["caught_fraction"], abs=1e-4)
     assert summary.chart is not None and (tmp_path / "m" / SCORE_CHART).stat().st_size > 1000
     assert (tmp_path / "m" / "mutation_summary.txt").read_text().strip() == text
-    # A QJM soak's state has no "namenodes" key, as before it existed: the checkpoints kept
-    # in soaks/ still resume.
+    # A QJM soak's state has no "namenodes" key, as before it existed: checkpoints written
+    # then (docs/soaks/) still resume.
     assert "namenodes" not in json.loads((tmp_path / "m" / STATE_FILE).read_text())["config"]
 
 
