@@ -242,6 +242,26 @@ class Settings:
             sync_format=self._lookup("dfs.journalnode.enable.sync.format"),
         )
 
+    def journalnode_names(self) -> dict[str, str]:
+        """The configured id (``jn1``) of each JournalNode address of the shared edits URI,
+        by address: the id whose ``dfs.journalnode.rpc-address.<id>`` is that address, or
+        has its port on a wildcard host (``0.0.0.0:8485``) when no other id has that port.
+        An address no id names is left out (pages and metrics then show the address)."""
+        if self.journal_uri is None or not self.journalnode_ids:
+            return {}
+        configured = {jn: self.journalnode(jn).rpc_address for jn in self.journalnode_ids}
+        names: dict[str, str] = {}
+        for address in self.journal_uri.addresses:
+            port = address.rsplit(":", 1)[-1]
+            exact = [jn for jn, a in configured.items() if a == address]
+            by_port = [jn for jn, a in configured.items() if a.rsplit(":", 1)[-1] == port]
+            wildcard = len(by_port) == 1 and configured[by_port[0]].rsplit(":", 1)[0] in (
+                "0.0.0.0", "[::]", "::", ""
+            )
+            if len(exact) == 1 or wildcard:
+                names[address] = (exact or by_port)[0]
+        return names
+
     @property
     def plaintext_requested(self) -> bool:
         """Whether the file asks for plaintext RPC (``hanamenode.rpc.tls.enabled`` false)."""

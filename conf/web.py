@@ -3,12 +3,18 @@
 
 The page is plain HTML rendered on the server, readable in a terminal browser. A small
 script re-fetches ``/status?fragment=1`` every ``REFRESH_SECONDS`` and swaps the ``<main>``
-element; when a fetch fails it says so in the page's footer and tries again, so a daemon that
-stops leaves the last facts on screen, marked stale, and nothing throws.
+element. When a fetch fails (or gets no answer within ``FETCH_TIMEOUT_SECONDS``) the page
+turns "unreachable since HH:MM:SS": greyed, a banner on top, and every element of class
+``state`` replaced (the daemon's own, marked ``data-self``, by "unreachable since ...", the
+others by "unknown"), so a dead daemon's page never shows a stale "active"
+(docs/operations.md §13.1). The script keeps trying, and the next answer restores the page.
 
     server = WebServer("127.0.0.1:0", registry, status=collect, render=render_main,
-                       title="NameNode nn1").start()
-    server.port
+                       title="NameNode nn1",
+                       pages={"cluster": Page(cluster_collect, cluster_render, "Cluster")})
+    server.start().port
+
+Each extra page ``NAME`` is served at ``/NAME`` and ``/NAME.json`` as the status page is.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -32,13 +39,27 @@ from prometheus_client.exposition import make_wsgi_app
 from conf import connections
 from conf.rpc import BindError, PortInUseError
 
-__all__ = ["REFRESH_SECONDS", "WebServer", "esc", "page", "planted_banner", "table"]
+__all__ = [
+    "FETCH_TIMEOUT_SECONDS", "REFRESH_SECONDS", "Page", "WebServer", "esc", "page",
+    "planted_banner", "table",
+]
 
 log = structlog.get_logger(__name__)
 
 REFRESH_SECONDS = 2
+FETCH_TIMEOUT_SECONDS = 4
+"""A refresh with no answer by then counts as failed: a stopped (SIGSTOP) daemon too."""
 
 Status = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of its own beside the status page: its facts, their HTML, its title."""
+
+    status: Callable[[], Status]
+    render: Callable[[Status], str]
+    title: str
 
 _STYLE = """
 body { font-family: sans-serif; margin: 1em 2em; color: #222; }
@@ -50,28 +71,56 @@ td.num { text-align: right; font-family: monospace; }
 .state { font-weight: bold; padding: 0 0.3em; }
 .good { color: #060; } .bad { color: #a00; font-weight: bold; } .warn { color: #a60; }
 footer { margin-top: 1.5em; color: #666; font-size: 0.9em; }
+nav { font-size: 0.9em; margin-bottom: 0.6em; }
+#unreachable { background: #a00; color: #fff; font-weight: bold; padding: 0.3em 0.6em; }
+body.unreachable main { opacity: 0.4; filter: grayscale(1); }
+.state.unknown { color: #555; }
 """
 
-# Re-fetch the <main> fragment; on failure keep the last one and say so in the footer.
+# Re-fetch the <main> fragment; when that fails, grey the page and replace every state.
 _SCRIPT = """
 (function () {
   var footer = document.getElementById('refreshed');
+  var banner = document.getElementById('unreachable');
+  var since = null;
+  function unreachable(why) {
+    if (since === null) { since = new Date(); }
+    var text = 'unreachable since ' + since.toISOString().substring(11, 19) + ' UTC';
+    document.body.classList.add('unreachable');
+    banner.textContent = text + ' (' + why + '): the page below is its last answer';
+    banner.hidden = false;
+    document.querySelectorAll('main .state').forEach(function (el) {
+      el.textContent = el.hasAttribute('data-self') ? text : 'unknown';
+      el.classList.add('unknown');
+    });
+    footer.textContent = 'refresh failed at ' + new Date().toISOString() + ' (' + why + ')';
+    footer.className = 'bad';
+  }
   function refresh() {
-    fetch('status?fragment=1', {cache: 'no-store'}).then(function (r) {
+    var control = new AbortController();
+    var timer = setTimeout(function () { control.abort(); }, TIMEOUT_MS);
+    fetch('NAME?fragment=1', {cache: 'no-store', signal: control.signal}).then(function (r) {
       if (!r.ok) { throw new Error('HTTP ' + r.status); }
       return r.text();
     }).then(function (text) {
       document.querySelector('main').innerHTML = text;
+      since = null;
+      document.body.classList.remove('unreachable');
+      banner.hidden = true;
       footer.textContent = 'refreshed ' + new Date().toISOString();
       footer.className = '';
     }).catch(function (err) {
-      footer.textContent = 'refresh failed (' + err.message + '): the facts above are stale';
-      footer.className = 'bad';
+      unreachable(err.name === 'AbortError' ? 'no answer within TIMEOUT_S s' : err.message);
+    }).finally(function () {
+      clearTimeout(timer);
+      setTimeout(refresh, PERIOD_MS);
     });
   }
-  setInterval(refresh, MILLISECONDS);
+  setTimeout(refresh, PERIOD_MS);
 })();
-""".replace("MILLISECONDS", str(REFRESH_SECONDS * 1000))
+""".replace("PERIOD_MS", str(REFRESH_SECONDS * 1000)).replace(
+    "TIMEOUT_MS", str(FETCH_TIMEOUT_SECONDS * 1000)
+).replace("TIMEOUT_S", str(FETCH_TIMEOUT_SECONDS))
 
 
 def esc(value: object) -> str:
@@ -106,14 +155,18 @@ def planted_banner(status: Status) -> str:
     )
 
 
-def page(title: str, main: str) -> str:
+def page(title: str, main: str, name: str = "status", nav: str = "") -> str:
+    """The whole HTML of page ``name`` (``/name``), whose ``<main>`` is ``main``; ``nav``:
+    already escaped links above it."""
     return (
         "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
         f"<title>{esc(title)}</title><style>{_STYLE}</style></head>"
-        f"<body><h1>{esc(title)}</h1><main>{main}</main>"
+        f"<body><div id='unreachable' hidden></div><h1>{esc(title)}</h1>"
+        + (f"<nav>{nav}</nav>" if nav else "")
+        + f"<main>{main}</main>"
         f"<footer><span id='refreshed'>refreshes every {REFRESH_SECONDS} s</span> · "
-        "<a href='status.json'>status.json</a> · <a href='metrics'>metrics</a></footer>"
-        f"<script>{_SCRIPT}</script></body></html>\n"
+        f"<a href='{esc(name)}.json'>{esc(name)}.json</a> · <a href='metrics'>metrics</a>"
+        f"</footer><script>{_SCRIPT.replace('NAME', name)}</script></body></html>\n"
     )
 
 
@@ -207,12 +260,14 @@ class WebServer:
         status: Callable[[], Status],
         render: Callable[[Status], str],
         title: str,
+        pages: Mapping[str, Page] | None = None,
+        nav: str = "",
     ) -> None:
         self.address = address
         self._metrics = make_wsgi_app(registry)
-        self._status = status
-        self._render = render
+        self._pages = {"status": Page(status, render, title), **(pages or {})}
         self.title = title
+        self._nav = nav
         self._httpd: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -246,18 +301,23 @@ class WebServer:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
             return list(self._metrics(environ, start_response))
-        if path not in ("/", "/status", "/status.json"):
+        name = "status" if path == "/" else path[1:].removesuffix(".json")
+        served = self._pages.get(name)
+        if served is None:
             start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [f"no page {path}; try /status, /status.json or /metrics\n".encode()]
+            pages = ", ".join(f"/{p}, /{p}.json" for p in self._pages)
+            return [f"no page {path}; try {pages} or /metrics\n".encode()]
         try:
-            status = self._status()
-            if path == "/status.json":
+            status = served.status()
+            if path.endswith(".json"):
                 body = json.dumps(status, indent=1, sort_keys=True).encode()
                 content_type = "application/json"
             else:
-                main = self._render(status)
+                main = served.render(status)
                 fragment = parse_qs(environ.get("QUERY_STRING", "")).get("fragment")
-                body = (main if fragment else page(self.title, main)).encode()
+                body = (
+                    main if fragment else page(served.title, main, name, self._nav)
+                ).encode()
                 content_type = "text/html; charset=utf-8"
         except Exception as exc:
             log.exception("status page failed", path=path)

@@ -11,7 +11,8 @@ failover (an RPC thread) waits for the next one::
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 __all__ = ["ActiveAttempt", "AttemptLog"]
 
@@ -23,6 +24,9 @@ class ActiveAttempt:
     seq: int
     succeeded: bool
     message: str
+    time: float = field(default=0.0, compare=False)
+    """When it ended (seconds since the epoch; the status page hides an attempt older than
+    the newest transition)."""
 
 
 class AttemptLog:
@@ -45,7 +49,7 @@ class AttemptLog:
     def record(self, succeeded: bool, message: str) -> ActiveAttempt:
         with self._cond:
             self._seq += 1
-            self._last = ActiveAttempt(self._seq, succeeded, message)
+            self._last = ActiveAttempt(self._seq, succeeded, message, time.time())
             self._cond.notify_all()
             return self._last
 

@@ -24,6 +24,7 @@ import enum
 from dataclasses import dataclass
 
 from hanamenode.ha import HAState
+from hanamenode.transitions import Cause, journal_fenced
 
 __all__ = [
     "Decision",
@@ -35,6 +36,7 @@ __all__ = [
     "journal_fenced",
     "stand_for_election",
     "step_down",
+    "transition_cause",
 ]
 
 FAILOVER_SUSPENDED = "ZooKeeper unreachable: automatic failover suspended"
@@ -162,11 +164,17 @@ def failover_note(i: ElectionInputs) -> str:
     return "" if i.zk is ZKConnection.CONNECTED or i.stopping else FAILOVER_SUSPENDED
 
 
-def journal_fenced(last_failure: str | None) -> bool:
-    """Whether the NameNode's last edit-log failure (``FSNamesystem.last_failure``) was the
-    JournalNodes refusing its epoch (a higher epoch was promised to another writer), as
-    opposed to a lost quorum: the edit log says ``writer fenced: ...`` when its QJM learned
-    of the newer epoch (docs/consistency.md §5.1), and a failed sync names ``EpochError``."""
-    return last_failure is not None and (
-        last_failure.startswith("writer fenced") or "EpochError" in last_failure
-    )
+def transition_cause(reason: Reason) -> Cause:
+    """What the failover history (``hanamenode.transitions``) records as the cause of a
+    step-down the elector decided for ``reason``."""
+    return _CAUSES.get(reason, Cause.SHUTDOWN)
+
+
+_CAUSES = {
+    Reason.CEDED: Cause.GRACEFUL,  # only a graceful failover asks an elector to cede
+    Reason.SESSION_LOST: Cause.EXPIRED_SESSION,
+    Reason.FENCED: Cause.FENCING,
+    Reason.LOCK_LOST: Cause.LOCK_LOST,
+    Reason.UNHEALTHY: Cause.UNHEALTHY,
+    Reason.LEFT_ACTIVE: Cause.EDIT_LOG_FAILURE,
+}

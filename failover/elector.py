@@ -82,6 +82,7 @@ from failover.election_rules import (
     journal_fenced,
     stand_for_election,
     step_down,
+    transition_cause,
 )
 from failover.elector_state import ElectorState, StateBoard
 from failover.elector_thread import ElectorThread
@@ -96,6 +97,7 @@ from failover.zk_session import ElectorSession
 from hanamenode.errors import ServiceFailedError
 from hanamenode.ha import HAState
 from hanamenode.peers import connect_address
+from hanamenode.transitions import Cause
 from zk.client import describe_acls
 from zk.paths import ActiveNodeInfo, ElectorPaths
 
@@ -115,9 +117,9 @@ class HATarget(Protocol):
 
     def check_health(self) -> None: ...
 
-    def transition_to_active(self) -> None: ...
+    def transition_to_active(self, cause: Cause = ..., detail: str = "") -> None: ...
 
-    def transition_to_standby(self) -> None: ...
+    def transition_to_standby(self, cause: Cause = ..., detail: str = "") -> None: ...
 
 
 class _Abort(Exception):
@@ -193,6 +195,10 @@ class ActiveStandbyElector:
         self._cede = Cede()
         self._rejoin = Rejoin(nn_id, self._log)
         self._attempts = AttemptLog()
+        self._graceful = False
+        """A graceful failover to this NameNode is under way (the history's cause)."""
+        self._fenced_gracefully = False
+        """The last fence was the old active stepping down when asked (the history's cause)."""
         self.metrics = ElectorMetrics(
             registry or CollectorRegistry(), lambda: self._board.state.value,
             lambda: self.zk_state, self._zk.neutral.seconds,
@@ -266,7 +272,7 @@ class ActiveStandbyElector:
         self.stop(timeout)
         if self._target.state is HAState.ACTIVE:
             self._log.info("stepping down before leaving the election")
-            self._transition_to_standby("the elector is closing")
+            self._transition_to_standby("the elector is closing", Cause.SHUTDOWN)
         timeout = self._zk.join_timeout(timeout)
         self._zk.close(timeout)
         if self._thread.join(timeout):
@@ -277,7 +283,8 @@ class ActiveStandbyElector:
                                "client", timeout=timeout)
         if self._target.state is HAState.ACTIVE:
             # A transition to active that was in flight when the session closed.
-            self._transition_to_standby("the elector closed during a transition to active")
+            self._transition_to_standby("the elector closed during a transition to active",
+                                        Cause.SHUTDOWN)
         self.metrics.unregister()
         self._board.set(ElectorState.STOPPED)
         self._log.info("elector closed")
@@ -323,7 +330,7 @@ class ActiveStandbyElector:
             )
         if self._target.state is HAState.ACTIVE:
             # Active without the lock: made active by hand (--forcemanual).
-            self._transition_to_standby("ceding the election")
+            self._transition_to_standby("ceding the election", Cause.GRACEFUL)
 
     def graceful_failover(self) -> str:
         """Become active without fencing: the lock holder and every other NameNode cede, this
@@ -346,6 +353,7 @@ class ActiveStandbyElector:
                 f"NameNode {self.nn_id} is not healthy, so it cannot become active: {reason}"
             )
         seq = self._attempts.seq  # an attempt recorded from now on answers this failover
+        self._graceful = True
         self._board.interrupt(self._cede.end)
         self._thread.wake()
         started = time.monotonic()
@@ -372,11 +380,14 @@ class ActiveStandbyElector:
             healthy, reason = self._health.status
             return "" if healthy else f" (it is unhealthy: {reason})"
 
-        previous = graceful_failover(
-            self.nn_id, holder=holder, others=self.settings.namenode_ids, cede=cede,
-            rejoin=rejoin, wait_won=wait_won, log=self._log, within=self.new_active_timeout,
-            why_not_won=why_not_won,
-        )
+        try:
+            previous = graceful_failover(
+                self.nn_id, holder=holder, others=self.settings.namenode_ids, cede=cede,
+                rejoin=rejoin, wait_won=wait_won, log=self._log,
+                within=self.new_active_timeout, why_not_won=why_not_won,
+            )
+        finally:
+            self._graceful = False
         self._log.info("graceful failover done", previous=holder,
                        seconds=round(time.monotonic() - started, 3))
         return previous
@@ -559,6 +570,7 @@ class ActiveStandbyElector:
     def _become_active(self, generation: int) -> None:
         self._board.set(ElectorState.BECOMING_ACTIVE)
         started = time.monotonic()
+        self._fenced_gracefully = False
         try:
             fenced = self._breadcrumb.take_over(
                 lambda result, what: self._wait(result, what, generation), self._fence)
@@ -570,7 +582,7 @@ class ActiveStandbyElector:
         if why is not None:
             raise _Abort(f"{why.message} before the transition")
         try:
-            self._target.transition_to_active()
+            self._target.transition_to_active(*self._takeover_cause(fenced))
         except Exception as exc:
             raise _Abort(f"the transition to active failed: {exc}") from exc
         self._rejoin.end()
@@ -581,12 +593,27 @@ class ActiveStandbyElector:
         self._log.info("now active through the election", fenced=fenced,
                        seconds=round(elapsed, 3))
 
+    def _takeover_cause(self, fenced: str) -> tuple[Cause, str]:
+        """The failover history's cause of this NameNode becoming active (docs/operations.md
+        §13.1): a graceful failover to it; the first election (nothing to fence); an old
+        active that stepped down when asked (fenced); or one that could not be asked, so the
+        lock was free because its session ended (killed, frozen, cut off)."""
+        if self._graceful:
+            return Cause.GRACEFUL, "hactl failover"
+        if fenced == "nothing to fence":
+            return Cause.ELECTION, "won the election lock; nothing to fence"
+        if self._fenced_gracefully:
+            return Cause.FENCING, f"took over from an active that lost the lock: {fenced}"
+        return Cause.EXPIRED_SESSION, f"the previous active's session ended: {fenced}"
+
     def _fence(self, old: ActiveNodeInfo) -> str:
         """``fence_old_active``: what worked; _Abort when nothing did. Either way
         ``last_fencing`` says what happened."""
         def count(method: str, succeeded: bool) -> None:
             outcome = "success" if succeeded else "failure"
             self.metrics.fencing_attempts.labels(method, outcome).inc()
+            if method == "graceful" and succeeded:
+                self._fenced_gracefully = True
 
         target = HAServiceTarget(old.namenode_id, old.address, self.settings.tls)
         try:
@@ -635,11 +662,11 @@ class ActiveStandbyElector:
         self._log.warning("stepping down", reason=decision.message)
         self.metrics.step_downs.labels(decision.reason.value).inc()
         return decision.reason is Reason.LEFT_ACTIVE or self._transition_to_standby(
-            decision.message)
+            decision.message, transition_cause(decision.reason))
 
-    def _transition_to_standby(self, why: str) -> bool:
+    def _transition_to_standby(self, why: str, cause: Cause) -> bool:
         try:
-            self._target.transition_to_standby()
+            self._target.transition_to_standby(cause, why)
         except Exception as exc:
             self._log.error("could not transition to standby; the next active will fence "
                             "this NameNode", why=why, error=str(exc))

@@ -41,8 +41,9 @@ class StateSnapshot:
     newest_image_txid: int
     inodes: int
     retry_cache_entries: int
-    journals: tuple[tuple[str, str], ...] = ()
-    """The active writer's JournalNodes: (address, why it is out of sync, "" when in sync)."""
+    journals: tuple[tuple[str, str, str], ...] = ()
+    """The active writer's JournalNodes: (configured id or address, address, why it is out of
+    sync, "" when in sync)."""
     startup_complete: bool = False
     startup_phases: tuple[tuple[str, str, float, int | None], ...] = ()
     """The startup phases begun (hanamenode.startup): (phase, status, elapsed seconds, count:
@@ -231,10 +232,10 @@ class _StateCollector(Collector):
             "hanamenode_journal_out_of_sync",
             "1 while the active's logger for a JournalNode is out of sync; cause is disk-full"
             " or the error's class",
-            labels=["journalnode", "cause"],
+            labels=["journalnode", "address", "cause"],
         )
-        for address, cause in s.journals:
-            journals.add_metric([address, cause_kind(cause)], 1.0 if cause else 0.0)
+        for node_id, address, cause in s.journals:
+            journals.add_metric([node_id, address, cause_kind(cause)], 1.0 if cause else 0.0)
         yield journals
         yield GaugeMetricFamily(
             "hanamenode_startup_complete",

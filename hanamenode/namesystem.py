@@ -96,6 +96,7 @@ from hanamenode.retry_cache import CacheEntry, RetryCache
 from hanamenode.startup import Phase, PhaseStatus, StartupProgress, describe
 from hanamenode.storage import NameDirectory
 from hanamenode.tailer import EditLogTailer, LoadResult
+from hanamenode.transitions import Cause, TransitionHistory, edit_log_failure_cause
 from proto import edits_pb2
 from proto.values import NamespaceInfo
 from qjm.errors import QJMError, describe_exception
@@ -226,6 +227,8 @@ class FSNamesystem:
         """Why the last active period ended on its own (edit log failure), if it did."""
         self.startup = StartupProgress()
         """The phases of this NameNode's start (hanamenode.startup; the status page)."""
+        self.history = TransitionHistory(settings.ha.transition_history)
+        """Its HA transitions, with their causes (hanamenode.transitions; the status page)."""
         self._edits_from_txid = 1
         self._applied = AppliedTxid(lambda: self._namespace.last_applied_txid)
         self._observer_at_start = nn_id in settings.namenode_ids and (
@@ -316,6 +319,7 @@ class FSNamesystem:
             progress.begin(Phase.LOADING_EDITS, from_txid=image_txid + 1, by="tailer")
             await self._start_standby_services()
             progress.end(Phase.BECOMING_STANDBY)
+            self.history.entered()
             self._log.info(
                 f"namesystem started as {self._state.value}",
                 last_applied_txid=self._namespace.last_applied_txid,
@@ -414,7 +418,7 @@ class FSNamesystem:
             newest_image_txid=self.name_dir.newest_image_txid() or 0,
             inodes=self._namespace.inode_count,
             retry_cache_entries=len(self._retry_cache),
-            journals=self.journal_status(),
+            journals=self._journal_names(self.journal_status()),
             startup_complete=startup["complete"],
             startup_phases=tuple(
                 (
@@ -437,6 +441,15 @@ class FSNamesystem:
             (lg.address, lg.out_of_sync_cause if lg.out_of_sync else "")
             for lg in writer.loggers.loggers
         )
+
+    def _journal_names(
+        self, status: tuple[tuple[str, str], ...]
+    ) -> tuple[tuple[str, str, str], ...]:
+        """``journal_status`` with each JournalNode's configured id first (its address when
+        none is configured): the metric's labels."""
+        writer = self._writer_qjm
+        names = {} if writer is None else {lg.address: lg.node_id for lg in writer.loggers.loggers}
+        return tuple((names.get(address, address), address, cause) for address, cause in status)
 
     # -- transitions are serialized ------------------------------------------------------------
 
@@ -967,17 +980,23 @@ class FSNamesystem:
 
     # -- transitions (coroutines on the loop; the *_async names) ---------------------------------
 
-    def transition_to_active(self) -> None:
-        """From a thread (the elector, tests): ``transition_to_active_async`` on the loop."""
-        self.nn_loop.run(self.transition_to_active_async())
+    def transition_to_active(self, cause: Cause = Cause.MANUAL, detail: str = "") -> None:
+        """From a thread (the elector, tests): ``transition_to_active_async`` on the loop.
+        ``cause`` and ``detail`` go to the failover history (``history``)."""
+        self.nn_loop.run(self.transition_to_active_async(cause, detail))
 
-    def transition_to_standby(self) -> None:
-        self.nn_loop.run(self.transition_to_standby_async())
+    def transition_to_standby(self, cause: Cause = Cause.MANUAL, detail: str = "") -> None:
+        self.nn_loop.run(self.transition_to_standby_async(cause, detail))
 
     def transition_to_observer(self) -> None:
         self.nn_loop.run(self.transition_to_observer_async())
 
-    async def transition_to_observer_async(self) -> None:
+    def _record(self, was: HAState, cause: Cause, detail: str, started: float,
+                seconds: float) -> None:
+        """A transition from ``was`` to the present state, begun at wall time ``started``."""
+        self.history.record(was, self._state, cause, detail, started=started, seconds=seconds)
+
+    async def transition_to_observer_async(self, cause: Cause = Cause.MANUAL) -> None:
         """STANDBY -> OBSERVER (a no-op when already an observer): only the state changes,
         since both tail the log alike. Refused from any other state: an active must be made
         standby first, by the elector or by hand."""
@@ -990,10 +1009,13 @@ class FSNamesystem:
                     f"{self._state.value}; only a standby can (make it standby first)"
                 )
             self._state = HAState.OBSERVER
+            self._record(HAState.STANDBY, cause, "", time.time(), 0.0)
             self.metrics.transitions.labels("observer").inc()
             self._log.info("now observer")
 
-    async def transition_to_active_async(self) -> None:
+    async def transition_to_active_async(
+        self, cause: Cause = Cause.MANUAL, detail: str = ""
+    ) -> None:
         """STANDBY -> ACTIVE (a no-op when already active). ServiceFailedError naming the
         failed step otherwise; the NameNode is then standby again."""
         async with self._transition():
@@ -1008,7 +1030,7 @@ class FSNamesystem:
                 raise ServiceFailedError(
                     f"cannot become active: the NameNode is {self._state.value}"
                 )
-            started = time.perf_counter()
+            started, wall_started = time.perf_counter(), time.time()
             self._log.info("transitioning to active")
             # The first election's winner replays the edits of its startup here.
             progress = self.startup
@@ -1091,6 +1113,7 @@ class FSNamesystem:
             if in_startup:
                 progress.end(Phase.BECOMING_ACTIVE, first_txid=first)
             elapsed = time.perf_counter() - started
+            self._record(HAState.STANDBY, cause, detail, wall_started, elapsed)
             self.metrics.transitions.labels("active").inc()
             self.metrics.transition_seconds.labels("active").observe(elapsed)
             self._log.info(
@@ -1100,13 +1123,16 @@ class FSNamesystem:
                 seconds=round(elapsed, 3),
             )
 
-    async def transition_to_standby_async(self) -> None:
+    async def transition_to_standby_async(
+        self, cause: Cause = Cause.MANUAL, detail: str = ""
+    ) -> None:
         """ACTIVE -> STANDBY (a no-op when already standby)."""
         async with self._transition():
             if self._state is HAState.STANDBY:
                 return
             if self._state is HAState.OBSERVER:
                 self._state = HAState.STANDBY
+                self._record(HAState.OBSERVER, cause, detail, time.time(), 0.0)
                 self.metrics.transitions.labels("standby").inc()
                 self._log.info("now standby", reason="requested, was an observer")
                 return
@@ -1114,13 +1140,14 @@ class FSNamesystem:
                 raise ServiceFailedError(
                     f"cannot become standby: the NameNode is {self._state.value}"
                 )
-            await self._become_standby("requested")
+            await self._become_standby("requested", cause, detail)
 
-    async def _become_standby(self, reason: str) -> None:
-        started = time.perf_counter()
+    async def _become_standby(self, reason: str, cause: Cause, detail: str) -> None:
+        started, wall_started = time.perf_counter(), time.time()
         await self._leave_active(reason)
         await self._start_standby_services()
         elapsed = time.perf_counter() - started
+        self._record(HAState.ACTIVE, cause, detail or reason, wall_started, elapsed)
         self.metrics.transitions.labels("standby").inc()
         self.metrics.transition_seconds.labels("standby").observe(elapsed)
         self._log.info("now standby", reason=reason, seconds=round(elapsed, 3))
@@ -1182,7 +1209,9 @@ class FSNamesystem:
                 if self._writer_qjm is not writer or self._state is not HAState.ACTIVE:
                     return  # that active period already ended
                 self._log.error("leaving active state: the edit log failed", reason=reason)
-                await self._become_standby(f"edit log failed: {reason}")
+                await self._become_standby(
+                    f"edit log failed: {reason}", edit_log_failure_cause(reason), ""
+                )
         except Exception:
             self._log.exception("could not leave active state after an edit log failure")
 

@@ -39,9 +39,10 @@ from conf.guard import ANY_ROLE, AioRequestGuard, MethodRule, Role
 from conf.keys import MIB
 from conf.mutants import announce as announce_mutants
 from conf.rpc import bind, make_aio_server
-from conf.web import WebServer
-from hanamenode import fsimage, status
+from conf.web import Page, WebServer
+from hanamenode import cluster_page, fsimage, status
 from hanamenode.checkpointer import IMAGE_CHUNK_BYTES
+from hanamenode.cluster_page import ClusterView
 from hanamenode.errors import (
     AccessControlError,
     FSImageError,
@@ -68,6 +69,7 @@ from hanamenode.namesystem import (
 from hanamenode.peers import NameNodePeers, connect_address
 from hanamenode.session import SessionEnd, SessionHandler
 from hanamenode.storage import NameDirectory
+from hanamenode.transitions import Cause
 from proto import namenode_pb2, namenode_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -130,6 +132,11 @@ class ElectionAttempt(Protocol):
 
     @property
     def message(self) -> str: ...
+
+    @property
+    def time(self) -> float:
+        """When it ended (seconds since the epoch): a later transition supersedes it."""
+        ...
 
 
 class EmbeddedElector(Protocol):
@@ -577,7 +584,7 @@ class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolSe
     @_rpc
     async def TransitionToActive(self, request: Any, context: Context) -> Any:
         self._check_manual_control(request)
-        await self.fsn.transition_to_active_async()
+        await self.fsn.transition_to_active_async(*_transition_cause(request))
         return EMPTY
 
     @_rpc
@@ -586,7 +593,7 @@ class HAServiceProtocolServicer(_Servicer, namenode_pb2_grpc.HAServiceProtocolSe
         # neither state takes part in the election's decisions.
         if self.fsn.state is not HAState.OBSERVER:
             self._check_manual_control(request)
-        await self.fsn.transition_to_standby_async()
+        await self.fsn.transition_to_standby_async(*_transition_cause(request))
         return EMPTY
 
     @_rpc
@@ -701,6 +708,15 @@ class NamenodeProtocolServicer(_Servicer, namenode_pb2_grpc.NamenodeProtocolServ
         )
 
 
+def _transition_cause(request: Any) -> tuple[Cause, str]:
+    """The failover history's cause of a transition asked over HAServiceProtocol: a new
+    active's graceful fence (``REQUEST_BY_ZKFC``), or ``hactl`` (docs/operations.md §13.1)."""
+    if request.source == namenode_pb2.REQUEST_BY_ZKFC:
+        return Cause.FENCING, "asked to step down by the new active (graceful fence)"
+    forced = request.source == namenode_pb2.REQUEST_BY_USER_FORCED
+    return Cause.MANUAL, "hactl --forcemanual" if forced else "hactl"
+
+
 class NameNodeServer:
     """One NameNode: name dir (locked), namesystem, gRPC server, metrics, and with
     ``dfs.ha.automatic-failover.enabled`` its elector, built by ``elector_factory`` (which
@@ -747,6 +763,7 @@ class NameNodeServer:
         self._server: grpc.aio.Server | None = None
         self._terminated = threading.Event()
         self._metrics_server: WebServer | None = None
+        self._cluster: ClusterView | None = None
         self.port = 0
         self.metrics_port = 0
         self._log = log.bind(nn=nn_id)
@@ -852,14 +869,31 @@ class NameNodeServer:
 
     def _start_metrics_server(self, address: str) -> None:
         """/metrics, and the status page with /status.json (docs/operations.md §13)."""
+        self._cluster = ClusterView(
+            self.settings, self.nn_id, own=lambda: status.collect(self),
+            own_url=lambda: self._status_url,
+        )
         self._metrics_server = WebServer(
             address,
             self.metrics.registry,
             status=lambda: status.collect(self),
             render=status.render,
             title=f"NameNode {self.nn_id}",
+            pages={"cluster": Page(
+                self._cluster.collect, cluster_page.render,
+                f"Cluster {self.settings.nameservice} (from NameNode {self.nn_id})",
+            )},
+            nav=status.nav_links(self.nn_id),
         ).start()
         self.metrics_port = self._metrics_server.port
+
+    @property
+    def _status_url(self) -> str | None:
+        """This NameNode's status page, as the cluster page links it."""
+        if not self.metrics_port:
+            return None
+        host = connect_address(self.metrics_address).rsplit(":", 1)[0]
+        return f"http://{host}:{self.metrics_port}/status"
 
     def stop(self, grace: float | None = 1.0) -> None:
         """Leave ACTIVE if active (finalizing the segment when possible), stop serving.
@@ -887,6 +921,9 @@ class NameNodeServer:
         if self._metrics_server is not None:
             self._metrics_server.stop()
             self._metrics_server = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
         self.nn_loop.stop()
         self._terminated.set()
         self.name_dir.unlock()

@@ -4,8 +4,9 @@ Status" table, the edit log and its current segment, the tailer on a standby, th
 elector's view, and the startup progress (``hanamenode.startup``).
 
 ``collect`` reads the live objects once into a JSON-able dict (schema in docs/operations.md
-§13.2); ``render`` turns that dict into HTML; ``journal_contact`` is the one decision, a
-pure function of plain values.
+§13.2); ``render`` turns that dict into HTML; ``journal_contact`` and ``current_attempt`` are
+the decisions, pure functions of plain values. The failover history (``transitions``) is the
+namesystem's (``hanamenode.transitions``); the cluster page is ``hanamenode.cluster_page``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from qjm.async_logger import AsyncLogger
 
 __all__ = [
-    "SCHEMA_VERSION", "collect", "contact_threshold", "journal_contact", "phase_figures", "render",
+    "SCHEMA_VERSION", "collect", "contact_threshold", "current_attempt", "duration",
+    "journal_contact", "nav_links", "phase_figures", "render",
 ]
 
 log = structlog.get_logger(__name__)
@@ -52,9 +54,36 @@ def journal_contact(out_of_sync: bool, contact_age: float | None, threshold: flo
     return "in sync"
 
 
+def current_attempt(attempt_time: float, newest_transition_time: float | None) -> bool:
+    """Whether the elector's last attempt to become active is still news: not when a
+    transition began after it ended (its "became active in 0.054s" would outlive a later
+    step-down otherwise)."""
+    return newest_transition_time is None or attempt_time >= newest_transition_time
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` in words of at most two units.
+
+    >>> duration(4.2), duration(185), duration(7260), duration(90000)
+    ('4 s', '3 min 5 s', '2 h 1 min', '1 d 1 h')
+    """
+    s = int(seconds)
+    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "min", 60),
+                                          ("min", 60, "s", 1)):
+        if s >= size:
+            return f"{s // size} {unit} {s % size // small_size} {small}"
+    return f"{s} s"
+
+
+def nav_links(nn_id: str) -> str:
+    """The links between a NameNode's pages (escaped HTML)."""
+    return f"<a href='status'>NameNode {esc(nn_id)}</a> · <a href='cluster'>cluster</a>"
+
+
 def _journal_row(lg: AsyncLogger, quorum_txid: int, threshold: float, now: float) -> dict[str, Any]:
     age = None if lg.last_contact is None else max(0.0, now - lg.last_contact)
     return {
+        "journalnode_id": lg.node_id,
         "address": lg.address,
         "journal_id": lg.journal_id,
         "status": journal_contact(lg.out_of_sync, age, threshold),
@@ -83,14 +112,24 @@ def collect(server: NameNodeServer) -> dict[str, Any]:
         except OSError:  # purged between the listing and the stat
             mtime = None
         checkpoint = {"txid": txid, "time": mtime}
+    wall = time.time()
+    history = fsn.history
+    state = fsn.state
     status: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "kind": "namenode",
         "namenode_id": server.nn_id,
         "nameservice": settings.nameservice,
         "rpc_address": server.address,
-        "time": time.time(),
-        "ha_state": fsn.state.value,
+        "time": wall,
+        "ha_state": state.value,
+        "started_time": history.started,
+        "uptime_seconds": round(wall - history.started, 3),
+        "state_since": history.state_since,
+        "active_since": history.state_since if state is HAState.ACTIVE else None,
+        "transition_history_size": settings.ha.transition_history,
+        # The failover history, newest first (docs/operations.md §13.1).
+        "transitions": [t.to_json() for t in history.entries()],
         # Mutants switched on in this process (conf.mutants): empty outside the tests.
         "planted_bugs": planted_status(),
         # Why automatic failover is suspended, if it is (docs/consistency.md §6): the same
@@ -160,6 +199,11 @@ def collect(server: NameNodeServer) -> dict[str, Any]:
             holder_error = f"{type(exc).__name__}: {exc}"
             log.warning("status page: cannot read the lock holder", error=holder_error)
         attempt = elector.last_attempt
+        latest = history.newest
+        if attempt is not None and not current_attempt(
+            attempt.time, None if latest is None else latest.time
+        ):
+            attempt = None  # a later transition says more, in the history
         fencing = elector.last_fencing
         status["elector"] = {
             "state": elector.state.value,
@@ -168,6 +212,7 @@ def collect(server: NameNodeServer) -> dict[str, Any]:
             "lock_holder": holder,
             "lock_holder_error": holder_error,
             "last_attempt": None if attempt is None else attempt.message,
+            "last_attempt_time": None if attempt is None else attempt.time,
             "last_fencing": (
                 None if fencing is None else {"time": fencing[0], "outcome": fencing[1]}
             ),
@@ -179,6 +224,31 @@ def _when(epoch_seconds: float | None) -> str:
     if epoch_seconds is None:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch_seconds))
+
+
+def _render_history(status: Status) -> list[str]:
+    """The state's age, the uptime, and the failover history table."""
+    now, since = status["time"], status["state_since"]
+    state = status["ha_state"]
+    head = (
+        f"<p id='state-since'>{esc(state.capitalize())} since {esc(_when(since))} "
+        f"(for {esc(duration(now - since))}); up {esc(duration(status['uptime_seconds']))}, "
+        f"started {esc(_when(status['started_time']))}.</p>"
+    )
+    transitions = status["transitions"]
+    rows = [
+        [
+            esc(_when(t["time"])), esc(t["from"]), esc(t["to"]), esc(t["cause"]),
+            _num(f"{t['duration_seconds']:.3f} s"), esc(t["detail"] or "-"),
+        ]
+        for t in transitions
+    ]
+    return [
+        head,
+        f"<h2>Failover history (the last {status['transition_history_size']})</h2>",
+        table(["when", "from", "to", "cause", "took", "detail"], rows, id_="transitions")
+        if rows else "<p id='transitions-none'>No transition since the NameNode started.</p>",
+    ]
 
 
 def _num(value: object) -> str:
@@ -260,7 +330,7 @@ def render(status: Status) -> str:
         planted_banner(status),
         f"<p>NameNode <b>{esc(status['namenode_id'])}</b> of nameservice "
         f"<b>{esc(status['nameservice'])}</b> at {esc(status['rpc_address'])} is "
-        f"<span id='ha-state' class='state {state_class}'>{esc(state)}</span>"
+        f"<span id='ha-state' class='state {state_class}' data-self>{esc(state)}</span>"
         + (
             f" <span id='failover-note' class='bad'>({esc(status['failover_note'])})</span>"
             if status["failover_note"]
@@ -276,6 +346,7 @@ def render(status: Status) -> str:
             if (observer := status.get("observer"))
             else []
         ),
+        *_render_history(status),
         "<h2>Namespace</h2>",
         table(
             ["directories", "files", "last applied txid", "last written txid",
@@ -290,17 +361,21 @@ def render(status: Status) -> str:
         ),
     ]
     edit_log = status["edit_log"]
-    parts.append("<h2>NameNode Journal Status</h2>")
+    journal_ids = sorted({j["journal_id"] for j in status["journals"]})
+    parts.append(
+        "<h2>NameNode Journal Status"
+        + (f" (journal {esc(', '.join(journal_ids))})" if journal_ids else "") + "</h2>"
+    )
     if edit_log is None:
         parts.append("<p>Not writing: only the active NameNode writes the edit log.</p>")
     else:
         parts.append(
             table(
-                ["journal", "address", "status", "lag (txids)", "acknowledged txid",
+                ["journalnode", "address", "status", "lag (txids)", "acknowledged txid",
                  "queued bytes", "last contact"],
                 [
                     [
-                        esc(j["journal_id"]), esc(j["address"]),
+                        esc(j["journalnode_id"]), esc(j["address"]),
                         f"<td class='{_STATUS_CLASS[j['status']]}'>{esc(j['status'])}</td>",
                         _num(j["lag_txns"]), _num(j["acked_txid"]), _num(j["queued_bytes"]),
                         esc("never" if j["last_contact_seconds_ago"] is None

@@ -61,6 +61,7 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
             subscriber_queue_bytes=jn.subscriber_queue_bytes,
             max_subscribers=jn.max_subscribers,
             sync=sync,
+            node_id=jn_id,
         )
         server.start()
         freeze_after_start(settings.gc_freeze_after_start, jn_id)

@@ -250,6 +250,12 @@ class Journal:
         """A self-formatted node that does not vote yet (``_check_voting``)."""
         return self._sync_until > 0
 
+    @property
+    def rejoin_txid(self) -> int:
+        """While rejoining, the txid through which it must hold finalized segments before
+        it votes (its peers' highest when it formatted itself); 0 otherwise."""
+        return self._sync_until
+
     # ------------------------------------------------------------------ checks
 
     def _check_formatted(self) -> NamespaceInfo:

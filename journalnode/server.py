@@ -690,7 +690,10 @@ class JournalNodeServer:
         subscriber_queue_bytes: int = DEFAULT_SUBSCRIBER_QUEUE_BYTES,
         max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
         connection_bounds: RPCSettings | None = None,
+        node_id: str = "",
     ) -> None:
+        self.node_id = node_id
+        """Its configured id (``jn1``; "" when started without one): pages and logs."""
         self._connection_bounds = connection_bounds
         """Handshake timeout and idle limit of its connections (None: the defaults)."""
         self._subscriber_queue_bytes = subscriber_queue_bytes
@@ -849,7 +852,7 @@ class JournalNodeServer:
             self.registry,
             status=lambda: status.collect(self),
             render=status.render,
-            title=f"JournalNode {self.address}",
+            title=f"JournalNode {self.node_id or self.address}",
         ).start()
         self.metrics_port = self._metrics_server.port
 
@@ -960,6 +963,11 @@ class JournalNodeServer:
     def loaded_journal(self, journal_id: str) -> Journal | None:
         """The Journal for journal_id if it is loaded already (no disk access), else None."""
         return self._journals.get(journal_id)
+
+    @property
+    def syncer(self) -> JournalSyncer | None:
+        """The sync thread (None when sync is off: docs/protocol.md §10)."""
+        return self._syncer
 
     def existing_journal(self, journal_id: str) -> Journal | None:
         """The Journal for journal_id when it is loaded or its directory exists; None for a

@@ -1,7 +1,8 @@
-"""The JournalNode's status page and ``/status.json`` (docs/operations.md §13): per journal,
-its epochs, committed and last written txids, current segment, segments on disk and the edit
-cache. ``collect`` reads the live journals once into a JSON-able dict; ``render`` turns it
-into HTML.
+"""The JournalNode's status page and ``/status.json`` (docs/operations.md §13): its id and
+state, per journal its epochs, committed and last written txids, current segment, its sync
+with its peers and whether it is rejoining (docs/protocol.md §10), the segments on disk and
+the edit cache. ``collect`` reads the live journals once into a JSON-able dict; ``render``
+turns it into HTML; ``journal_state`` is the one decision.
 """
 
 from __future__ import annotations
@@ -17,16 +18,40 @@ if TYPE_CHECKING:
     from journalnode.journal import Journal
     from journalnode.server import JournalNodeServer
 
-__all__ = ["SCHEMA_VERSION", "collect", "render"]
+__all__ = ["SCHEMA_VERSION", "collect", "journal_state", "render"]
 
 SCHEMA_VERSION = 1
+
+
+def journal_state(formatted: bool, rejoining: bool, segments_lacking: int) -> str:
+    """What the page says of one journal here: ``not formatted``; ``rejoining`` (it formatted
+    itself from its peers and does not vote until it holds their segments through its rejoin
+    point, docs/protocol.md §10.3); ``syncing`` (it lacks finalized segments its peers hold);
+    else ``serving``."""
+    if not formatted:
+        return "not formatted"
+    if rejoining:
+        return "rejoining"
+    return "syncing" if segments_lacking else "serving"
 
 
 def _journal(journal: Journal) -> dict[str, Any]:
     ns = journal.namespace_info
     cached = journal.edits_cache.txid_range
+    stats = journal.stats
     return {
         "journal_id": journal.journal_id,
+        "state": journal_state(ns is not None, journal.rejoining, stats.segments_lacking),
+        "rejoining": journal.rejoining,
+        "rejoin_txid": journal.rejoin_txid,
+        "sync": {
+            "segments_lacking": stats.segments_lacking,
+            "segments_synced": stats.segments_synced,
+            "bytes_synced": stats.bytes_synced,
+            "failures": stats.sync_failures,
+            "corrupt_segments": stats.corrupt_segments,
+            "digest_mismatches": stats.digest_mismatches,
+        },
         "formatted": ns is not None,
         "cluster_id": None if ns is None else ns.cluster_id,
         "last_promised_epoch": journal.last_promised_epoch,
@@ -53,9 +78,24 @@ def _journal(journal: Journal) -> dict[str, Any]:
 
 def collect(server: JournalNodeServer) -> dict[str, Any]:
     """Every fact of the page, read once from the running JournalNode."""
+    syncer = server.syncer
+    sync = None if syncer is None else syncer.status()
     return {
         "schema": SCHEMA_VERSION,
         "kind": "journalnode",
+        "journalnode_id": server.node_id or None,
+        # The sync thread (null when sync is off); its journal is the shared edits URI's.
+        "sync": None if sync is None else {
+            "journal_id": syncer.config.journal_id if syncer is not None else None,
+            "interval_seconds": sync["interval_seconds"],
+            "format_from_peers": sync["format_from_peers"],
+            "rounds": sync["rounds"],
+            "last_round_time": sync["last_round_time"],
+            "note": sync["note"],
+            "peers": [
+                {"address": a, "error": sync["peer_errors"].get(a)} for a in sync["peers"]
+            ],
+        },
         "rpc_address": server.address,
         "storage": str(server.root),
         "time": time.time(),
@@ -72,13 +112,79 @@ def _num(value: object) -> str:
 SEGMENTS_SHOWN = 10
 
 
+_STATE_CLASS = {"serving": "good", "syncing": "warn", "rejoining": "warn"}
+
+
+def own_state(status: Status) -> str:
+    """The one state the page heads with: that of the journal it syncs (the shared edits
+    URI's), else of its only journal; ``no journal`` when it stores none."""
+    journals = {j["journal_id"]: j for j in status["journals"]}
+    sync = status["sync"]
+    if sync is not None and sync["journal_id"] in journals:
+        return str(journals[sync["journal_id"]]["state"])
+    if sync is not None:
+        return "not formatted"
+    if len(journals) == 1:
+        return str(next(iter(journals.values()))["state"])
+    return "no journal" if not journals else "serving"
+
+
+def _render_sync(status: Status) -> list[str]:
+    sync = status["sync"]
+    journals = status["journals"]
+    parts = ["<h2>Sync with the other JournalNodes</h2>"]
+    if sync is None:
+        parts.append("<p id='sync-off'>Sync is off (dfs.journalnode.enable.sync).</p>")
+    else:
+        last = sync["last_round_time"]
+        parts.append(
+            f"<p id='sync-summary'>Journal {esc(sync['journal_id'])}: {sync['rounds']} "
+            f"round(s), every {sync['interval_seconds']:g} s, the last at "
+            f"{esc(_when(last) if last is not None else 'none yet')}; "
+            f"{esc(sync['note'] or 'no round yet')}"
+            + ("; formats itself from its peers when empty" if sync["format_from_peers"]
+               else "")
+            + ".</p>"
+        )
+        parts.append(table(
+            ["peer", "last answer"],
+            [[esc(p["address"]), esc(p["error"] or "answered")] for p in sync["peers"]],
+            id_="sync-peers",
+        ))
+    parts.append(table(
+        ["journal", "state", "rejoin point (txid)", "segments lacking", "segments synced",
+         "bytes synced", "failures", "corrupt copies", "md5 mismatches"],
+        [
+            [
+                esc(j["journal_id"]), esc(j["state"]),
+                _num(j["rejoin_txid"] if j["rejoining"] else None),
+                _num(j["sync"]["segments_lacking"]), _num(j["sync"]["segments_synced"]),
+                _num(j["sync"]["bytes_synced"]), _num(j["sync"]["failures"]),
+                _num(j["sync"]["corrupt_segments"]), _num(j["sync"]["digest_mismatches"]),
+            ]
+            for j in journals
+        ],
+        id_="journal-sync",
+    ))
+    return parts
+
+
+def _when(epoch_seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch_seconds))
+
+
 def render(status: Status) -> str:
     """The HTML of ``<main>``."""
     journals = status["journals"]
+    state = own_state(status)
+    name = status["journalnode_id"]
     parts = [
         planted_banner(status),
-        f"<p>JournalNode at {esc(status['rpc_address'])}, storage {esc(status['storage'])}, "
-        f"<span id='journal-count'>{len(journals)}</span> journal(s).</p>",
+        f"<p>JournalNode {'<b>' + esc(name) + '</b> ' if name else ''}at "
+        f"{esc(status['rpc_address'])} is <span id='jn-state' class='state "
+        f"{_STATE_CLASS.get(state, 'bad')}' data-self>{esc(state)}</span>; storage "
+        f"{esc(status['storage'])}, <span id='journal-count'>{len(journals)}</span> "
+        "journal(s).</p>",
         "<h2>Journals</h2>",
         table(
             ["journal", "cluster", "promised epoch", "writer epoch", "committed txid",
@@ -95,6 +201,7 @@ def render(status: Status) -> str:
             ],
             id_="journals",
         ),
+        *_render_sync(status),
         "<h2>Edit cache</h2>",
         table(
             ["journal", "bytes", "first txid", "last txid", "txids served", "misses"],
@@ -123,10 +230,8 @@ def render(status: Status) -> str:
                      esc("in progress" if s["in_progress"] else "finalized")]
                     for s in reversed(segments[-SEGMENTS_SHOWN:])
                 ],
+                id_=f"segments-{j['journal_id']}",
             )
         )
-    parts.append(
-        f"<p>As of {esc(time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(status['time'])))}."
-        "</p>"
-    )
+    parts.append(f"<p>As of {esc(_when(status['time']))}.</p>")
     return "".join(parts)

@@ -159,6 +159,8 @@ class JournalSyncer:
         self._state_note = ""
         self._reported: set[str] = set()
         self.rounds = 0
+        self.last_round_time: float | None = None
+        """When the last round ended (seconds since the epoch; the status page)."""
 
     def start(self) -> JournalSyncer:
         self._thread = threading.Thread(target=self._run, name="journal-sync", daemon=True)
@@ -186,6 +188,7 @@ class JournalSyncer:
             except Exception as exc:  # a bug or the local disk: log it, try next round
                 self._log.error("journal sync round failed", error=repr(exc), exc_info=exc)
             self.rounds += 1
+            self.last_round_time = time.time()
             self._stop.wait(self.config.interval)
 
     # ------------------------------------------------------------------ one round
@@ -342,6 +345,18 @@ class JournalSyncer:
         journal = self._journals.journal(jid)
         journal.format_to_rejoin(ns, max(epochs), rejoin_point(manifests))
         return journal
+
+    def status(self) -> dict[str, Any]:
+        """The sync thread's state for the status page (docs/operations.md §13.2)."""
+        return {
+            "peers": list(self.config.peers),
+            "interval_seconds": self.config.interval,
+            "format_from_peers": self.config.format_enabled,
+            "rounds": self.rounds,
+            "last_round_time": self.last_round_time,
+            "note": self._state_note,
+            "peer_errors": dict(sorted(self._peer_errors.items())),
+        }
 
     # ------------------------------------------------------------------ helpers
 

@@ -118,9 +118,12 @@ class AsyncLogger:
         queue_limit_bytes: int = 10 * 1024 * 1024,
         timeouts: Any = None,
         executor: Executor | None = None,
+        node_id: str = "",
     ) -> None:
         self.channel = channel
         self.address = channel.address
+        self.node_id = node_id or channel.address
+        """The JournalNode's configured id (``jn1``), or its address when none is known."""
         self.journal_id = journal_id
         self.namespace_info = namespace_info
         self.queue_limit_bytes = queue_limit_bytes
@@ -168,7 +171,7 @@ class AsyncLogger:
         """Called (from any thread) when this JournalNode refuses a call stamped with the
         writer's epoch because it promised a higher one: the writer is fenced. The second
         argument names the call ("heartbeat", "sendEdits", ...)."""
-        self._metrics = LOGGER_METRICS.for_logger(journal_id, channel.address)
+        self._metrics = LOGGER_METRICS.for_logger(journal_id, self.node_id, channel.address)
 
     def __repr__(self) -> str:
         return f"AsyncLogger({self.address})"

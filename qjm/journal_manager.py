@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -124,8 +124,10 @@ class QuorumJournalManager:
         timeouts: Any = None,
         *,
         tls: TLSSettings | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> QuorumJournalManager:
-        """A manager over gRPC channels to ``addresses`` (host:port each)."""
+        """A manager over gRPC channels to ``addresses`` (host:port each); ``names`` gives
+        the configured id of an address (``jn1``), for pages and metric labels."""
         timeouts = timeouts or _DefaultTimeouts()
         loggers = AsyncLoggerSet(
             AsyncLogger(
@@ -134,6 +136,7 @@ class QuorumJournalManager:
                 namespace_info,
                 queue_limit_bytes=int(getattr(timeouts, "queued_edits_limit_bytes", 10 << 20)),
                 timeouts=timeouts,
+                node_id=(names or {}).get(address, ""),
             )
             for address in addresses
         )
@@ -779,7 +782,8 @@ def connect_from_settings(settings: Any, namespace_info: NamespaceInfo) -> Quoru
             "dfs.namenode.shared.edits.dir is not set (qjournal://h1:p;h2:p;h3:p/journal-id)"
         )
     return QuorumJournalManager.connect(
-        uri.addresses, uri.journal_id, namespace_info, settings.qjm, tls=settings.tls
+        uri.addresses, uri.journal_id, namespace_info, settings.qjm, tls=settings.tls,
+        names=settings.journalnode_names(),
     )
 
 

@@ -1,8 +1,9 @@
 """Writer-side metrics after Hadoop's IPCLoggerChannelMetrics (HDFS-3077 §6).
 
-One set of Prometheus metrics per process, labelled by journal and JournalNode address, so
-any number of QuorumJournalManagers (tests run several) share them without clashing. They
-live in ``QJM_REGISTRY``, which a NameNode's ``/metrics`` serves beside its own registry.
+One set of Prometheus metrics per process, labelled by journal, JournalNode (its configured
+id, ``jn1``, or its address when no id is configured) and address, so any number of
+QuorumJournalManagers (tests run several) share them without clashing. They live in
+``QJM_REGISTRY``, which a NameNode's ``/metrics`` serves beside its own registry.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class LoggerMetricHandles:
 
 class LoggerMetrics:
     def __init__(self) -> None:
-        labels = ["journal", "journalnode"]
+        labels = ["journal", "journalnode", "address"]
         r = QJM_REGISTRY
         self.out_of_sync = Gauge(
             "qjm_logger_out_of_sync", "1 while the logger is out of sync", labels, registry=r
@@ -77,14 +78,15 @@ class LoggerMetrics:
             registry=QJM_REGISTRY,
         )
 
-    def for_logger(self, journal_id: str, address: str) -> LoggerMetricHandles:
+    def for_logger(self, journal_id: str, node_id: str, address: str) -> LoggerMetricHandles:
+        labels = (journal_id, node_id, address)
         return LoggerMetricHandles(
-            self.out_of_sync.labels(journal_id, address),
-            self.queued_bytes.labels(journal_id, address),
-            self.lag_txns.labels(journal_id, address),
-            self.lag_seconds.labels(journal_id, address),
-            self.rpc_seconds.labels(journal_id, address),
-            self.write_seconds.labels(journal_id, address),
+            self.out_of_sync.labels(*labels),
+            self.queued_bytes.labels(*labels),
+            self.lag_txns.labels(*labels),
+            self.lag_seconds.labels(*labels),
+            self.rpc_seconds.labels(*labels),
+            self.write_seconds.labels(*labels),
         )
 
 

@@ -63,7 +63,7 @@ def test_a_full_journalnode_says_so_and_catches_up_when_space_returns(
         c.transition_to_active("nn1")
         c.mkdir("nn1", "/before")
         jn0 = c.journal.node(0)
-        address = c.journal.addresses[0]
+        address = c.journal.addresses[0]  # no dfs.journalnode.ids here: the id is the address
         fsn = c.fsn("nn1")
 
         def jn0_disk_full() -> float | None:
@@ -91,7 +91,8 @@ def test_a_full_journalnode_says_so_and_catches_up_when_space_returns(
         metrics = c.server("nn1").metrics
         assert (
             metrics.value(
-                "hanamenode_journal_out_of_sync", {"journalnode": address, "cause": "disk-full"}
+                "hanamenode_journal_out_of_sync",
+                {"journalnode": address, "address": address, "cause": "disk-full"},
             )
             == 1.0
         )
@@ -105,6 +106,9 @@ def test_a_full_journalnode_says_so_and_catches_up_when_space_returns(
         last = fsn.edit_log.synced_txid if fsn.edit_log is not None else 0
         assert jn0.journal(JOURNAL_ID).stats.last_written_txid == last
         assert (
-            metrics.value("hanamenode_journal_out_of_sync", {"journalnode": address, "cause": ""})
+            metrics.value(
+                "hanamenode_journal_out_of_sync",
+                {"journalnode": address, "address": address, "cause": ""},
+            )
             == 0.0
         )

@@ -122,6 +122,11 @@ def test_metrics_table_matches_live_scrapes_and_a_lost_journalnode_is_named(
         assert schema_problems("NameNode", namenodes) == []
         journalnodes = [status_json(jn.status_url) for jn in dev.journalnodes]
         assert schema_problems("JournalNode", journalnodes) == []
+        clusters = [
+            status_json((dev.namenode(nn).status_url or "").removesuffix("/status") + "/cluster")
+            for nn in (active, standby)
+        ]
+        assert schema_problems("Cluster", clusters) == []
 
         # A JournalNode dies: the active names it, with the cause, in its log and metrics.
         victim = dev.journalnodes[2]
@@ -145,8 +150,10 @@ def test_metrics_table_matches_live_scrapes_and_a_lost_journalnode_is_named(
         print(lines[0])
         assert f"journalnode={victim.address}" in lines[0], lines[0]
         assert re.search(r"cause=\S+Error", lines[0]), lines[0]
+        # Labelled by the configured id, the address beside it (issue 28 item 2).
         assert sample(
-            active_url, "qjm_logger_out_of_sync", {"journalnode": victim.address}
+            active_url, "qjm_logger_out_of_sync",
+            {"journalnode": victim.jn_id, "address": victim.address},
         ) == 1.0
 
 

@@ -33,4 +33,4 @@ def test_names_are_escaped_and_the_page_refreshes_itself() -> None:
     html = page("NameNode <nn1>", table(["a"], [[esc("<script>x</script>")]], id_="t"))
     assert "<script>x</script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
     assert "NameNode &lt;nn1&gt;" in html
-    assert "fetch('status?fragment=1'" in html and "setInterval(refresh, 2000)" in html
+    assert "fetch('status?fragment=1'" in html and "setTimeout(refresh, 2000)" in html
