@@ -85,6 +85,10 @@ many missed heartbeats: a writer that quiet is gone or cut off."""
 # in journalnode_disk_full, and the writer's logger rejoins at the next segment.
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
+SLOW_APPEND_SECONDS = 0.002
+"""An append (write and fdatasync) slower than this makes ``journal_if_quick`` decline the
+next batch, so a server stops writing on its event loop while the disk is slow."""
+
 # Downloads a segment: (from_url, journal_id, start_txid, end_txid) -> chunks of its bytes.
 SegmentFetcher = Callable[[str, str, int, int], Iterable[bytes]]
 
@@ -180,6 +184,8 @@ class Journal:
         self.max_subscribers = max_subscribers
         self._lock = threading.Lock()
         self._log = log.bind(journal=journal_id)
+        self._last_append_seconds = 0.0
+        self.slow_append_seconds = SLOW_APPEND_SECONDS
         self._load()
 
     # ------------------------------------------------------------------ state
@@ -551,40 +557,64 @@ class Journal:
     ) -> None:
         """Append one batch (HDFS-3077 §2.11 step 4): epoch, contiguity, write, sync, ack."""
         with self._lock:
-            self._check_write_request(req)
-            if num_txns <= 0:
-                raise InvalidRequestError(f"a batch needs at least one transaction, got {num_txns}")
-            if self._cur_segment is None:
-                raise JournalOutOfSyncError(f"can't write txid {first_txid}: no segment is open")
-            if segment_txid != self._cur_segment:
-                open_segment, self._cur_segment = self._cur_segment, None
-                raise JournalOutOfSyncError(
-                    f"writer thinks it is writing segment {segment_txid} but the open segment is "
-                    f"{open_segment}"
-                )
-            if first_txid != self._next_txid:
-                raise JournalOutOfSyncError(
-                    f"can't write txid {first_txid}: expecting txid {self._next_txid} next"
-                )
-            result = records.scan(framed, first_txid)
-            last = first_txid + num_txns - 1
-            if result.error is not None or result.count != num_txns:
-                problem = result.error or f"{result.count} records where {num_txns} were announced"
-                raise InvalidRequestError(f"malformed batch {first_txid}-{last}: {problem}")
-            self._storage_write(lambda: self.storage.append(segment_txid, framed))
-            self.edits_cache.store(first_txid, last, req.epoch, framed, segment_txid)
-            self.subscribers.publish(
-                PushedEdits(req.epoch, segment_txid, first_txid, num_txns, framed)
+            self._journal_locked(req, segment_txid, first_txid, num_txns, framed)
+
+    def journal_if_quick(
+        self, req: RequestInfo, *, segment_txid: int, first_txid: int, num_txns: int, framed: bytes
+    ) -> bool:
+        """``journal`` when it can only wait on this batch's own write and sync, and the last
+        append took under ``SLOW_APPEND_SECONDS``; False, with nothing done, when another
+        call holds the journal (a finalize, a recovery, a sync) or the disk was slow last
+        time (``slow_append_seconds``, ``SLOW_APPEND_SECONDS`` unless changed). A server's event loop calls this and hands a declined batch to a thread."""
+        if self._last_append_seconds > self.slow_append_seconds:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._journal_locked(req, segment_txid, first_txid, num_txns, framed)
+        finally:
+            self._lock.release()
+        return True
+
+    def _journal_locked(
+        self, req: RequestInfo, segment_txid: int, first_txid: int, num_txns: int, framed: bytes
+    ) -> None:
+        self._check_write_request(req)
+        if num_txns <= 0:
+            raise InvalidRequestError(f"a batch needs at least one transaction, got {num_txns}")
+        if self._cur_segment is None:
+            raise JournalOutOfSyncError(f"can't write txid {first_txid}: no segment is open")
+        if segment_txid != self._cur_segment:
+            open_segment, self._cur_segment = self._cur_segment, None
+            raise JournalOutOfSyncError(
+                f"writer thinks it is writing segment {segment_txid} but the open segment is "
+                f"{open_segment}"
             )
-            self._next_txid = last + 1
-            self._segments[segment_txid] = SegmentState(segment_txid, last, True)
-            stats = self.stats
-            stats.batches_written += 1
-            stats.txns_written += num_txns
-            stats.bytes_written += len(framed)
-            stats.last_written_txid = last
-            if last <= self._committed_txid:
-                stats.batches_written_while_lagging += 1
+        if first_txid != self._next_txid:
+            raise JournalOutOfSyncError(
+                f"can't write txid {first_txid}: expecting txid {self._next_txid} next"
+            )
+        result = records.scan(framed, first_txid)
+        last = first_txid + num_txns - 1
+        if result.error is not None or result.count != num_txns:
+            problem = result.error or f"{result.count} records where {num_txns} were announced"
+            raise InvalidRequestError(f"malformed batch {first_txid}-{last}: {problem}")
+        began = time.perf_counter()
+        try:
+            self._storage_write(lambda: self.storage.append(segment_txid, framed))
+        finally:
+            self._last_append_seconds = time.perf_counter() - began
+        self.edits_cache.store(first_txid, last, req.epoch, framed, segment_txid)
+        self.subscribers.publish(PushedEdits(req.epoch, segment_txid, first_txid, num_txns, framed))
+        self._next_txid = last + 1
+        self._segments[segment_txid] = SegmentState(segment_txid, last, True)
+        stats = self.stats
+        stats.batches_written += 1
+        stats.txns_written += num_txns
+        stats.bytes_written += len(framed)
+        stats.last_written_txid = last
+        if last <= self._committed_txid:
+            stats.batches_written_while_lagging += 1
 
     def finalize_log_segment(
         self, req: RequestInfo, start_txid: int, end_txid: int, md5: bytes = b""
@@ -787,8 +817,10 @@ class Journal:
             "to be fetched again from the peers"
         )
         self._move_aside_mismatched(
-            state, "records changed since the segment was finalized",
-            recorded=state.md5.hex(), actual=actual.hex(),
+            state,
+            "records changed since the segment was finalized",
+            recorded=state.md5.hex(),
+            actual=actual.hex(),
         )
         raise SegmentDigestError(problem)
 
@@ -806,8 +838,10 @@ class Journal:
             ):
                 return False
         self._move_aside_mismatched(
-            state, "a majority of JournalNodes hold another copy",
-            recorded=repair.mine.hex(), majority=repair.majority.hex(),
+            state,
+            "a majority of JournalNodes hold another copy",
+            recorded=repair.mine.hex(),
+            majority=repair.majority.hex(),
             majority_holders=list(repair.holders),
         )
         return True

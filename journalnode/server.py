@@ -8,9 +8,11 @@ rules live in ``journalnode.journal``.
 
 The gRPC server is grpc.aio, on an event loop in the thread ``journalnode-loop`` (issue 12).
 Each call's ``Journal`` work (the record checks, the append, the ``fdatasync``) runs in the
-``journal-io`` thread pool, never on the loop, so while one batch syncs, other streams and
-other journals are read, answered and written meanwhile; a ``Journal``'s own lock still
-serializes the calls of one journal id. ``start``/``stop``/``wait`` stay blocking.
+``journal-io`` thread pool, so while one call waits on the disk or a journal's lock, other
+streams and other journals are read, answered and written meanwhile; a ``Journal``'s own
+lock serializes the calls of one journal id. One exception: a ``JournalStream`` batch is
+written on the loop itself when only its own fast disk can hold it up (``JournalStream``).
+``start``/``stop``/``wait`` stay blocking.
 
     with JournalNodeServer(root, "127.0.0.1:0", metrics_address="127.0.0.1:0") as jn:
         print(jn.address, jn.metrics_port)
@@ -91,8 +93,15 @@ def _rules() -> dict[str, MethodRule]:
     rules = {
         service + method: writer
         for method in (
-            "NewEpoch", "StartLogSegment", "Journal", "JournalStream",
-            "Heartbeat", "FinalizeLogSegment", "PurgeLogs", "PrepareRecovery", "AcceptRecovery",
+            "NewEpoch",
+            "StartLogSegment",
+            "Journal",
+            "JournalStream",
+            "Heartbeat",
+            "FinalizeLogSegment",
+            "PurgeLogs",
+            "PrepareRecovery",
+            "AcceptRecovery",
         )
     }
     rules[service + "GetJournaledEdits"] = reader
@@ -495,6 +504,24 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
             framed=request.records,
         )
 
+    def _write_batch_if_quick(self, request: Any) -> bool:
+        """The batch written here, on the event loop, when that cannot wait on anything but
+        its own write and sync (``Journal.journal_if_quick``); False, nothing done, when the
+        journal is busy, the disk was slow last time or the journal is not loaded yet."""
+        req = _req(request.req_info)
+        journal = self._server.loaded_journal(req.journal_id)
+        if journal is None:
+            return False
+        return self._in_flight.run(
+            lambda: journal.journal_if_quick(
+                req,
+                segment_txid=request.segment_txid,
+                first_txid=request.first_txid,
+                num_txns=request.num_txns,
+                framed=request.records,
+            )
+        )
+
     @_unary
     def Journal(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._write_batch(request)
@@ -507,12 +534,18 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         batch is answered with the status the unary call would have failed with, and the
         stream goes on (the writer decides what a failure means, as for unary calls). A
         message out of bounds (``conf.guard`` raises while the stream is read) ends the
-        stream with its status. The batch's write and fdatasync run in the ``journal-io``
-        pool, so other streams go on meanwhile."""
+        stream with its status.
+
+        A batch is written on the event loop when nothing but its own disk can hold it up
+        (``_write_batch_if_quick``): the hop to the ``journal-io`` pool and back costs more
+        CPU than a fast fdatasync (docs/protocol.md §13.7). A slow disk or a busy journal
+        (finalize, recovery, sync) sends the batch to the pool, so heartbeats, read-index
+        questions and status pages never wait on it."""
         try:
             async for request in request_iterator:
                 try:
-                    await self._offload(self._write_batch, request)
+                    if not self._write_batch_if_quick(request):
+                        await self._offload(self._write_batch, request)
                 except Exception as exc:
                     self._server.call_log.failed("JournalStream", request, exc)
                     code, details, trailers = _status(exc)

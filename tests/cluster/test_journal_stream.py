@@ -286,3 +286,60 @@ def test_a_close_racing_the_answer_that_drains_the_stream_still_stops_the_logger
     assert closed, "the logger's task did not stop: its close waited for it"
     assert isinstance(queued.exception(TIMEOUT), BaseException)
     assert isinstance(unanswered.exception(TIMEOUT), JournalUnavailableError)
+
+
+def test_a_batch_is_written_on_the_event_loop_unless_the_disk_is_slow_or_the_journal_busy(
+    writer: Writer, cluster: MiniJournalCluster
+) -> None:
+    """docs/protocol.md §13.7: a stream's batch is written on the JournalNode's event loop
+    (no hop to the pool and back) while appends are fast and no other call holds the
+    journal; after an append slower than ``SLOW_APPEND_SECONDS`` the next batches go to the
+    ``journal-io`` pool until one is fast again, and a batch never waits on the loop for a
+    journal another call holds. The storage is the real one, wrapped to note the thread of
+    each append and to make the disk slow on demand."""
+    journal = cluster.node(0).loaded_journal(JID)
+    assert journal is not None
+    storage = journal.storage
+    real_append = storage.append
+    threads: list[str] = []
+    delay = [0.0]
+
+    def append(segment_txid: int, framed: bytes) -> None:
+        threads.append(threading.current_thread().name)
+        time.sleep(delay[0])
+        real_append(segment_txid, framed)
+
+    storage.append = append  # type: ignore[method-assign]
+    # Slow means 50 ms here, not 2: a busy test machine's real fdatasync can take a few ms.
+    journal.slow_append_seconds = 0.05
+    loop, pool = "journalnode-loop", "journal-io"
+    for _ in range(5):
+        writer.send().result(TIMEOUT)
+    assert threads == [loop] * 5
+
+    threads.clear()
+    delay[0] = 0.1
+    for _ in range(4):
+        writer.send().result(TIMEOUT)
+    assert threads[0] == loop and all(t.startswith(pool) for t in threads[1:]), threads
+
+    threads.clear()
+    delay[0] = 0.0
+    for _ in range(3):
+        writer.send().result(TIMEOUT)
+    assert threads[0].startswith(pool) and threads[1:] == [loop] * 2, threads
+
+    threads.clear()
+    with journal._lock:  # another call (a finalize, a recovery) holds the journal
+        held = writer.send()
+        time.sleep(0.2)
+        assert not held.done()
+        # The loop is free meanwhile: a read-index question is answered at once.
+        reader = GrpcJournalChannel(cluster.addresses[0])
+        try:
+            assert reader.get_journal_state(JID, NS.cluster_id, TIMEOUT)[0] == 1
+        finally:
+            reader.close()
+    held.result(TIMEOUT)
+    assert len(threads) == 1 and threads[0].startswith(pool), threads
+    assert writer.manifest() == [RemoteEditLog(1, 13, True)]
