@@ -30,6 +30,7 @@ import structlog
 
 from conf.connections import raise_fd_limit
 from conf.keys import parse_address
+from conf.rpc_failures import RpcStatus
 from conf.settings import RPCSettings, Settings, TLSSettings
 from conf.xmlconf import ConfigError
 
@@ -392,7 +393,10 @@ class ErrorCodec(Generic[E]):
     ) -> E:
         if error_class is not None and error_class in self._by_name:
             return self._by_name[error_class](details or "")
-        return self.unavailable(f"{code.name if code else 'RPC failed'}: {details}")
+        error = self.unavailable(f"{code.name if code else 'RPC failed'}: {details}")
+        # The status, for conf.rpc_failures to name the cause (refused, TLS, timeout).
+        error.rpc_status = RpcStatus(code, details or "")  # type: ignore[attr-defined]
+        return error
 
     def from_rpc_error(self, err: grpc.RpcError) -> E:
         # A grpc.aio error carries the same code, details and trailers, but is no grpc.Call.

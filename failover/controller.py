@@ -27,6 +27,7 @@ from kazoo.exceptions import KazooException
 
 from conf import ConfigError, Settings, TLSSettings
 from conf.rpc import make_channel
+from conf.rpc_failures import failure_cause
 from failover.errors import (
     FailoverFailedError,
     FencingFailedError,
@@ -84,6 +85,16 @@ class HAServiceTarget:
 
     def __str__(self) -> str:
         return f"NameNode {self.nn_id} at {self.address}"
+
+    @property
+    def speaks_tls(self) -> bool:
+        return self.tls is not None and self.tls.enabled
+
+    def why(self, exc: NamenodeError) -> str:
+        """What ``exc`` from one of these calls says: the cause when this NameNode did not
+        answer (refused, TLS, timeout, the caller's role: ``conf.rpc_failures``), else its
+        refusal."""
+        return failure_cause(exc, tls=self.speaks_tls) or str(exc)
 
     def fence_target(self, nameservice: str) -> FenceTarget:
         return FenceTarget(nameservice, self.nn_id, self.address)
@@ -194,7 +205,9 @@ def manual_failover(
     try:
         status = target.status(rpc_timeout)
     except NamenodeError as exc:
-        raise FailoverFailedError(f"Can't failover to an unreachable {target}: {exc}") from None
+        raise FailoverFailedError(
+            f"Can't failover to an unreachable {target}: {target.why(exc)}"
+        ) from None
     if status.state == namenode_pb2.ACTIVE:
         raise FailoverFailedError(f"Can't failover to an active {target}")
     if not status.ready_to_become_active:
@@ -216,7 +229,7 @@ def manual_failover(
     try:
         target.transition_to_active(REQUEST_BY_USER, transition_timeout)
     except NamenodeError as exc:
-        message = f"Unable to make {target} active ({exc})."
+        message = f"Unable to make {target} active ({target.why(exc)})."
         if graceful:
             try:
                 source.transition_to_active(REQUEST_BY_USER, transition_timeout)

@@ -34,8 +34,10 @@ from typing import NoReturn
 
 import click
 
+import conf.quiet_grpc  # noqa: F401 - before grpc: no gRPC core line on the terminal
 from conf import ConfigError, Settings, load_settings
 from conf.logging import setup_logging
+from conf.rpc_failures import failure_line
 from failover.controller import (
     REQUEST_BY_USER,
     REQUEST_BY_USER_FORCED,
@@ -74,6 +76,13 @@ _FORCEMANUAL_WARNING = (
 def _fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     click.echo(message, err=True)
     sys.exit(code)
+
+
+def _why(target: HAServiceTarget, exc: NamenodeError) -> str:
+    """The NameNode's refusal as it said it; a NameNode that did not answer (refused, TLS,
+    timeout) or refused the caller's role as ``NameNode nn2 at 127.0.0.1:8021: connection
+    refused`` (``conf.rpc_failures``)."""
+    return failure_line(str(target), exc, tls=target.speaks_tls)
 
 
 class _Context:
@@ -148,7 +157,7 @@ def get_service_state(c: _Context, nn_id: str) -> None:
     try:
         status = target.status(c.rpc_timeout)
     except NamenodeError as exc:
-        _fail(f"Operation failed: {exc}")
+        _fail(f"Operation failed: {_why(target, exc)}")
     click.echo(describe_status(status))
 
 
@@ -179,7 +188,7 @@ def check_health(c: _Context, nn_id: str) -> None:
     except HealthCheckFailedError as exc:
         _fail(f"Health check failed: {exc}")
     except NamenodeError as exc:
-        _fail(f"Operation failed: {exc}")
+        _fail(f"Operation failed: {_why(target, exc)}")
 
 
 def _check_manual(c: _Context, target: HAServiceTarget, forcemanual: bool, yes: bool) -> bool:
@@ -238,7 +247,7 @@ def transition_to_active(
     try:
         target.transition_to_active(source, c.transition_timeout)
     except NamenodeError as exc:
-        _fail(f"Operation failed: {exc}")
+        _fail(f"Operation failed: {_why(target, exc)}")
 
 
 @cli.command("transition-to-standby")
@@ -253,13 +262,13 @@ def transition_to_standby(c: _Context, nn_id: str, forcemanual: bool, yes: bool)
     try:
         observer = target.state(c.rpc_timeout) is HAState.OBSERVER
     except NamenodeError as exc:
-        _fail(f"Operation failed: {exc}")
+        _fail(f"Operation failed: {_why(target, exc)}")
     forced = not observer and _check_manual(c, target, forcemanual, yes)
     source = REQUEST_BY_USER_FORCED if forced else REQUEST_BY_USER
     try:
         target.transition_to_standby(source, c.transition_timeout)
     except NamenodeError as exc:
-        _fail(f"Operation failed: {exc}")
+        _fail(f"Operation failed: {_why(target, exc)}")
 
 
 @cli.command("transition-to-observer")
@@ -272,7 +281,7 @@ def transition_to_observer(c: _Context, nn_id: str) -> None:
     try:
         target.transition_to_observer(REQUEST_BY_USER, c.transition_timeout)
     except NamenodeError as exc:
-        _fail(f"Operation failed: {exc}")
+        _fail(f"Operation failed: {_why(target, exc)}")
 
 
 @cli.command()
@@ -294,7 +303,7 @@ def failover(c: _Context, from_nn: str, to_nn: str) -> None:
         try:
             target.graceful_failover(timeout)
         except NamenodeError as exc:
-            _fail(f"Failover failed: {exc}")
+            _fail(f"Failover failed: {_why(target, exc)}")
         click.echo(f"Failover to {target} successful")
         return
     try:

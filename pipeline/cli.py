@@ -6,6 +6,7 @@
     hapipe soak --namenodes [--mutants] --seeds 200      (the NameNode layer's simulation, nnsim)
     hapipe verify --dirs /data/jn1,/data/jn2,/data/jn3 [--logtester-dirs /tmp/lt]
     hapipe verify --journalnodes h1:8485,h2:8485,h3:8485 --journal-id ns1
+    hapipe verify                       (the JournalNodes and journal of --conf/$HANAMENODE_CONF)
     hapipe analyze --image name/fsimage_0000000000000000000.db --edits /data/jn1/ns1/current
 
 On the ``hadev`` cluster in D: ``hapipe verify --dirs D/data/journal/jn1,D/data/journal/jn2,
@@ -35,6 +36,7 @@ from typing import IO, Any, TypeVar
 
 import click
 
+import conf.quiet_grpc  # noqa: F401 - before grpc: no gRPC core line on the terminal
 from conf.logging import LOG_FORMAT_OPTION, LOG_LEVEL_OPTION, setup_logging
 from conf.mutants import Mutant
 from conf.xmlconf import ConfigError
@@ -305,7 +307,8 @@ def soak(
     "--journalnodes",
     multiple=True,
     metavar="HOST:PORT,...",
-    help="Live JournalNodes to read over RPC (needs --journal-id).",
+    help="Live JournalNodes to read over RPC (needs --journal-id) [default: the configured "
+    "ones, with their journal, when neither this nor --dirs is given].",
 )
 @click.option(
     "--journal-id",
@@ -331,7 +334,8 @@ def soak(
     "conf_path",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
-    help="hdfs-site.xml whose TLS settings the RPCs use.",
+    help="Configuration whose TLS settings (and, by default, JournalNodes) the RPCs use "
+    "[default: $HANAMENODE_CONF].",
 )
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds per RPC.")
 @click.option(
@@ -357,25 +361,76 @@ def verify(
     txid was acknowledged to two LogTesters. Exit status 1 on any finding."""
 
     def job() -> int:
-        from conf import load_settings
         from pipeline.session import spark_session
-        from pipeline.verify import VerifySources, format_report, run_verify
+        from pipeline.verify import format_report, list_rpc_segments, run_verify
 
-        tls = load_settings(conf_path).tls if conf_path is not None else None
-        sources = VerifySources(
+        sources = verify_sources(
+            conf_path,
             journalnodes=_split(journalnodes),
             journal_ids=_split(journal_ids),
             dirs=_split(dirs),
             logtester_dirs=_split(logtester_dirs),
-            tls=tls if tls is not None and tls.enabled else None,
             timeout=timeout,
         )
+        listed = None
+        if sources.journalnodes:
+            # Before Spark starts: a cluster this client cannot reach is one line, at once.
+            listed = list_rpc_segments(
+                sources.journalnodes,
+                sources.journal_ids,
+                sources.tls,
+                sources.timeout,
+                dict(sources.names),
+            )
         with spark_session(_session_settings(master, ui, spark_conf)) as spark:
-            report = run_verify(spark, sources, out=out)
+            report = run_verify(spark, sources, out=out, listed=listed)
         click.echo(format_report(report))
         return 0 if report.ok else 1
 
     _run_job(job)
+
+
+def verify_sources(
+    conf_path: Path | None,
+    *,
+    journalnodes: tuple[str, ...],
+    journal_ids: tuple[str, ...],
+    dirs: tuple[str, ...],
+    logtester_dirs: tuple[str, ...],
+    timeout: float,
+) -> Any:
+    """What ``hapipe verify`` reads, as every command does it: the configuration of
+    ``--conf``, else of ``$HANAMENODE_CONF`` (its TLS for the RPCs, its JournalNodes' ids in
+    findings); without either, plaintext. Given neither JournalNodes nor directories, the
+    configured JournalNodes (``dfs.namenode.shared.edits.dir``) and their journal id."""
+    import os
+
+    from conf import CONF_ENV, load_settings
+    from pipeline.errors import PipelineError
+    from pipeline.verify import VerifySources
+
+    settings = None
+    if conf_path is not None or os.environ.get(CONF_ENV):
+        settings = load_settings(conf_path)
+    if not journalnodes and not dirs:
+        if settings is None or settings.journal_uri is None:
+            raise PipelineError(
+                "give --journalnodes (with --journal-id) or --dirs, or a configuration that "
+                f"names the JournalNodes (--conf or ${CONF_ENV}: dfs.namenode.shared.edits.dir)"
+            )
+        journalnodes = tuple(settings.journal_uri.addresses)
+        journal_ids = journal_ids or (settings.journal_uri.journal_id,)
+    tls = settings.tls if settings is not None and settings.tls.enabled else None
+    names = tuple(sorted(settings.journalnode_names().items())) if settings is not None else ()
+    return VerifySources(
+        journalnodes=journalnodes,
+        journal_ids=journal_ids,
+        dirs=dirs,
+        logtester_dirs=logtester_dirs,
+        tls=tls,
+        timeout=timeout,
+        names=names,
+    )
 
 
 @main.command()

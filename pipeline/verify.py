@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from conf import TLSSettings
+from conf.rpc_failures import TLS_MISMATCHES, failure_cause, peer_name
 from journalnode.errors import JournalUnavailableError
 from pipeline.errors import PipelineError
 from pipeline.report import format_table
@@ -75,7 +76,9 @@ COPY_COLUMNS = ("journal", "first_txid", "last_txid", "node", "length", "md5", "
 @dataclass(frozen=True)
 class VerifySources:
     """Where the copies and the acknowledgements are. Exactly one of ``journalnodes``
-    (host:port, with ``journal_ids``) and ``dirs`` (JournalNode storage roots)."""
+    (host:port, with ``journal_ids``) and ``dirs`` (JournalNode storage roots).
+    ``names``: (address, configured id) of the JournalNodes a configuration names, so that
+    findings say ``JournalNode jn1 at 127.0.0.1:8485``."""
 
     journalnodes: tuple[str, ...] = ()
     journal_ids: tuple[str, ...] = ()
@@ -83,6 +86,7 @@ class VerifySources:
     logtester_dirs: tuple[str, ...] = ()
     tls: TLSSettings | None = None
     timeout: float = RPC_TIMEOUT
+    names: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if bool(self.journalnodes) == bool(self.dirs):
@@ -112,8 +116,8 @@ class SegmentTask:
 @dataclass(frozen=True)
 class Finding:
     """Something wrong. ``kind`` is one of segment-mismatch, segment-unreadable,
-    duplicate-txid, journalnode-unreachable, journal-unformatted, journal-rpc-failed,
-    cluster-id-mismatch."""
+    duplicate-txid, journalnode-unreachable, tls-mismatch (a JournalNode whose TLS this
+    client's does not match), journal-unformatted, journal-rpc-failed, cluster-id-mismatch."""
 
     kind: str
     journal: str | None
@@ -187,14 +191,20 @@ def list_rpc_segments(
     journal_ids: Sequence[str],
     tls: TLSSettings | None = None,
     timeout: float = RPC_TIMEOUT,
+    names: Mapping[str, str] | None = None,
 ) -> tuple[list[SegmentTask], list[Finding]]:
     """Each JournalNode's finalized segments of each journal, from its manifest; a JournalNode
-    that does not answer, a journal it does not have formatted or refuses to list, and cluster
-    ids that differ between JournalNodes are findings."""
+    that does not answer (refused, TLS, timeout: named with its cause, ``conf.rpc_failures``),
+    a journal it does not have formatted or refuses to list, and cluster ids that differ
+    between JournalNodes are findings. ``names`` maps addresses to configured ids. When no
+    JournalNode answers at all there is nothing to verify: PipelineError naming each."""
     tasks: list[SegmentTask] = []
     findings: list[Finding] = []
+    unanswered: list[str] = []
     cluster_ids: dict[str, dict[str, str]] = defaultdict(dict)
+    speaks_tls = tls is not None and tls.enabled
     for address in addresses:
+        peer = peer_name("JournalNode", (names or {}).get(address, ""), address)
         channel = GrpcJournalChannel(address, tls)
         try:
             for journal in journal_ids:
@@ -216,18 +226,18 @@ def list_rpc_segments(
                     )
                 except JournalUnavailableError as exc:
                     # Down or unreachable: asking about its other journals would only wait.
-                    findings.append(
-                        Finding("journalnode-unreachable", None, None, f"{address}: {exc}")
+                    cause = failure_cause(exc, tls=speaks_tls) or str(exc)
+                    kind = "tls-mismatch" if cause in TLS_MISMATCHES else (
+                        "journalnode-unreachable"
                     )
+                    findings.append(Finding(kind, None, None, f"{peer}: {cause}"))
+                    unanswered.append(f"{peer}: {cause}")
                     break
                 except Exception as exc:
+                    refused = failure_cause(exc, tls=speaks_tls)  # a role it lacks, say
+                    detail = f"{type(exc).__name__}: {exc}" if refused is None else refused
                     findings.append(
-                        Finding(
-                            "journal-rpc-failed",
-                            journal,
-                            None,
-                            f"{address}: {type(exc).__name__}: {exc}",
-                        )
+                        Finding("journal-rpc-failed", journal, None, f"{peer}: {detail}")
                     )
                     continue
                 tasks.extend(
@@ -246,6 +256,8 @@ def list_rpc_segments(
                 )
         finally:
             channel.close()
+    if addresses and len(unanswered) == len(addresses):
+        raise PipelineError(f"no JournalNode answered: {'; '.join(unanswered)}")
     for journal, by_node in sorted(cluster_ids.items()):
         if len(set(by_node.values())) > 1:
             seen = ", ".join(f"{a}={cid}" for a, cid in sorted(by_node.items()))
@@ -448,10 +460,16 @@ def duplicate_txids(per_txid: DataFrame) -> list[Finding]:
 
 
 def run_verify(
-    spark: SparkSession, sources: VerifySources, *, out: Path | None = None
+    spark: SparkSession,
+    sources: VerifySources,
+    *,
+    out: Path | None = None,
+    listed: tuple[list[SegmentTask], list[Finding]] | None = None,
 ) -> VerifyReport:
     """Collect, group and compare; with ``out``, also write the copies (and acknowledgement
-    claims) as Parquet there for a closer look."""
+    claims) as Parquet there for a closer look. ``listed``: what ``list_rpc_segments`` of
+    these sources gave already (``hapipe verify`` lists before it starts Spark, so that a
+    cluster it cannot reach costs no JVM)."""
 
     if out is not None:
         taken = [
@@ -465,10 +483,14 @@ def run_verify(
         tasks = list_dir_segments(sources.dirs)
         nodes = len(sources.dirs)
     else:
-        tasks, listed = list_rpc_segments(
-            sources.journalnodes, sources.journal_ids, sources.tls, sources.timeout
+        tasks, found = listed if listed is not None else list_rpc_segments(
+            sources.journalnodes,
+            sources.journal_ids,
+            sources.tls,
+            sources.timeout,
+            dict(sources.names),
         )
-        findings.extend(listed)
+        findings.extend(found)
         nodes = len(sources.journalnodes)
     log.info("verify: segment copies listed", copies=len(tasks), nodes=nodes)
 

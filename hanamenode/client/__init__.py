@@ -7,6 +7,9 @@ configured NameNodes plus one retry policy, reusing ``(client_id, call_id)`` on 
         fs.mkdirs("/a/b", parents=True)
 """
 
+# hafs's entry point is in this package: gRPC core must not print to its terminal, and it
+# reads its log level once, when grpc is first imported (conf.quiet_grpc).
+import conf.quiet_grpc  # noqa: F401
 from hanamenode.client.client import (
     CreateOp,
     DeleteOp,

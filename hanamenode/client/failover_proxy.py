@@ -51,6 +51,7 @@ import structlog
 
 from conf import ConfigError, Settings, TLSSettings
 from conf.rpc import make_channel
+from conf.rpc_failures import failure_cause, peer_name
 from conf.settings import ClientSettings
 from hanamenode.client.session import ClientSession, SessionStub
 from hanamenode.errors import (
@@ -212,6 +213,14 @@ def classify(err: grpc.RpcError) -> tuple[NamenodeError, bool]:
     return error, False
 
 
+def _naming(error: NamenodeError, nn: NameNodeAddress, cause: str) -> NamenodeError:
+    """``error`` (of its class) as one line naming the NameNode and why it did not answer
+    (``conf.rpc_failures``): ``NameNode nn1 at 127.0.0.1:8020: connection refused``."""
+    named = type(error)(f"{peer_name('NameNode', nn.nn_id, nn.address)}: {cause}")
+    named.__dict__.update(error.__dict__)  # rpc_status, multi_index
+    return named
+
+
 class FailoverProxy:
     """Calls ClientProtocol on whichever configured NameNode is active. Thread-safe; a
     context manager that closes its channels.
@@ -249,6 +258,7 @@ class FailoverProxy:
         the caller's, with no failover and no retry (``hafs --namenode``/``-fs``)."""
         self.client_id = client_id if client_id is not None else os.urandom(CLIENT_ID_BYTES)
         self._tls = tls
+        self._custom_channels = channel_factory is not None
         self._channel_factory = channel_factory or (lambda a: make_channel(a, self._tls))
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
@@ -350,6 +360,13 @@ class FailoverProxy:
             if txid > self._seen_txid:
                 self._seen_txid = txid
 
+    @property
+    def _speaks_tls(self) -> bool | None:
+        """Whether this proxy's channels speak TLS (None: a channel factory decides)."""
+        if self._custom_channels:
+            return None
+        return self._tls is not None and self._tls.enabled
+
     def _stub(self, nn: NameNodeAddress) -> Any:
         """The ClientProtocol stub of ``nn``: over its session, or unary calls."""
         with self._lock:
@@ -424,7 +441,11 @@ class FailoverProxy:
         goes to an observer first when the proxy has ``observer_reads``.
 
         Raises the NameNode's refusal as its ``NamenodeError`` class, or, when every attempt
-        failed over, ``NamenodeUnavailableError`` naming each NameNode's last answer.
+        failed over, ``NamenodeUnavailableError`` naming each NameNode's last answer. A
+        NameNode that did not answer (refused, TLS, timeout: ``conf.rpc_failures``) or refused
+        the caller's role is named with that cause: ``NameNode nn1 at 127.0.0.1:8020:
+        connection refused`` (pinned), ``nn1 (127.0.0.1:8020): connection refused`` (in the
+        list of last answers).
         """
         header = namenode_pb2.RpcHeader(
             client_id=self.client_id,
@@ -445,10 +466,11 @@ class FailoverProxy:
                 reply = invoke(self._stub(nn), header, policy.rpc_timeout)
             except grpc.RpcError as err:
                 error, retriable = classify(err)
+                cause = failure_cause(err, tls=self._speaks_tls)
                 if not retriable or self.pinned:
-                    raise error from None
+                    raise error if cause is None else _naming(error, nn, cause) from None
                 last = error
-                answers[nn] = f"{type(error).__name__}: {error}"
+                answers[nn] = f"{type(error).__name__}: {error}" if cause is None else cause
                 hinted = self._hinted(err)
             else:
                 self._answered(index)
