@@ -199,6 +199,8 @@ class MutationSoakSummary:
     chart_note: str | None
     starts: int = 1
     """How many times the soak was started (1, or more when it was resumed)."""
+    verdict: str = ""
+    """``mutation_verdict``: PASSED, or FAILED naming what failed."""
 
     @property
     def passed(self) -> bool:
@@ -259,7 +261,7 @@ def run_mutation_soak(
     spark.createDataFrame(scores, score_schema()).coalesce(1).write.parquet(str(out / SCORE_DIR))
     chart, note = (None, None)
     if charts:
-        chart, note = write_score_chart(scores, out / SCORE_CHART)
+        chart, note = write_score_chart(scores, out / SCORE_CHART, steps=config.steps)
     table = format_report(report)
     summary = MutationSoakSummary(
         config=config,
@@ -273,6 +275,7 @@ def run_mutation_soak(
         chart=chart,
         chart_note=note,
         starts=state.starts,
+        verdict=mutation_verdict(report),
     )
     (out / SUMMARY_TEXT).write_text(format_mutation_summary(summary) + "\n")
     log.info("mutation soak finished", runs=len(rows), clean=summary.clean_violations)
@@ -543,24 +546,95 @@ def score_schema() -> StructType:
     return StructType([StructField(c, types[c], c == "first_seed") for c in SCORE_COLUMNS])
 
 
-def write_score_chart(scores: Sequence[Sequence[Any]], path: Path) -> tuple[str | None, str | None]:
-    """A horizontal bar per mutant, its caught fraction: (the PNG's path, None), or (None,
-    why not)."""
-    if importlib.util.find_spec("matplotlib") is None:
-        return None, "chart skipped: matplotlib is not installed (pip install matplotlib)"
+SHOWN_SEEDS = 10
+"""Seeds a verdict lists for the clean code's violations (the score table has them all)."""
+
+WEAK_FRACTION = 0.05
+"""The line on the chart: a mutant caught by fewer seeds than this is caught, but weakly."""
+
+
+def mutation_verdict(report: Any) -> str:
+    """``PASSED``, or ``FAILED: `` and each thing that failed: the invariants the clean code
+    broke, in how many seeds and which (the first ``SHOWN_SEEDS``), and every mutant no seed
+    caught (a ``qjm.sim.mutants.MutationReport``; pure)."""
+    problems = []
+    clean = report.clean
+    if clean.caught:
+        seeds = ", ".join(str(seed) for seed in clean.caught_seeds[:SHOWN_SEEDS])
+        more = len(clean.caught) - SHOWN_SEEDS
+        invariants = ", ".join(sorted({inv for _, inv in clean.caught}))
+        problems.append(
+            f"the clean code broke {invariants} in {len(clean.caught)} of {clean.seeds} seeds "
+            f"(seeds {seeds}{f' and {more} more' if more > 0 else ''})"
+        )
+    uncaught = [m.name for m in report.mutants if not m.caught]
+    if uncaught:
+        problems.append(
+            f"{len(uncaught)} mutant(s) never caught in {clean.seeds} seeds: {', '.join(uncaught)}"
+        )
+    return "FAILED: " + "; ".join(problems) if problems else "PASSED"
+
+
+def score_figure(scores: Sequence[Sequence[Any]], *, steps: int | None = None) -> Any:
+    """The mutation-score chart as a matplotlib Figure (``score_rows``: the mutants, then the
+    clean code): a bar per mutant, its caught fraction, labelled "caught/seeds (percent)";
+    a mutant no seed caught drawn as a red "NOT CAUGHT" at 0; the ``WEAK_FRACTION`` line; the
+    clean code apart, below a rule, green when no seed found a violation ("clean: 0
+    violations, as it should") and red when one did; the seed count in the title."""
     matplotlib: Any = importlib.import_module("matplotlib")
     matplotlib.use("Agg")  # files only, never a window
     plt: Any = importlib.import_module("matplotlib.pyplot")
-    names = [str(r[0]) for r in scores]
-    fractions = [float(r[3]) for r in scores]
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(names) + 1.2))
+    rows = [(str(r[0]), int(r[1]), int(r[2]), float(r[3])) for r in scores]
+    *mutants, clean = rows
+    seeds = clean[1]
+    fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 2.0))
+    names = [name for name, *_ in mutants] + ["clean code"]
+    ys = list(range(len(names)))
+    for y, (_, seeds_run, caught, fraction) in zip(ys, mutants, strict=False):
+        value = f"{caught}/{seeds_run} ({fraction:.1%})"
+        if caught == 0:
+            ax.barh(y, 0.004, color="tab:red")
+            ax.text(0.01, y, f"NOT CAUGHT: {value}", va="center", color="tab:red",
+                    fontweight="bold")
+            continue
+        color = "tab:blue" if fraction >= WEAK_FRACTION else "tab:orange"
+        ax.barh(y, fraction, color=color)
+        ax.text(min(fraction, 0.8) + 0.01, y, value, va="center")
+    _, clean_seeds, violations, clean_fraction = clean
+    y = ys[-1]
+    if violations:
+        ax.barh(y, max(clean_fraction, 0.004), color="tab:red", hatch="//")
+        label = f"clean: {violations}/{clean_seeds} seeds VIOLATED an invariant"
+        ax.text(min(clean_fraction, 0.8) + 0.01, y, label, va="center", color="tab:red",
+                fontweight="bold")
+    else:
+        ax.barh(y, 0.004, color="tab:green")
+        ax.text(0.01, y, f"clean: 0 violations in {clean_seeds} seeds, as it should",
+                va="center", color="tab:green", fontweight="bold")
+    ax.axhline(y - 0.5, color="black", linewidth=0.8)
+    ax.axvline(WEAK_FRACTION, color="grey", linestyle="--",
+               label=f"{WEAK_FRACTION:.0%} of seeds: below it a mutant is caught only weakly")
+    ax.set_yticks(ys, names)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of seeds that catch it (clean code: that report a violation)")
+    per_run = f", {steps} steps each" if steps is not None else ""
+    ax.set_title(f"simulator mutation score: {seeds} seeds{per_run}")
+    # Below the axes: over them it would hide a bar or the clean code's line.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize="small", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def write_score_chart(
+    scores: Sequence[Sequence[Any]], path: Path, *, steps: int | None = None
+) -> tuple[str | None, str | None]:
+    """``score_figure`` as a PNG: (its path, None), or (None, why not)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return None, "chart skipped: matplotlib is not installed (pip install matplotlib)"
+    fig = score_figure(scores, steps=steps)
+    plt: Any = importlib.import_module("matplotlib.pyplot")
     try:
-        ax.barh(names, fractions)
-        ax.invert_yaxis()
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("share of seeds that catch it")
-        ax.set_title("simulator mutation score")
-        fig.tight_layout()
         fig.savefig(path, dpi=100)
     finally:
         plt.close(fig)
@@ -583,7 +657,6 @@ def format_mutation_summary(summary: MutationSoakSummary) -> str:
         lines.append(f"  chart: {s.chart}")
     if s.chart_note:
         lines.append(f"  {s.chart_note}")
-    verdict = "PASSED" if s.passed else "FAILED: the clean code broke or a mutant was never caught"
-    lines.append(verdict)
+    lines.append(s.verdict or ("PASSED" if s.passed else "FAILED"))
     lines.append(s.table)  # its last line is the JSON object
     return "\n".join(lines)
