@@ -342,7 +342,7 @@ def _inode_rows(namespace: Namespace) -> Iterator[dict[str, Any]]:
         parent_id = parent_of.pop(id(node))
         if isinstance(node, INodeDirectory):
             ids[id(node)] = node_id
-            for child in node.children.values():
+            for child in node.children:
                 parent_of[id(child)] = node_id
             length, replication = 0, 0
         else:
@@ -527,9 +527,8 @@ def _read_tree(path: Path, conn: sa.Connection, info: ImageInfo) -> INodeDirecto
                     raise bad(row_id, f"has parent {parent_id}, not a directory before it")
                 if not name or "/" in name or name in (".", ".."):
                     raise bad(row_id, f"has an invalid name {name!r}")
-                if name in parent.children:
+                if parent.add_child(node) is not None:
                     raise bad(row_id, f"repeats the name {name!r} in its directory")
-                parent.children[name] = node
             # Registered only now, so no row can be its own parent (a cycle, not a tree).
             if isinstance(node, INodeDirectory):
                 dirs[row_id] = node

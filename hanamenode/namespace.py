@@ -32,10 +32,11 @@ from __future__ import annotations
 import bisect
 import builtins
 import hashlib
+import operator
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from google.protobuf import text_format
 
@@ -83,28 +84,162 @@ Undo = Callable[[], None]
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(eq=False, slots=True)
+Attrs = tuple[int, str, str, int]
+"""What many inodes share: (permission, owner, group, replication; 0 for a directory)."""
+
+_ATTRS: dict[Attrs, Attrs] = {}
+"""Every distinct ``Attrs`` once (HDFS keeps user and group names once, in its
+SerialNumberManager, and packs them with the permission into one long per inode): a million
+files of one owner hold one tuple, one owner and one group string among them, instead of
+three objects each. It only grows, as HDFS's table does; its size is the number of distinct
+(permission, owner, group, replication) combinations, not of inodes."""
+
+
+def intern_attrs(permission: int, owner: str, group: str, replication: int = 0) -> Attrs:
+    """The shared ``Attrs`` with these values."""
+    key = (permission, owner, group, replication)
+    return _ATTRS.setdefault(key, key)
+
+
+_NAME = operator.attrgetter("name")
+
+
 class INode:
     """Attributes every inode has. Nodes are mutable and compared by identity; compare
-    namespaces with ``snapshot()``."""
+    namespaces with ``snapshot()``.
+
+    Compact by design (issue 27, docs/architecture.md §5.1): ``__slots__`` only, and the
+    permission, owner, group and replication live in one interned ``Attrs`` tuple that all
+    inodes with the same values share; ``permission``, ``owner`` and ``group`` read it."""
+
+    __slots__ = ("attrs", "mtime_ms", "name")
 
     name: str
     mtime_ms: int
-    permission: int
-    owner: str
-    group: str
+    attrs: Attrs
+
+    def __init__(
+        self, name: str, mtime_ms: int, permission: int, owner: str, group: str,
+        replication: int = 0,
+    ) -> None:
+        self.name = name
+        self.mtime_ms = mtime_ms
+        key = (permission, owner, group, replication)
+        self.attrs = _ATTRS.setdefault(key, key)
+
+    @property
+    def permission(self) -> int:
+        return self.attrs[0]
+
+    @property
+    def owner(self) -> str:
+        return self.attrs[1]
+
+    @property
+    def group(self) -> str:
+        return self.attrs[2]
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.name!r}, mtime_ms={self.mtime_ms}, "
+            f"permission={self.permission:#o}, owner={self.owner!r}, group={self.group!r})"
+        )
 
 
-@dataclass(eq=False, slots=True)
 class INodeDirectory(INode):
-    children: dict[str, INode] = field(default_factory=dict)
+    """A directory. ``children`` is a list sorted by name (code point order, which is UTF-8
+    byte order), HDFS's layout (``INodeDirectory.children``, an array searched by binary
+    search): 8 bytes a child instead of a dict entry's 16 to 24 plus its empty slots, a
+    listing page is a slice with no sort, and a lookup is O(log n). Change it only through
+    ``add_child`` and ``remove_child``."""
+
+    __slots__ = ("children",)
+
+    children: builtins.list[INode]
+
+    def __init__(
+        self,
+        name: str,
+        mtime_ms: int,
+        permission: int,
+        owner: str,
+        group: str,
+        children: builtins.list[INode] | None = None,
+    ) -> None:
+        # Each class sets its slots itself: a super().__init__ call costs as much again, and
+        # a build or replay makes every inode through here.
+        self.name = name
+        self.mtime_ms = mtime_ms
+        key = (permission, owner, group, 0)
+        self.attrs = _ATTRS.setdefault(key, key)
+        self.children = [] if children is None else sorted(children, key=_NAME)
+
+    def child(self, name: str) -> INode | None:
+        """The child called ``name``, or None (binary search)."""
+        children = self.children
+        i = bisect.bisect_left(children, name, key=_NAME)
+        if i < len(children):
+            found = children[i]
+            if found.name == name:
+                return found
+        return None
+
+    def add_child(self, node: INode) -> INode | None:
+        """Insert ``node`` at its place by name, or replace the child of that name; the
+        child replaced, or None."""
+        children = self.children
+        name = node.name
+        # Appending in name order (an image load, a batch of creates) skips the search.
+        if not children or children[-1].name < name:
+            children.append(node)
+            return None
+        i = bisect.bisect_left(children, name, key=_NAME)
+        if i < len(children) and children[i].name == name:
+            replaced = children[i]
+            children[i] = node
+            return replaced
+        children.insert(i, node)
+        return None
+
+    def remove_child(self, name: str) -> INode:
+        """Take out the child called ``name`` (which must exist) and return it."""
+        children = self.children
+        i = bisect.bisect_left(children, name, key=_NAME)
+        if i == len(children) or children[i].name != name:
+            raise KeyError(name)
+        return children.pop(i)
+
+    def after(self, start_after: str) -> int:
+        """The index of the first child whose name sorts after ``start_after``."""
+        return bisect.bisect_right(self.children, start_after, key=_NAME)
 
 
-@dataclass(eq=False, slots=True)
 class INodeFile(INode):
-    # Metadata only: there are no blocks, the length is what the client declared.
-    length: int = 0
-    replication: int = DEFAULT_REPLICATION
+    """A file: metadata only, there are no blocks; the length is what the client declared."""
+
+    __slots__ = ("length",)
+
+    length: int
+
+    def __init__(
+        self,
+        name: str,
+        mtime_ms: int,
+        permission: int,
+        owner: str,
+        group: str,
+        length: int = 0,
+        replication: int = DEFAULT_REPLICATION,
+    ) -> None:
+        self.name = name
+        self.mtime_ms = mtime_ms
+        key = (permission, owner, group, replication)
+        self.attrs = _ATTRS.setdefault(key, key)
+        self.length = length
+
+    @property
+    def replication(self) -> int:
+        return self.attrs[3]
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,10 +398,7 @@ class Namespace:
             node = self._get(path)
             if not isinstance(node, INodeDirectory):
                 return [StatInfo.of(path, node)]
-            return [
-                StatInfo.of(paths.join(path, name), node.children[name])
-                for name in sorted(node.children)
-            ]
+            return [StatInfo.of(paths.join(path, c.name), c) for c in node.children]
 
     def list_page(
         self, path: str, *, start_after: str = "", limit: int = 1000, max_bytes: int = 1 << 20
@@ -281,18 +413,18 @@ class Namespace:
             node = self._get(path)
             if not isinstance(node, INodeDirectory):
                 return [StatInfo.of(path, node)], False
-            names = sorted(node.children)
-            first = bisect.bisect_right(names, start_after) if start_after else 0
+            children = node.children
+            first = node.after(start_after) if start_after else 0
             page: builtins.list[StatInfo] = []
             size = 0
-            for name in names[first : first + limit]:
-                child = paths.join(path, name)
+            for entry in children[first : first + limit]:
+                child = paths.join(path, entry.name)
                 cost = len(child.encode("utf-8", "surrogatepass")) + LISTING_ENTRY_BYTES
                 if page and size + cost > max_bytes:
                     break
-                page.append(StatInfo.of(child, node.children[name]))
+                page.append(StatInfo.of(child, entry))
                 size += cost
-            return page, first + len(page) < len(names)
+            return page, first + len(page) < len(children)
 
     def exists(self, path: str) -> bool:
         path = paths.validate_path(path)
@@ -544,7 +676,7 @@ class Namespace:
         )
 
         def undo() -> None:
-            del parent.children[first]
+            parent.remove_child(first)
             parent.mtime_ms = mtime
             self._dir_count -= made
 
@@ -552,14 +684,14 @@ class Namespace:
 
     def _undo_create(self, plan: _CreatePlan) -> Undo:
         parent, name, mtime = plan.parent, plan.name, plan.parent.mtime_ms
-        replaced = parent.children.get(name)
+        replaced = parent.child(name)
 
         def undo() -> None:
             if replaced is None:
-                del parent.children[name]
+                parent.remove_child(name)
                 self._file_count -= 1
             else:
-                parent.children[name] = replaced
+                parent.add_child(replaced)
             parent.mtime_ms = mtime
 
         return undo
@@ -568,7 +700,7 @@ class Namespace:
         parent, node, mtime = plan.parent, plan.node, plan.parent.mtime_ms
 
         def undo() -> None:
-            parent.children[node.name] = node
+            parent.add_child(node)
             parent.mtime_ms = mtime
             self._dir_count += dirs
             self._file_count += files
@@ -590,7 +722,7 @@ class Namespace:
         for index, name in enumerate(plan.missing):
             permission = op.permission if index == last else op.permission | IMPLICIT_PARENT_BITS
             child = INodeDirectory(name, op.mtime_ms, permission, op.owner, op.group)
-            directory.children[name] = child
+            directory.add_child(child)
             directory = child
         self._dir_count += len(plan.missing)
         return True
@@ -606,9 +738,8 @@ class Namespace:
         node = INodeFile(
             plan.name, op.mtime_ms, op.permission, op.owner, op.group, op.length, op.replication
         )
-        if plan.name not in plan.parent.children:
+        if plan.parent.add_child(node) is None:
             self._file_count += 1
-        plan.parent.children[plan.name] = node
         _touch(plan.parent, op.mtime_ms)
         return StatInfo.of(path, node)
 
@@ -620,7 +751,7 @@ class Namespace:
         dirs, files = _count(plan.node)
         if self._undo is not None:
             self._undo.append(self._undo_delete(plan, dirs, files))
-        del plan.parent.children[plan.node.name]
+        plan.parent.remove_child(plan.node.name)
         _touch(plan.parent, op.mtime_ms)
         self._dir_count -= dirs
         self._file_count -= files
@@ -634,9 +765,9 @@ class Namespace:
         # Decided: from here on nothing can fail.
         if self._undo is not None:
             self._undo.append(_undo_rename(plan))
-        del plan.src_parent.children[plan.node.name]
+        plan.src_parent.remove_child(plan.node.name)
         plan.node.name = paths.basename(plan.dst)
-        plan.dst_parent.children[plan.node.name] = plan.node
+        plan.dst_parent.add_child(plan.node)
         _touch(plan.src_parent, op.mtime_ms)
         _touch(plan.dst_parent, op.mtime_ms)
         return plan.dst
@@ -738,8 +869,8 @@ class Namespace:
             path, node = stack.pop()
             yield path, node
             if isinstance(node, INodeDirectory):
-                for name in sorted(node.children, reverse=True):
-                    stack.append((paths.join(path, name), node.children[name]))
+                for child in reversed(node.children):
+                    stack.append((paths.join(path, child.name), child))
 
     # -- decisions (no mutation) ----------------------------------------------------------------
 
@@ -754,7 +885,7 @@ class Namespace:
         for name in names:
             if not isinstance(node, INodeDirectory):
                 break
-            child = node.children.get(name)
+            child = node.child(name)
             if child is None:
                 break
             nodes.append(child)
@@ -905,9 +1036,9 @@ def _undo_rename(plan: _RenamePlan) -> Undo:
     new_name = paths.basename(plan.dst)
 
     def undo() -> None:
-        del dst_parent.children[new_name]
+        dst_parent.remove_child(new_name)
         node.name = name
-        src_parent.children[name] = node
+        src_parent.add_child(node)
         dst_parent.mtime_ms = dst_mtime
         src_parent.mtime_ms = src_mtime
 
@@ -929,7 +1060,7 @@ def _count(node: INode) -> tuple[int, int]:
         current = stack.pop()
         if isinstance(current, INodeDirectory):
             dirs += 1
-            stack.extend(current.children.values())
+            stack.extend(current.children)
         else:
             files += 1
     return dirs, files

@@ -200,13 +200,13 @@ def test_hundred_thousand_inodes(tmp_path: Path) -> None:
     root = INodeDirectory("", 1, 0o755, "hdfs", "supergroup")
     for d in range(100):
         top = INodeDirectory(f"dir{d:03d}", 2, 0o755, "hdfs", "supergroup")
-        root.children[top.name] = top
+        root.add_child(top)
         for s in range(10):
             sub = INodeDirectory(f"sub{s}", 3, 0o750, "alice", "staff")
-            top.children[sub.name] = sub
+            top.add_child(sub)
             for f in range(99):
                 name = f"part-{f:05d}"
-                sub.children[name] = INodeFile(name, 4 + f, 0o644, "alice", "staff", f << 20, 3)
+                sub.add_child(INodeFile(name, 4 + f, 0o644, "alice", "staff", f << 20, 3))
     ns = Namespace.from_root(root, 1_000_000)
     assert ns.inode_count == 1 + 100 + 1000 + 99_000
 
