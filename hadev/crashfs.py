@@ -570,7 +570,10 @@ def _sector_cuts(offset: int, data: bytes) -> list[int]:
 
 def _control(fs: CrashFS, mountpoint: str) -> None:
     """Answer the commands the parent writes on stdin, one JSON line each; on EOF (the
-    parent is gone) unmount, so that no mount outlives its test."""
+    parent is gone, or ``unmount``) unmount and exit, so that no mount outlives its test.
+    The exit does not wait for the FUSE loop to end: a copy of the mount in another mount
+    namespace (a daemon started with ``ip netns exec`` by ``hachaos``) keeps the connection,
+    and so the loop, alive after the unmount here; the exit aborts it there too."""
     for line in sys.stdin:
         try:
             command = json.loads(line)
@@ -584,6 +587,7 @@ def _control(fs: CrashFS, mountpoint: str) -> None:
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(reply), flush=True)
     subprocess.run(["fusermount3", "-uz", mountpoint], check=False, timeout=UNMOUNT_TIMEOUT)
+    os._exit(0)  # nothing to flush: every change reached the backing directory already
 
 
 def serve(backing: Path, mountpoint: Path, state_dir: Path) -> None:

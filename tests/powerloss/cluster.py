@@ -17,6 +17,7 @@ import contextlib
 import shutil
 import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +31,7 @@ from hadev.devcluster import JOURNAL_ID, DevCluster
 from hadev.namenodes import run_hanamenode
 from hanamenode.ha import HAState
 from proto import journal_pb2, journal_pb2_grpc
+from tests.powerloss.acknowledged import Acknowledgements
 
 SESSION_TIMEOUT = 1.0
 RESTART_TIMEOUT = 40.0
@@ -61,7 +63,8 @@ class PowerCutCluster:
         self.base_dir = base_dir
         self.dev = DevCluster(
             base_dir / "dev", session_timeout=SESSION_TIMEOUT, quorum_timeout="4s",
-            extra_conf=POWER_CUT_CONF, tls=False,
+            extra_conf=POWER_CUT_CONF,
+            tls=False,  # plaintext: the power cuts, not the transport, are under test
         )
         disks = base_dir / "disks"
         self.mounts: dict[str, CrashMount] = {}
@@ -80,6 +83,25 @@ class PowerCutCluster:
     def disk(self, name: str) -> Path:
         """What daemon ``name``'s disk holds now, read beside the mount (no daemon sees it)."""
         return self.mounts[name].backing
+
+    def journal_disk(self, jn_id: str) -> Path:
+        """JournalNode ``jn_id``'s ``<journal>/current`` as its disk holds it."""
+        return self.disk(jn_id) / JOURNAL_ID / "current"
+
+    def storage_dir(self, name: str) -> Path:
+        """Where daemon ``name`` sees its storage (its mount point): the paths its errors
+        name."""
+        return self.mounts[name].mountpoint
+
+    def acknowledgements(self) -> Acknowledgements:
+        """A reader of the promises and accepted recoveries acknowledged from now on
+        (``tests/powerloss/acknowledged.py``)."""
+        acks = Acknowledgements(
+            [self.dev.process(nn).log_path for nn in self.dev.namenode_ids],
+            {jn.jn_id: jn.log_path for jn in self.dev.journalnodes},
+            {jn.address: jn.jn_id for jn in self.dev.journalnodes},
+        )
+        return acks
 
     def where_blocked(self) -> str:
         """Each running daemon's threads by the kernel function they wait in (``wchan``):
@@ -154,21 +176,29 @@ class PowerCutCluster:
         return reports
 
     def power_on(self, names: list[str]) -> list[Refusal]:
-        """Remount ``names`` and restart them, JournalNodes first; a refusal is recorded and
-        repaired (module docstring). Returns this cut's refusals."""
-        refusals: list[Refusal] = []
-        for name in names:
-            self.mounts[name].remount()
-        ordered = sorted(names, key=lambda name: (not name.startswith("jn"), name))
-        for name in ordered:
-            self.restarts += 1
-            try:
-                self.dev.restart(name, RESTART_TIMEOUT)
-            except DaemonStartError as exc:
-                refusals.append(self._refusal(name, exc))
-                self._repair(name)
+        """Remount ``names`` and restart them, the JournalNodes together, then the NameNodes
+        together (each start is a process that imports for a second: they overlap); a
+        refusal is recorded and repaired (module docstring). Returns this cut's refusals."""
+        self.restarts += len(names)
+        with ThreadPoolExecutor(len(names), thread_name_prefix="power-on") as pool:
+            list(pool.map(lambda name: self.mounts[name].remount(), names))
+            refusals: list[Refusal] = []
+            for group in ([n for n in names if n.startswith("jn")],
+                          [n for n in names if not n.startswith("jn")]):
+                for refusal in pool.map(self._start, sorted(group)):
+                    if refusal is not None:
+                        refusals.append(refusal)
         self.refusals += refusals
         return refusals
+
+    def _start(self, name: str) -> Refusal | None:
+        try:
+            self.dev.restart(name, RESTART_TIMEOUT)
+        except DaemonStartError as exc:
+            refusal = self._refusal(name, exc)
+            self._repair(name)
+            return refusal
+        return None
 
     def _refusal(self, name: str, exc: DaemonStartError) -> Refusal:
         process = self.dev.process(name)
@@ -189,6 +219,9 @@ class PowerCutCluster:
                 shutil.rmtree(child)
             else:
                 child.unlink()
+        # bootstrap-standby copies the active's image: wait for one (the other NameNode may be
+        # starting beside this one).
+        self.dev.wait_active(RESTART_TIMEOUT, exclude=name)
         result = run_hanamenode(
             ["bootstrap-standby", "--conf", str(self.dev.conf_path), "--id", name,
              "--non-interactive"]
