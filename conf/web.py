@@ -4,9 +4,10 @@
 The page is plain HTML rendered on the server, readable in a terminal browser. A small
 script re-fetches ``/status?fragment=1`` every ``REFRESH_SECONDS`` and swaps the ``<main>``
 element. When a fetch fails (or gets no answer within ``FETCH_TIMEOUT_SECONDS``) the page
-turns "unreachable since HH:MM:SS": greyed, a banner on top, and every element of class
+turns "unreachable since HH:MM:SS": greyed, a banner on top, every element of class
 ``state`` replaced (the daemon's own, marked ``data-self``, by "unreachable since ...", the
-others by "unknown"), so a dead daemon's page never shows a stale "active"
+others by "unknown") and every one of class ``when-reachable`` hidden, so a dead daemon's
+page never shows a stale "active"
 (docs/operations.md §13.1). The script keeps trying, and the next answer restores the page.
 
     server = WebServer("127.0.0.1:0", registry, status=collect, render=render_main,
@@ -74,6 +75,7 @@ footer { margin-top: 1.5em; color: #666; font-size: 0.9em; }
 nav { font-size: 0.9em; margin-bottom: 0.6em; }
 #unreachable { background: #a00; color: #fff; font-weight: bold; padding: 0.3em 0.6em; }
 body.unreachable main { opacity: 0.4; filter: grayscale(1); }
+body.unreachable .when-reachable { display: none; }
 .state.unknown { color: #555; }
 """
 

@@ -280,15 +280,17 @@ def render(status: Status) -> str:
         [
             _link(r), _state(r, serving), esc(r["rpc_address"]), _num(r["last_txid"]),
             _num(r["lag_txns"]), esc(_contact(r)),
-            f"<td class='{_WRITER_CLASS[r['writer_status']]}'>{esc(r['writer_status'])}</td>"
+            f"<td class='{_WRITER_CLASS[r['writer_status']]}'><span class='state'>"
+            f"{esc(r['writer_status'])}</span></td>"
             if r["writer_status"] else esc("-"),
             esc(r["error"] or ""),
         ]
         for r in status["journalnodes"]
     ]
     return "".join([
-        f"<p id='cluster-summary'>Nameservice <b>{esc(status['nameservice'])}</b>, seen from "
-        f"NameNode <b>{esc(serving)}</b>: {summary}; newest txid "
+        "<p id='cluster-summary' class='when-reachable'>"
+        f"Nameservice <b>{esc(status['nameservice'])}</b>, seen from NameNode "
+        f"<b>{esc(serving)}</b>: {summary}; newest txid "
         f"{esc(status['head_txid'])}. Lag is in txids behind that newest one.</p>",
         "<h2>NameNodes</h2>",
         table(["namenode", "state", "RPC address", "last txid", "lag (txids)", "last contact",

@@ -20,6 +20,7 @@ import structlog
 from conf.mutants import planted_status
 from conf.web import esc, planted_banner, table
 from hanamenode.ha import TAILING_STATES, HAState
+from qjm.metrics import contact_threshold  # the same rule as qjm_logger_out_of_sync's
 
 if TYPE_CHECKING:
     from conf.web import Status
@@ -34,12 +35,6 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 SCHEMA_VERSION = 1
-
-
-def contact_threshold(heartbeat_interval: float) -> float:
-    """Seconds without any answer after which a JournalNode is out of contact: three missed
-    heartbeats (an idle writer heartbeats every interval), and never under 2 s."""
-    return max(2.0, 3 * heartbeat_interval)
 
 
 def journal_contact(out_of_sync: bool, contact_age: float | None, threshold: float) -> str:
@@ -231,7 +226,8 @@ def _render_history(status: Status) -> list[str]:
     now, since = status["time"], status["state_since"]
     state = status["ha_state"]
     head = (
-        f"<p id='state-since'>{esc(state.capitalize())} since {esc(_when(since))} "
+        "<p id='state-since' class='when-reachable'>"
+        f"{esc(state.capitalize())} since {esc(_when(since))} "
         f"(for {esc(duration(now - since))}); up {esc(duration(status['uptime_seconds']))}, "
         f"started {esc(_when(status['started_time']))}.</p>"
     )
@@ -376,7 +372,8 @@ def render(status: Status) -> str:
                 [
                     [
                         esc(j["journalnode_id"]), esc(j["address"]),
-                        f"<td class='{_STATUS_CLASS[j['status']]}'>{esc(j['status'])}</td>",
+                        f"<td class='{_STATUS_CLASS[j['status']]}'><span class='state'>"
+                        f"{esc(j['status'])}</span></td>",
                         _num(j["lag_txns"]), _num(j["acked_txid"]), _num(j["queued_bytes"]),
                         esc("never" if j["last_contact_seconds_ago"] is None
                             else f"{j['last_contact_seconds_ago']:.1f} s ago"),
@@ -427,7 +424,8 @@ def render(status: Status) -> str:
                 ["elector state", "ZooKeeper", "healthy", "lock holder", "last attempt",
                  "last fencing"],
                 [[
-                    esc(elector["state"]), esc(elector["zk_state"]),
+                    f"<td><span class='state'>{esc(elector['state'])}</span></td>",
+                    esc(elector["zk_state"]),
                     esc("yes" if elector["healthy"] else "no"), esc(holder),
                     esc(elector["last_attempt"] or "none"),
                     esc(f"{_when(fencing['time'])}: {fencing['outcome']}" if fencing else "none"),

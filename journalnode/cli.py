@@ -47,7 +47,7 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
     try:
         settings = daemon_settings(load_settings(conf_path), jn_id)
         jn = settings.journalnode(jn_id)
-        sync = _sync_config(settings.journal_uri, jn)
+        sync = _sync_config(settings.journal_uri, jn, settings.journalnode_names())
         server = JournalNodeServer(
             jn.edits_dir,
             jn.rpc_address,
@@ -83,7 +83,9 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
     sys.exit(0)
 
 
-def _sync_config(uri: QJournalUri | None, jn: JournalNodeSettings) -> SyncConfig | None:
+def _sync_config(
+    uri: QJournalUri | None, jn: JournalNodeSettings, names: dict[str, str]
+) -> SyncConfig | None:
     """The sync thread's configuration (docs/protocol.md §10), or None when sync is off, or
     when the shared edits URI does not name the peers (then the log says why)."""
     if not jn.sync_enabled:
@@ -98,7 +100,8 @@ def _sync_config(uri: QJournalUri | None, jn: JournalNodeSettings) -> SyncConfig
         log.error("journal sync off", id=jn.id, reason=str(exc))
         return None
     return SyncConfig(
-        uri.journal_id, peers, len(uri.addresses), jn.sync_interval, jn.sync_format
+        uri.journal_id, peers, len(uri.addresses), jn.sync_interval, jn.sync_format,
+        tuple(sorted(names.items())),
     )
 
 

@@ -93,7 +93,8 @@ def collect(server: JournalNodeServer) -> dict[str, Any]:
             "last_round_time": sync["last_round_time"],
             "note": sync["note"],
             "peers": [
-                {"address": a, "error": sync["peer_errors"].get(a)} for a in sync["peers"]
+                {"id": sync["names"].get(a), "address": a, "error": sync["peer_errors"].get(a)}
+                for a in sync["peers"]
             ],
         },
         "rpc_address": server.address,
@@ -147,8 +148,9 @@ def _render_sync(status: Status) -> list[str]:
             + ".</p>"
         )
         parts.append(table(
-            ["peer", "last answer"],
-            [[esc(p["address"]), esc(p["error"] or "answered")] for p in sync["peers"]],
+            ["peer", "address", "last answer"],
+            [[esc(p["id"]), esc(p["address"]), esc(p["error"] or "answered")]
+             for p in sync["peers"]],
             id_="sync-peers",
         ))
     parts.append(table(
@@ -156,7 +158,7 @@ def _render_sync(status: Status) -> list[str]:
          "bytes synced", "failures", "corrupt copies", "md5 mismatches"],
         [
             [
-                esc(j["journal_id"]), esc(j["state"]),
+                esc(j["journal_id"]), f"<td><span class='state'>{esc(j['state'])}</span></td>",
                 _num(j["rejoin_txid"] if j["rejoining"] else None),
                 _num(j["sync"]["segments_lacking"]), _num(j["sync"]["segments_synced"]),
                 _num(j["sync"]["bytes_synced"]), _num(j["sync"]["failures"]),

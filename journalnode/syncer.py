@@ -66,6 +66,8 @@ class SyncConfig:
     """Every JournalNode of the shared edits URI, this one included."""
     interval: float
     format_enabled: bool = False
+    names: tuple[tuple[str, str], ...] = ()
+    """(address, configured id) of the peers that have one: the status page names them."""
 
 
 def sync_peers(addresses: Sequence[str], own: Sequence[str]) -> tuple[str, ...]:
@@ -350,6 +352,7 @@ class JournalSyncer:
         """The sync thread's state for the status page (docs/operations.md §13.2)."""
         return {
             "peers": list(self.config.peers),
+            "names": dict(self.config.names),
             "interval_seconds": self.config.interval,
             "format_from_peers": self.config.format_enabled,
             "rounds": self.rounds,

@@ -83,7 +83,10 @@ def shows_unreachable(driver: Any, own_state_id: str) -> str | None:
     states = driver.execute_script(
         "return Array.from(document.querySelectorAll('.state')).map(e => e.textContent);"
     )
-    assert "active" not in states and "serving" not in states, states
+    assert not {"active", "serving", "in sync"} & set(states), states
+    # "Active since ..." and the cluster's summary go with the states.
+    assert not [e.text for e in driver.find_elements("css selector", ".when-reachable")
+                if e.is_displayed()]
     assert driver.execute_script("return document.body.classList.contains('unreachable');")
     banner = text_of(driver, "unreachable")
     assert banner.startswith(own), (banner, own)
