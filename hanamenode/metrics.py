@@ -21,6 +21,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from conf.gcpauses import GcPauseCollector, install_pause_metrics
+from conf.process_metrics import install_process_metrics
 from qjm.metrics import QJM_REGISTRY
 
 _LATENCY_BUCKETS = (
@@ -171,6 +172,7 @@ class NameNodeMetrics:
         r.register(_Forward(QJM_REGISTRY))
         install_pause_metrics()
         r.register(GcPauseCollector())
+        install_process_metrics(r, "hanamenode")  # process_*, hanamenode_build_info
 
     def watch(self, snapshot: Callable[[], StateSnapshot]) -> None:
         """Export the gauges of ``snapshot()`` at every scrape (once per registry)."""

@@ -42,6 +42,7 @@ from conf.connections import watch as watch_connections
 from conf.gcpauses import GcPauseCollector, install_pause_metrics
 from conf.guard import AioRequestGuard, MethodRule, Role
 from conf.mutants import announce as announce_mutants
+from conf.process_metrics import install_process_metrics
 from conf.rpc import bind, make_aio_server, make_channel, new_event_loop
 from conf.web import WebServer
 from journalnode import fsutil, status
@@ -764,6 +765,7 @@ class JournalNodeServer:
         self.registry.register(JournalMetricsCollector(self))
         install_pause_metrics()
         self.registry.register(GcPauseCollector())
+        install_process_metrics(self.registry, "journalnode")  # process_*, build_info
         self.call_log = CallLog(self.registry)
         self.subscriptions_ended = Counter(
             "journalnode_edit_subscriptions_ended",

@@ -55,7 +55,7 @@ from proto.values import (
 from qjm.bridge import on_loop_thread, shared_loop
 from qjm.channel import AnyJournalChannel
 from qjm.errors import QJMError
-from qjm.metrics import LOGGER_METRICS
+from qjm.metrics import LOGGER_METRICS, contact_threshold
 from qjm.quorum import QuorumCall, await_write_quorum, majority, wait_for_write_quorum
 
 log = structlog.get_logger(__name__)
@@ -171,7 +171,12 @@ class AsyncLogger:
         """Called (from any thread) when this JournalNode refuses a call stamped with the
         writer's epoch because it promised a higher one: the writer is fenced. The second
         argument names the call ("heartbeat", "sendEdits", ...)."""
+        self._started = time.monotonic()
         self._metrics = LOGGER_METRICS.for_logger(journal_id, self.node_id, channel.address)
+        # Read at each scrape: a stalled JournalNode (SIGSTOP) answers nothing, so no event
+        # would ever set them (issue 28 item 7). The newest logger of a label set reports.
+        self._metrics.out_of_sync.set_function(self._out_of_sync_metric)
+        self._metrics.since_contact.set_function(self._since_contact_metric)
 
     def __repr__(self) -> str:
         return f"AsyncLogger({self.address})"
@@ -510,7 +515,6 @@ class AsyncLogger:
                 self.out_of_sync = False
                 self.out_of_sync_cause = ""
                 self._start_failure = ""
-            self._metrics.out_of_sync.set(0)
 
         def failed(exc: BaseException) -> None:
             # As in Hadoop, the batches of this segment are still sent (the start may have
@@ -690,7 +694,28 @@ class AsyncLogger:
             )
             self.out_of_sync_cause = why
         self.out_of_sync = True
-        self._metrics.out_of_sync.set(1)
+
+    def seconds_since_contact(self) -> float:
+        """Seconds since this JournalNode last answered (since this logger started, when it
+        never has)."""
+        last = self.last_contact if self.last_contact is not None else self._started
+        return max(0.0, time.monotonic() - last)
+
+    @property
+    def out_of_contact(self) -> bool:
+        """No answer for ``contact_threshold`` of the heartbeat interval."""
+        interval = self._timeout("heartbeat_interval", 1.0)
+        return self.seconds_since_contact() > contact_threshold(interval)
+
+    def _out_of_sync_metric(self) -> float:
+        """``qjm_logger_out_of_sync``: out of sync or out of contact; 0 once closed (this
+        writer no longer sends it anything)."""
+        if self._closed:
+            return 0.0
+        return 1.0 if self.out_of_sync or self.out_of_contact else 0.0
+
+    def _since_contact_metric(self) -> float:
+        return float("nan") if self._closed else self.seconds_since_contact()
 
     def _contacted(self) -> None:
         self.last_contact = time.monotonic()

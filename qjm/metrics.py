@@ -35,11 +35,22 @@ QJM_REGISTRY = CollectorRegistry(auto_describe=True)
 """The writer's metrics of this process (every QuorumJournalManager in it)."""
 
 
+def contact_threshold(heartbeat_interval: float) -> float:
+    """Seconds without any answer after which a JournalNode is out of contact: three missed
+    heartbeats (an idle writer heartbeats every interval), and never under 2 s.
+
+    >>> contact_threshold(0.2), contact_threshold(1.0)
+    (2.0, 3.0)
+    """
+    return max(2.0, 3 * heartbeat_interval)
+
+
 @dataclass(frozen=True)
 class LoggerMetricHandles:
     """The label-bound metrics of one AsyncLogger."""
 
     out_of_sync: Gauge
+    since_contact: Gauge
     queued_bytes: Gauge
     lag_txns: Gauge
     lag_seconds: Gauge
@@ -52,7 +63,18 @@ class LoggerMetrics:
         labels = ["journal", "journalnode", "address"]
         r = QJM_REGISTRY
         self.out_of_sync = Gauge(
-            "qjm_logger_out_of_sync", "1 while the logger is out of sync", labels, registry=r
+            "qjm_logger_out_of_sync",
+            "1 while the JournalNode is out of sync (its edits refused until the next segment) "
+            "or out of contact (no answer for 3 heartbeat intervals, at least 2 s)",
+            labels,
+            registry=r,
+        )
+        self.since_contact = Gauge(
+            "qjm_logger_seconds_since_last_contact",
+            "Seconds since the JournalNode last answered the writer (a batch or a heartbeat; "
+            "since the logger started when it never has); NaN once the writer closed it",
+            labels,
+            registry=r,
         )
         self.queued_bytes = Gauge(
             "qjm_logger_queued_edits_bytes", "Edit bytes queued for the JN", labels, registry=r
@@ -82,6 +104,7 @@ class LoggerMetrics:
         labels = (journal_id, node_id, address)
         return LoggerMetricHandles(
             self.out_of_sync.labels(*labels),
+            self.since_contact.labels(*labels),
             self.queued_bytes.labels(*labels),
             self.lag_txns.labels(*labels),
             self.lag_seconds.labels(*labels),
