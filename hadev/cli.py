@@ -51,6 +51,7 @@ from typing import NoReturn
 
 import click
 
+import conf.quiet_grpc  # noqa: F401 - before grpc: no gRPC core line on the terminal
 from conf import parse_duration
 from conf.logging import setup_logging
 from hadev.devcluster import (

@@ -43,6 +43,7 @@ from types import TracebackType
 
 from conf import Settings, load_settings
 from conf.guard import Role
+from conf.rpc_failures import failure_cause
 from conf.xmlconf import ConfigValue
 from hadev.daemon import LOOPBACK, DaemonHost, free_ports
 from hadev.journalnodes import JournalNodeProcess
@@ -597,7 +598,8 @@ class DevCluster:
             try:
                 out[nn_id] = proc.state(timeout).value
             except NamenodeError as exc:
-                out[nn_id] = f"no answer ({type(exc).__name__})"
+                # "no answer: connection refused", "no answer: timed out (...)"
+                out[nn_id] = f"no answer: {failure_cause(exc, tls=self.tls) or exc}"
         return out
 
     def active(self, exclude: Sequence[str] = (), timeout: float = 1.0) -> str | None:

@@ -1,9 +1,10 @@
-"""What ``hafs``, ``hactl`` and ``hapipe`` print when a daemon does not answer (issue 28 item 4):
-one line naming the NameNode or JournalNode, by id and address, and the cause, and nothing of
-gRPC's core on the terminal. Each cause is made for real on a dev cluster (``hadev``: mutual
-TLS with a certificate per role): a plaintext client at a TLS port and a TLS client at the
-HTTP port, a certificate without the role a call needs, a SIGSTOPped NameNode, a killed one,
-then both. The exact lines are checked, stderr whole, so that a gRPC log line fails the test.
+"""What ``hafs``, ``hactl``, ``hapipe`` and ``hadev`` print when a daemon does not answer
+(issue 28 item 4): one line naming the NameNode or JournalNode, by id and address, and the
+cause, and nothing of gRPC's core on the terminal. Each cause is made for real on a dev
+cluster (``hadev``: mutual TLS with a certificate per role): a plaintext client at a TLS port
+and a TLS client at the HTTP port, a certificate without the role a call needs, a SIGSTOPped
+NameNode, a killed one, then both. The exact lines are checked, stderr whole, so that a gRPC
+log line fails the test.
 """
 
 from __future__ import annotations
@@ -131,6 +132,8 @@ def test_a_stopped_a_dead_and_no_namenode_are_named(dev: DevCluster) -> None:
         assert run("hafs", "--conf", conf, "--namenode", active, "ls", "/") == (
             1, "", f"ls: NameNode {active} at {nn.address}: {TIMED_OUT}\n"
         )
+        # hadev's start-up summary and its errors say the same (DevCluster.states).
+        assert dev.states(timeout=1.0)[active] == f"no answer: {TIMED_OUT}"
     finally:
         os.kill(nn.pid, signal.SIGCONT)
 
