@@ -6,9 +6,10 @@
     hachaos check HISTORY.jsonl
     hachaos cleanup [--all]
 
-``run`` needs root (network namespaces, a tmpfs for ``disk-full``). It exits 0 when every
-checker passes, 1 when one finds something (the report says what, with the seed and the
-replay command), 2 when the harness itself fails (the cluster does not start, bad options).
+``run`` needs root (network namespaces, a tmpfs for ``disk-full``, FUSE mounts for
+``power-cut``). It exits 0 when every checker passes, 1 when one finds something (the
+report says what, with the seed and the replay command), 2 when the harness itself fails
+(the cluster does not start, bad options).
 ``check`` runs the linearizability checker on a history file (exit 0 or 1). ``cleanup``
 removes the namespaces and mounts of runs whose process is gone (``--all``: of every run).
 """

@@ -3,20 +3,23 @@ JournalNodes, two NameNodes with automatic failover), each daemon on a host of i
 own network namespace of a ``ChaosNetwork``, its own address, the well-known ports. The
 launchers are the dev cluster's; this module only gives them ``hosts`` (an address and an
 ``ip netns exec`` prefix per daemon) and adds what a nemesis needs: which NameNode is
-active, kill and restart, partitions, and a JournalNode disk that can be filled.
+active, kill and restart, partitions, a JournalNode disk that can be filled, and, with
+``crash_disks``, every JournalNode's and NameNode's storage on a crash filesystem
+(``hadev.crashfs``) whose power can be cut (the ``power-cut`` nemesis).
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import structlog
 
 from hachaos.nemesis import fill
 from hachaos.netns import ChaosNetwork
+from hadev.crashfs import CrashMount, cut_power, fuse_available
 from hadev.daemon import DaemonHost
 from hadev.devcluster import DevCluster
 
@@ -43,6 +46,7 @@ class ChaosCluster:
         session_timeout: float,
         quorum_timeout: str,
         disk_jn: str | None = None,
+        crash_disks: bool = False,
     ) -> None:
         hosts = {
             name: DaemonHost(network.address(name), network.command_prefix(name))
@@ -59,19 +63,55 @@ class ChaosCluster:
         self.disk_jn = disk_jn
         self.namenode_ids = self.dev.namenode_ids
         self.journalnode_ids = [jn.jn_id for jn in self.dev.journalnodes]
+        # Every daemon's storage on a crash filesystem of its own, its disk in
+        # <base_dir>/disks/<name>; not the small tmpfs disk of ``disk_jn`` (its fill would
+        # go to the crash filesystem's backing directory instead).
+        self.mounts: dict[str, CrashMount] = {}
+        if crash_disks:
+            for jn in self.dev.journalnodes:
+                if jn.jn_id != disk_jn:
+                    self.mounts[jn.jn_id] = CrashMount(base_dir / "disks" / jn.jn_id, jn.edits_dir)
+            for nn in self.namenode_ids:
+                self.mounts[nn] = CrashMount(
+                    base_dir / "disks" / nn, self.dev.nodes.name_dir(nn))
+        self.crash_mounted = list(self.mounts)
+        self._cut: set[str] = set()  # daemons whose power is off
 
     def edits_dir(self, jn_id: str) -> Path:
         """JournalNode ``jn_id``'s storage root (``dfs.journalnode.edits.dir``)."""
         return next(jn.edits_dir for jn in self.dev.journalnodes if jn.jn_id == jn_id)
 
+    def disk_dir(self, jn_id: str) -> Path:
+        """Where JournalNode ``jn_id``'s storage root is kept: its crash filesystem's
+        backing directory (what the checks read once the mounts are gone), or its storage
+        root itself."""
+        mount = self.mounts.get(jn_id)
+        return mount.backing if mount is not None else self.edits_dir(jn_id)
+
     def start(self) -> ChaosCluster:
         if self.disk_jn is not None:
             self.network.add_mount(self.edits_dir(self.disk_jn), DISK_MB)
-        self.dev.start()
+        if self.mounts:
+            why = fuse_available()
+            if why is not None:
+                raise RuntimeError(f"the power-cut nemesis needs FUSE: {why}")
+        try:
+            # Mounted before any daemon starts: ``ip netns exec`` gives each daemon a copy
+            # of the mount table as it is then (the root mount is private here).
+            for mount in self.mounts.values():
+                mount.mount()
+            self.dev.start()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
-        self.dev.stop()
+        try:
+            self.dev.stop()
+        finally:
+            for mount in self.mounts.values():
+                mount.unmount()
 
     def __enter__(self) -> ChaosCluster:
         return self.start()
@@ -88,7 +128,29 @@ class ChaosCluster:
         self.dev.kill(name, signal.Signals(sig))
 
     def restart(self, name: str) -> None:
+        if name in self._cut:  # a daemon whose power is off comes back with the power
+            self.power_on([name])
+            return
         self.dev.restart(name)
+
+    def power_cut(self, names: Sequence[str], *, torn: bool, seed: int) -> str:
+        """Cut the power of ``names`` at one instant (``hadev.crashfs.cut_power``): what
+        their disks lost, in a few words."""
+        pids = [self.dev.process(n).pid for n in names if self.dev.process(n).running]
+        reports = cut_power([self.mounts[n] for n in names], pids, torn=torn, seed=seed)
+        self._cut.update(names)
+        for name in names:
+            self.dev.kill(name)  # reaps the killed process
+        return "; ".join(report.describe() for report in reports)
+
+    def power_on(self, names: Sequence[str]) -> None:
+        """Remount the disks of ``names`` and restart them, JournalNodes first. A daemon that
+        refuses to start raises (the nemesis records the failed heal)."""
+        for name in names:
+            self.mounts[name].remount()
+            self._cut.discard(name)
+        for name in sorted(names, key=lambda n: (n not in self.journalnode_ids, n)):
+            self.dev.restart(name)
 
     def running(self, name: str) -> bool:
         return self.dev.process(name).running

@@ -22,6 +22,11 @@ partition-halves    the daemons split in two random groups (clients reach everyo
 partition-jn        one JournalNode cut from everyone
 disk-full           one JournalNode's journal disk (a small tmpfs) filled to the last
                     byte; the filler file removed
+power-cut           the power of one JournalNode, of the active NameNode, or of the whole
+                    rack (every JournalNode and NameNode) cut at once: SIGKILL, and their
+                    disks (``hadev.crashfs`` mounts) lose what was never fsynced, half of
+                    the cuts with a torn write; powered on (remounted, restarted) after the
+                    duration (docs/protocol.md §14)
 =================== ==================================================================
 """
 
@@ -36,7 +41,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
@@ -44,6 +49,7 @@ __all__ = [
     "ClusterControl",
     "Fault",
     "Nemesis",
+    "PowerControl",
     "Step",
     "parse_faults",
     "schedule",
@@ -63,6 +69,7 @@ class Fault(enum.Enum):
     PARTITION_HALVES = "partition-halves"
     PARTITION_JN = "partition-jn"
     DISK_FULL = "disk-full"
+    POWER_CUT = "power-cut"
 
 
 def parse_faults(text: str) -> tuple[Fault, ...]:
@@ -123,7 +130,7 @@ def schedule(
         fault = rng.choice(list(faults))
         if fault is Fault.PAUSE:
             duration = session_timeout * rng.uniform(1.5, 4.0)
-        elif fault in (Fault.KILL, Fault.KILL_STANDBY, Fault.KILL_JN):
+        elif fault in (Fault.KILL, Fault.KILL_STANDBY, Fault.KILL_JN, Fault.POWER_CUT):
             duration = rng.uniform(0.2, 3.0)
         else:
             duration = rng.uniform(max(2.0, 2 * session_timeout), 6.0)
@@ -152,6 +159,18 @@ class ClusterControl(Protocol):
     def heal_network(self) -> None: ...
     def fill_disk(self, jn_id: str) -> None: ...
     def free_disk(self, jn_id: str) -> None: ...
+
+
+@runtime_checkable
+class PowerControl(Protocol):
+    """What the ``power-cut`` nemesis needs besides ``ClusterControl``: daemons whose
+    storage is on crash filesystems (``crash_mounted``: none unless the run has that
+    fault), the cut and the power-on."""
+
+    crash_mounted: list[str]
+
+    def power_cut(self, names: Sequence[str], *, torn: bool, seed: int) -> str: ...
+    def power_on(self, names: Sequence[str]) -> None: ...
 
 
 ACTIVE_WAIT = 10.0
@@ -316,6 +335,8 @@ class Nemesis:
                 first, second = hosts[: len(hosts) // 2], hosts[len(hosts) // 2 :]
             c.partition([first, second])
             return f"{','.join(first)} | {','.join(second)}", c.heal_network
+        if fault is Fault.POWER_CUT:
+            return self._power_cut(step)
         if fault is Fault.DISK_FULL:
             full = c.disk_jn
             if full is None:
@@ -323,6 +344,29 @@ class Nemesis:
             c.fill_disk(full)
             return full, lambda: c.free_disk(full)
         raise AssertionError(fault)
+
+    def _power_cut(self, step: Step) -> tuple[str, Callable[[], None] | None]:
+        """Cut the power of one JournalNode, of the active NameNode or of the rack (by
+        ``step.choice``, among the daemons on crash filesystems); a torn write when bit 8
+        of the choice is set. Healed by the power-on."""
+        c = self.cluster
+        if not isinstance(c, PowerControl) or not c.crash_mounted:
+            return "no daemon on a crash filesystem", None
+        power = c
+        jns = [n for n in c.journalnode_ids if n in power.crash_mounted]
+        target = step.choice % 3
+        names: list[str]
+        if target == 0 and jns:
+            names = [jns[step.choice // 3 % len(jns)]]
+        elif target == 1:
+            active = self._await_active()
+            if active is None or active not in power.crash_mounted:
+                return f"no active NameNode on a crash filesystem within {ACTIVE_WAIT:g}s", None
+            names = [active]
+        else:
+            names = [n for n in (*c.journalnode_ids, *c.namenode_ids) if n in power.crash_mounted]
+        described = power.power_cut(names, torn=bool(step.choice & 0x100), seed=step.choice)
+        return described, lambda: power.power_on(names)
 
     def stop(self, timeout: float = 120.0) -> None:
         """Stop the schedule, heal the fault in progress, restart what is down."""

@@ -145,13 +145,14 @@ def run(options: RunOptions, out: TextIO) -> RunReport:
             session_timeout=options.session_timeout,
             quorum_timeout=options.quorum_timeout,
             disk_jn=disk_jn,
+            crash_disks=Fault.POWER_CUT in options.faults,
         )
         with cluster:
             report = _experiment(options, cluster, steps, directory)
         # The segments are hashed once every daemon has stopped: a JournalNode still running
         # may purge a segment between the listing and the hashing.
         report.segments, txid_findings = check_txids(
-            [str(cluster.edits_dir(jn)) for jn in cluster.journalnode_ids]
+            [str(cluster.disk_dir(jn)) for jn in cluster.journalnode_ids]
         )
         report.findings += txid_findings
         report.operations = _operations(
