@@ -10,7 +10,10 @@ In this one process it builds a namespace of ``--inodes`` inodes with ``Namespac
 - ``rss_bytes_per_inode``: the growth of this process's RSS over the build, per inode;
 - ``build_ops_per_s``: mkdir and create calls a second while building;
 - ``image_save_s_per_million``, ``image_load_s_per_million``, ``image_bytes_per_inode``:
-  ``fsimage.save_image`` and ``fsimage.load_image`` (md5 and tree checks included);
+  ``fsimage.save_image`` and ``fsimage.load_image`` (md5 and tree checks included), and
+  their ratios against the baseline, the same namespace written in layout 3 (one row per
+  inode, SQLAlchemy inserts of 20,000 rows, as images were written before issue 27) and
+  loaded by ``fsimage.load_image``; ``--no-baseline`` skips it;
 - ``checkpoint_tailing_held_ms_max``: a ``StandbyCheckpointer`` writes an image while a
   task on the same NameNode loop plays the tailer, applying one op every millisecond and
   holding it while the namespace is frozen; the key is the longest stretch between two of
@@ -22,21 +25,28 @@ In this one process it builds a namespace of ``--inodes`` inodes with ``Namespac
   its children (``big_dir_list_page_ms``, ``big_dir_stat_us``).
 
 Memory figures are only meaningful for one namespace per process: the bench drops the loaded
-copy before measuring the checkpoint. It prints a table, then the JSON line.
+copy before measuring the checkpoint. Each timed step also reports its CPU seconds
+(``*_cpu_s``): on the shared machine the wall clock waits for a core as much as it works.
+It prints a table, then the JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import functools
 import gc
 import itertools
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
 
 from bench.common import print_json, print_table
 from conf.logging import setup_logging
@@ -44,7 +54,7 @@ from hadev.namenodes import NameNodeProcessCluster
 from hanamenode import fsimage
 from hanamenode.checkpointer import StandbyCheckpointer
 from hanamenode.loop import NameNodeLoop
-from hanamenode.namespace import Namespace
+from hanamenode.namespace import INodeDirectory, INodeFile, Namespace
 from hanamenode.storage import NameDirectory
 from proto.values import NamespaceInfo
 
@@ -54,6 +64,7 @@ BIG_DIR_FROM = 10_000_000
 """From this many inodes on, the last million is one directory (the issue's shape)."""
 TICK_S = 0.001
 _TICKS = itertools.count()
+T = TypeVar("T")
 NS_INFO = NamespaceInfo(cluster_id="CID-bench", namespace_id=27, ctime=0, layout_version=1)
 
 
@@ -157,6 +168,7 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
         "checkpoint_tailing_held_ms_max": round(_max_gap(busy) * 1000, 1),
         "tailing_gap_ms_max_idle": round(_max_gap(idle) * 1000, 1),
         "checkpoint_s": round(took, 2),
+        "checkpoint_fork_ms": round(result.tailing_held_seconds * 1000, 1),
         "checkpoint_ops_applied_during": float(sum(began <= t <= began + took for t in busy)),
     }
 
@@ -182,7 +194,56 @@ def startup_to_serving(image: Path, workdir: Path) -> float:
         return time.perf_counter() - began
 
 
-def run(workdir: Path, inodes: int, big_children: int, namenode: bool) -> dict[str, Any]:
+def save_layout3(ns: Namespace, name_dir: Path) -> Path:
+    """The baseline: ``ns`` as a layout-3 image, one ``inodes`` row per inode, written as
+    ``fsimage`` wrote it before layout 4 (pre-order rows as dicts, inserts of 20,000)."""
+    rows: list[dict[str, Any]] = []
+    ids: dict[int, int] = {}
+    parent_of: dict[int, int | None] = {id(ns.root): None}
+    for node_id, (_path, node) in enumerate(ns.walk(), 1):
+        is_dir = isinstance(node, INodeDirectory)
+        if isinstance(node, INodeDirectory):
+            ids[id(node)] = node_id
+            for child in node.children:
+                parent_of[id(child)] = node_id
+        rows.append({
+            "id": node_id, "parent_id": parent_of.pop(id(node)), "name": node.name,
+            "is_dir": is_dir, "mtime_ms": node.mtime_ms, "permission": node.permission,
+            "owner": node.owner, "group": node.group,
+            "length": node.length if isinstance(node, INodeFile) else 0,
+            "replication": node.replication if isinstance(node, INodeFile) else 0,
+        })
+    final = name_dir / fsimage.image_name(ns.last_applied_txid)
+    info = fsimage.ImageInfo(ns.last_applied_txid, NS_INFO.namespace_id, NS_INFO.cluster_id,
+                             3, 0, len(rows))
+    engine = sa.create_engine(f"sqlite:///{final}", poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("PRAGMA journal_mode=OFF")
+            fsimage.metadata.create_all(
+                conn, tables=[fsimage.image_info, fsimage.inodes, fsimage.retry_entries]
+            )
+            conn.execute(fsimage.image_info.insert(), dataclasses.asdict(info))
+            for start in range(0, len(rows), 20_000):
+                conn.execute(fsimage.inodes.insert(), rows[start : start + 20_000])
+    finally:
+        engine.dispose()
+    os.fsync(os.open(final, os.O_RDONLY))
+    digest = fsimage._md5_of(final)
+    fsimage.md5_path(final).write_text(f"{digest}  {final.name}\n")
+    return final
+
+
+def timed(fn: Callable[[], T]) -> tuple[T, float, float]:
+    """``fn()`` with the wall and CPU seconds it took."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    return value, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def run(
+    workdir: Path, inodes: int, big_children: int, namenode: bool, baseline: bool
+) -> dict[str, Any]:
     result: dict[str, Any] = {
         "inodes_asked": inodes, "cpus": os.cpu_count() or 0,
         "load_average_1m_before": round(os.getloadavg()[0], 2),
@@ -190,9 +251,7 @@ def run(workdir: Path, inodes: int, big_children: int, namenode: bool) -> dict[s
     gc.collect()
     rss0 = rss_bytes()
     ns = Namespace()
-    began = time.perf_counter()
-    calls = build(ns, inodes, big_children)
-    built = time.perf_counter() - began
+    calls, built, built_cpu = timed(functools.partial(build, ns, inodes, big_children))
     gc.collect()
     count = ns.inode_count
     million = count / 1e6
@@ -201,22 +260,45 @@ def run(workdir: Path, inodes: int, big_children: int, namenode: bool) -> dict[s
         rss_bytes_per_inode=round((rss_bytes() - rss0) / count, 1),
         build_ops_per_s=round(calls / built),
         build_s=round(built, 1),
+        build_cpu_s=round(built_cpu, 1),
     )
     if big_children:
         result.update(big_dir_figures(ns, big_children))
     name_dir = workdir / "images"
     name_dir.mkdir(parents=True, exist_ok=True)
-    began = time.perf_counter()
-    image = fsimage.save_image(ns, name_dir, None, NS_INFO)
-    result["image_save_s_per_million"] = round((time.perf_counter() - began) / million, 2)
+    image, saved, saved_cpu = timed(
+        functools.partial(fsimage.save_image, ns, name_dir, None, NS_INFO)
+    )
+    result["image_save_s_per_million"] = round(saved / million, 2)
+    result["image_save_cpu_s_per_million"] = round(saved_cpu / million, 2)
     result["image_bytes_per_inode"] = round(image.stat().st_size / count, 1)
-    began = time.perf_counter()
-    loaded, _, _ = fsimage.load_image(image)
-    result["image_load_s_per_million"] = round((time.perf_counter() - began) / million, 2)
+    (loaded, _, _), took, took_cpu = timed(functools.partial(fsimage.load_image, image))
+    result["image_load_s_per_million"] = round(took / million, 2)
+    result["image_load_cpu_s_per_million"] = round(took_cpu / million, 2)
     if loaded.inode_count != count:
         raise RuntimeError(f"the image loaded {loaded.inode_count} inodes of {count}")
     del loaded
     gc.collect()
+    if baseline:
+        old_dir = workdir / "layout3"
+        old_dir.mkdir(parents=True, exist_ok=True)
+        old, old_saved, old_saved_cpu = timed(functools.partial(save_layout3, ns, old_dir))
+        loaded_old = timed(functools.partial(fsimage.load_image, old))
+        (old_loaded, _, _), old_took, old_took_cpu = loaded_old
+        if old_loaded.inode_count != count:
+            raise RuntimeError(f"the layout-3 image loaded {old_loaded.inode_count} inodes")
+        del old_loaded
+        gc.collect()
+        result.update(
+            layout3_save_s_per_million=round(old_saved / million, 2),
+            layout3_load_s_per_million=round(old_took / million, 2),
+            layout3_bytes_per_inode=round(old.stat().st_size / count, 1),
+            image_save_speedup_vs_layout3=round(old_saved / saved, 2),
+            image_load_speedup_vs_layout3=round(old_took / took, 2),
+            image_save_cpu_speedup_vs_layout3=round(old_saved_cpu / saved_cpu, 2),
+            image_load_cpu_speedup_vs_layout3=round(old_took_cpu / took_cpu, 2),
+        )
+        shutil.rmtree(old_dir)
     result.update(checkpoint_held(ns, workdir))
     del ns
     gc.collect()
@@ -236,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
     parser.add_argument("--no-namenode", action="store_true",
                         help="skip startup_to_serving_s (no NameNode process)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the layout-3 image baseline")
     args = parser.parse_args(argv)
     big = args.big_dir if args.big_dir is not None else (
         1_000_000 if args.inodes >= BIG_DIR_FROM else 0
@@ -245,14 +329,19 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(level="warning")
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="bench-nsscale-"))
     try:
-        result = run(workdir, args.inodes, big, not args.no_namenode)
+        result = run(workdir, args.inodes, big, not args.no_namenode, not args.no_baseline)
     finally:
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     rows = [[key, result[key]] for key in (
         "inodes", "rss_bytes_per_inode", "build_ops_per_s", "image_save_s_per_million",
-        "image_load_s_per_million", "image_bytes_per_inode", "checkpoint_tailing_held_ms_max",
-        "tailing_gap_ms_max_idle", "checkpoint_s", "startup_to_serving_s",
+        "image_save_cpu_s_per_million", "image_load_s_per_million",
+        "image_load_cpu_s_per_million", "image_bytes_per_inode",
+        "layout3_save_s_per_million", "layout3_load_s_per_million", "layout3_bytes_per_inode",
+        "image_save_speedup_vs_layout3", "image_load_speedup_vs_layout3",
+        "image_save_cpu_speedup_vs_layout3", "image_load_cpu_speedup_vs_layout3",
+        "checkpoint_tailing_held_ms_max",
+        "tailing_gap_ms_max_idle", "checkpoint_fork_ms", "checkpoint_s", "startup_to_serving_s",
         "big_dir_list_page_ms", "big_dir_stat_us", "load_average_1m",
     ) if key in result]
     print_table(f"A namespace of {result['inodes']:,} inodes", ["key", "value"], rows)

@@ -3,7 +3,8 @@ edits they cover (docs/architecture.md §5.4; HDFS ``StandbyCheckpointer``).
 
 Every ``checkpoint_txns`` transactions or ``checkpoint_period`` seconds (whichever first, and
 only when something new was applied) the standby saves its namespace as an image at its last
-applied txid — the namespace lock is held only to collect the rows — keeps the newest
+applied txid — written by a forked child from its copy-on-write view, so that tailing is held
+only for the fork (issue 27) — keeps the newest
 ``checkpoints_retained`` images, uploads the new image to the active (``PutImage``, HDFS's
 image servlet PUT), and asks the active to purge the edits that no NameNode needs:
 
@@ -48,12 +49,13 @@ _CHECK_INTERVAL = 1.0
 @dataclass(frozen=True, slots=True)
 class CheckpointResult:
     """One checkpoint: the image saved, and the purge bound sent to the active (None when
-    nothing could be purged)."""
+    nothing could be purged); how long tailing was held for it (the fork of its writer)."""
 
     txid: int
     image: Path
     uploaded_to: str | None
     purged_before: int | None
+    tailing_held_seconds: float = 0.0
 
 
 def image_chunks(path: Path, chunk_bytes: int = IMAGE_CHUNK_BYTES) -> Iterator[bytes]:
@@ -75,10 +77,11 @@ def checkpoint_info(name_dir: NameDirectory) -> ha.CheckpointInfo | None:
 class StandbyCheckpointer:
     """The checkpointing task of a standby (``standby-checkpointer-<nn>``, on the NameNode's
     loop); each checkpoint runs on the loop's bridge executor, since it is file and network
-    I/O, except the reading of the namespace: that runs on the loop, which alone changes the
-    namespace, in slices (``fsimage.collect_image_in_slices``), so that the standby or observer
-    keeps answering while the tree is read. The tailer holds its ops meanwhile and
-    ``on_thaw`` (on the loop) hands them over once the rows are read.
+    I/O, except the fork: the loop, which alone changes the namespace, forks a child
+    (``fsimage.fork_save_image``) that writes the image from its copy-on-write view of the
+    tree at the last applied txid, while the parent goes on tailing and answering. The
+    bridge thread waits for the child and kills it when the NameNode leaves the standby
+    state. ``on_thaw`` (on the loop, after the fork) hands the tailer any ops it held.
 
     ``namespace`` returns the current namespace (the namesystem may replace it on a reload).
     """
@@ -190,10 +193,9 @@ class StandbyCheckpointer:
             if newest is not None and namespace.last_applied_txid <= newest:
                 return None
             started = time.perf_counter()
-            content = self.nn_loop.run(self._read(namespace))
-            frozen = time.perf_counter() - started
-            image = fsimage.write_image(content, self.name_dir.path, self.ns_info)
-            txid = content.txid
+            save = self.nn_loop.call(self._fork, namespace)
+            image = save.wait(self._stop.is_set)
+            txid = save.txid
             elapsed = time.perf_counter() - started
             fsimage.purge_old_images(self.name_dir.path, self.checkpoints_retained)
             self.last_checkpoint_time = time.monotonic()
@@ -203,22 +205,21 @@ class StandbyCheckpointer:
             self._log.info(
                 "saved checkpoint",
                 txid=txid,
-                inodes=len(content.rows),
+                writer_pid=save.pid,
                 seconds=round(elapsed, 3),
-                tailing_held_seconds=round(frozen, 3),
+                tailing_held_seconds=round(save.fork_seconds, 4),
             )
             uploaded_to = self._upload(image, txid)
             purged = self._purge() if uploaded_to is not None else None
-            result = CheckpointResult(txid, image, uploaded_to, purged)
+            result = CheckpointResult(txid, image, uploaded_to, purged, save.fork_seconds)
             self.last_result = result
             self.last_error = None
             return result
 
-    async def _read(self, namespace: Namespace) -> fsimage.ImageContent:
-        """The namespace's rows, read on the loop in slices; then the tailer's held ops."""
-        stop = self._stop
+    def _fork(self, namespace: Namespace) -> fsimage.ForkedImageSave:
+        """On the loop: fork the child that writes the image; then the tailer's held ops."""
         try:
-            return await fsimage.collect_image_in_slices(namespace, stop.is_set)
+            return fsimage.fork_save_image(namespace, self.name_dir.path, self.ns_info)
         finally:
             self._on_thaw()
 

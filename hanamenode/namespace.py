@@ -105,8 +105,9 @@ _NAME = operator.attrgetter("name")
 
 
 class INode:
-    """Attributes every inode has. Nodes are mutable and compared by identity; compare
-    namespaces with ``snapshot()``.
+    """Attributes every inode has: the base of ``INodeDirectory`` and ``INodeFile``, never
+    made itself. Nodes are mutable and compared by identity; compare namespaces with
+    ``snapshot()``.
 
     Compact by design (issue 27, docs/architecture.md §5.1): ``__slots__`` only, and the
     permission, owner, group and replication live in one interned ``Attrs`` tuple that all
@@ -117,15 +118,6 @@ class INode:
     name: str
     mtime_ms: int
     attrs: Attrs
-
-    def __init__(
-        self, name: str, mtime_ms: int, permission: int, owner: str, group: str,
-        replication: int = 0,
-    ) -> None:
-        self.name = name
-        self.mtime_ms = mtime_ms
-        key = (permission, owner, group, replication)
-        self.attrs = _ATTRS.setdefault(key, key)
 
     @property
     def permission(self) -> int:
@@ -158,20 +150,13 @@ class INodeDirectory(INode):
     children: builtins.list[INode]
 
     def __init__(
-        self,
-        name: str,
-        mtime_ms: int,
-        permission: int,
-        owner: str,
-        group: str,
+        self, name: str, mtime_ms: int, permission: int, owner: str, group: str,
         children: builtins.list[INode] | None = None,
     ) -> None:
-        # Each class sets its slots itself: a super().__init__ call costs as much again, and
-        # a build or replay makes every inode through here.
-        self.name = name
-        self.mtime_ms = mtime_ms
-        key = (permission, owner, group, 0)
-        self.attrs = _ATTRS.setdefault(key, key)
+        # Each class sets every slot itself: an INode.__init__ called through super() made
+        # a node cost twice as long to make, and a build or a replay makes every one here.
+        self.name, self.mtime_ms = name, mtime_ms
+        self.attrs = intern_attrs(permission, owner, group)
         self.children = [] if children is None else sorted(children, key=_NAME)
 
     def child(self, name: str) -> INode | None:
@@ -222,20 +207,11 @@ class INodeFile(INode):
     length: int
 
     def __init__(
-        self,
-        name: str,
-        mtime_ms: int,
-        permission: int,
-        owner: str,
-        group: str,
-        length: int = 0,
-        replication: int = DEFAULT_REPLICATION,
+        self, name: str, mtime_ms: int, permission: int, owner: str, group: str,
+        length: int = 0, replication: int = DEFAULT_REPLICATION,
     ) -> None:
-        self.name = name
-        self.mtime_ms = mtime_ms
-        key = (permission, owner, group, replication)
-        self.attrs = _ATTRS.setdefault(key, key)
-        self.length = length
+        self.name, self.mtime_ms, self.length = name, mtime_ms, length
+        self.attrs = intern_attrs(permission, owner, group, replication)
 
     @property
     def replication(self) -> int:
@@ -341,9 +317,10 @@ class Namespace:
         self.lock = threading.RLock()
         """The namesystem lock: hold it across ``prepare_*`` and ``apply``."""
         self.frozen = False
-        """A standby's checkpoint is reading the tree in slices on the loop
-        (``fsimage.collect_image_in_slices``): ``apply`` refuses until it thaws, and the
-        tailer defers its ops meanwhile."""
+        """Someone reads the tree over several turns of the loop and needs it to stay one
+        txid's tree: ``apply`` refuses until it thaws, and the tailer defers its ops
+        meanwhile. A standby's checkpoint no longer freezes the namespace (issue 27: a
+        forked child writes the image from its own copy, ``fsimage.fork_save_image``)."""
         self.last_applied_txid = 0
         self._clock = clock
         self._dir_count = 1
@@ -359,12 +336,14 @@ class Namespace:
         *,
         retry_cache: RetryCache | None = None,
         clock: Callable[[], int] = _wall_clock_ms,
+        counts: tuple[int, int] | None = None,
     ) -> Namespace:
-        """A namespace over an already-built tree (the fsimage loader); counts its inodes."""
+        """A namespace over an already-built tree (the fsimage loader); counts its inodes
+        unless ``counts`` (directories, files) says how many the builder made."""
         ns = cls(retry_cache=retry_cache, clock=clock)
         ns.root = root
         ns.last_applied_txid = last_applied_txid
-        ns._dir_count, ns._file_count = _count(root)
+        ns._dir_count, ns._file_count = _count(root) if counts is None else counts
         return ns
 
     # -- counters ------------------------------------------------------------------------------

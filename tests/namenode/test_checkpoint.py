@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -245,30 +246,35 @@ def test_a_retry_of_a_call_logged_before_the_image_is_answered_after_a_restart(
             nn2.Mkdirs(namenode_pb2.MkdirsRequest(header=header(), path="/a"), timeout=10)
 
 
+def slow_child_sections(
+    monkeypatch: pytest.MonkeyPatch, started: Path, seconds: float
+) -> None:
+    """Make the checkpoint's child (``fsimage.fork_save_image``) mark ``started`` and wait
+    ``seconds`` before it reads the tree: the parent is not slowed, only its copy."""
+    sections = fsimage._sections
+
+    def slowly(*args: Any) -> Iterator[dict[str, Any]]:
+        started.touch()
+        time.sleep(seconds)
+        yield from sections(*args)
+
+    monkeypatch.setattr(fsimage, "_sections", slowly)
+
+
 def test_a_standby_answers_and_follows_the_active_while_it_checkpoints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The checkpoint reads the standby's tree on its loop in slices: stale reads are
-    answered between the slices, and an edit pushed meanwhile is held and applied once the
-    rows are read. Reading the tree under the lock, in a bridge thread, stopped the loop for
-    the whole read: no read was answered during it."""
+    """The checkpoint is written by a forked child from its copy of the tree (issue 27): while
+    the child writes, the standby answers reads and applies the edits pushed to it, and the
+    image is the tree at the fork. Before, the standby read its tree on its loop with tailing
+    held: an edit pushed meanwhile waited for the whole read."""
     conf = {
         "dfs.ha.tail-edits.in-progress": "true",
         "dfs.ha.tail-edits.push": "true",
         "dfs.ha.log-roll.period": "3600",
     }
-    slow_rows = fsimage._inode_rows
-    window: list[float] = []
-
-    def rows_slowly(namespace: Namespace) -> Iterator[dict[str, object]]:
-        # 3 ms per row, 400 rows: the read lasts over a second, one row per slice.
-        window.append(time.monotonic())
-        for row in slow_rows(namespace):
-            time.sleep(0.003)
-            yield row
-        window.append(time.monotonic())
-
-    with NameNodeCluster(tmp_path, conf=conf) as c:
+    started = tmp_path / "child-started"
+    with NameNodeCluster(tmp_path / "cluster", conf=conf) as c:
         c.transition_to_active("nn1")
         tailer = c.fsn("nn2").tailer
         assert tailer is not None
@@ -277,8 +283,7 @@ def test_a_standby_answers_and_follows_the_active_while_it_checkpoints(
         for i in range(400):
             last = c.mkdir("nn1", f"/d{i}").txid
         c.wait_caught_up("nn2", last)
-        monkeypatch.setattr(fsimage, "_inode_rows", rows_slowly)
-        monkeypatch.setattr(fsimage, "IMAGE_SLICE_ROWS", 1)
+        slow_child_sections(monkeypatch, started, 2.0)
 
         done = threading.Event()
         result: list[CheckpointResult | None] = []
@@ -290,59 +295,51 @@ def test_a_standby_answers_and_follows_the_active_while_it_checkpoints(
                 done.set()
 
         threading.Thread(target=run_checkpoint, name="test-checkpoint").start()
-        wait_for(lambda: bool(window), what="the checkpoint to start reading the tree")
-        during = c.mkdir("nn1", "/during").txid  # pushed to nn2 while its tree is read
+        wait_for(started.exists, what="the checkpoint's child to start")
+        during = c.mkdir("nn1", "/during").txid  # pushed to nn2 while its child writes
         stale = namenode_pb2.GetFileInfoRequest(
             header=namenode_pb2.RpcHeader(allow_stale_read=True), path="/d7"
         )
-        answered: list[float] = []
+        answered = 0
+        applied_while_writing = False
         while not done.is_set():
             c.client("nn2").GetFileInfo(stale, timeout=10)
-            answered.append(time.monotonic())
-        assert done.wait(30) and len(window) == 2
-        began, ended = window
-        inside = [t for t in answered if began < t < ended]
-        print(f"read for {ended - began:.2f} s, {len(inside)} stale reads answered meanwhile")
-        assert len(inside) >= 5
+            answered += 1
+            if c.fsn("nn2").last_applied_txid >= during:
+                applied_while_writing = not done.is_set()
+                break
+        assert applied_while_writing, "the pushed edit waited for the checkpoint to end"
+        assert answered >= 1
+        assert done.wait(30)
         [saved] = result
-        assert saved is not None and saved.txid == last  # the tree as it was at the start
-        c.wait_caught_up("nn2", during, timeout=5)
+        assert saved is not None and saved.txid == last  # the tree as it was at the fork
+        loaded, _, _ = fsimage.load_image(saved.image)
+        assert loaded.exists("/d399") and not loaded.exists("/during")
         assert c.fsn("nn2").namespace.exists("/during")
-        assert not c.fsn("nn2").namespace.frozen
 
 
 def test_a_take_over_cancels_a_checkpoint_that_is_reading_the_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The standby's checkpointer starts on its own (every 100 txns) and is reading the tree
-    when the operator fails over to it: the read stops at the next slice, the namespace
-    thaws, and nn2 becomes active with every edit; no image is left half written."""
+    """The standby's checkpointer starts on its own (every 100 txns) and its child is writing
+    the image when the operator fails over to it: the child is killed, its temp file
+    removed, and nn2 becomes active with every edit; no image is left half written."""
     conf = {
         "dfs.namenode.checkpoint.txns": "100",
         "dfs.ha.tail-edits.in-progress": "true",
         "dfs.ha.log-roll.period": "3600",
     }
-    slow_rows = fsimage._inode_rows
-    reading = threading.Event()
-
-    def rows_slowly(namespace: Namespace) -> Iterator[dict[str, object]]:
-        for row in slow_rows(namespace):
-            reading.set()
-            time.sleep(0.02)  # 150 rows: 3 s
-            yield row
-
-    with NameNodeCluster(tmp_path, conf=conf) as c:
+    started = tmp_path / "child-started"
+    with NameNodeCluster(tmp_path / "cluster", conf=conf) as c:
         c.transition_to_active("nn1")
-        monkeypatch.setattr(fsimage, "_inode_rows", rows_slowly)
-        monkeypatch.setattr(fsimage, "IMAGE_SLICE_ROWS", 1)
+        slow_child_sections(monkeypatch, started, 60.0)
         end = 0
         for i in range(150):
             end = c.mkdir("nn1", f"/d{i}").txid
-        assert reading.wait(15), "the checkpointer did not start"
+        wait_for(started.exists, timeout=15, what="the checkpointer's child to start")
         c.transition_to_standby("nn1")
         c.transition_to_active("nn2")
         fsn = c.fsn("nn2")
-        assert not fsn.namespace.frozen
         assert fsn.last_applied_txid >= end and fsn.namespace.exists("/d149")
         assert c.mkdir("nn2", "/after").txid > end
         assert fsn.name_dir.newest_image_txid() in (None, 0)

@@ -7,12 +7,16 @@ failure prints ``seed=N``.
 
 from __future__ import annotations
 
-import asyncio
+import array
+import json
 import os
 import random
+import shutil
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,10 +126,9 @@ def test_image_plus_later_edits_equals_the_live_namespace(tmp_path: Path, seed: 
     assert all(cache.lookup(*key) is not None for key in expected)
 
 
-@pytest.mark.parametrize("layout", [2, 3])
-def test_the_image_keeps_which_call_made_each_retry_entry(tmp_path: Path, layout: int) -> None:
-    """Layout 3 keeps each entry's call, so a call id reused for another call is refused after
-    a restart as before it; a layout-2 image (no ``op`` column) still loads and answers."""
+def test_the_image_keeps_which_call_made_each_retry_entry(tmp_path: Path) -> None:
+    """Since layout 3 the image keeps each entry's call, so a call id reused for another call
+    is refused after a restart as before it (layout 2: test_old_layout_images_load)."""
     cache = RetryCache()
     ns = Namespace(retry_cache=cache)
     for txid, prepare in enumerate(
@@ -140,25 +143,14 @@ def test_the_image_keeps_which_call_made_each_retry_entry(tmp_path: Path, layout
         op.txid = txid
         ns.apply(op)
     path = save_image(ns, tmp_path, ns.last_applied_txid, NS_INFO)
-    if layout == 2:
-        _edit_database(
-            path,
-            "ALTER TABLE retry_cache DROP COLUMN op",
-            "UPDATE image_info SET layout_version = 2",
-        )
     loaded_cache = RetryCache()
     _, _, info = load_image(path, retry_cache=loaded_cache)
-    assert info.layout_version == layout
+    assert info.layout_version == IMAGE_LAYOUT_VERSION
     entry = loaded_cache.lookup(b"c1", 2, "create")
     assert entry is not None and entry.txid == 2
-    if layout == 3:
-        assert entry.op == "create"
-        with pytest.raises(RetryCallMismatchError, match=r"call id 1 .* was a mkdir"):
-            loaded_cache.lookup(b"c1", 1, "delete")
-    else:
-        assert entry.op == ""
-        mkdir_entry = loaded_cache.lookup(b"c1", 1, "delete")
-        assert mkdir_entry is not None and mkdir_entry.answer() is True
+    assert entry.op == "create"
+    with pytest.raises(RetryCallMismatchError, match=r"call id 1 .* was a mkdir"):
+        loaded_cache.lookup(b"c1", 1, "delete")
 
 
 def test_a_multis_retry_entry_survives_the_image(tmp_path: Path) -> None:
@@ -306,6 +298,165 @@ def _edit_database(path: Path, *statements: str) -> None:
     rewrite_md5(path)
 
 
+def assert_refused(path: Path, message: str) -> None:
+    """Loading ``path`` is a plain FSImageError naming the file and saying ``message``."""
+    with pytest.raises(FSImageError) as info:
+        load_image(path)
+    assert type(info.value) is FSImageError
+    assert str(path) in str(info.value) and message in str(info.value)
+
+
+def _small_namespace() -> Namespace:
+    ns = Namespace()
+    ns.mkdir("/a", mtime_ms=1)  # inode 1 in pre-order (the root is 0)
+    ns.mkdir("/a/d", mtime_ms=1)  # 2
+    ns.create("/a/d/f", mtime_ms=1)  # 3
+    ns.create("/b", mtime_ms=1)  # 4
+    return ns
+
+
+def _edit_section(path: Path, **columns: bytes) -> None:
+    """Replace columns of the image's first section (``_section_columns`` gives them)."""
+    conn = sqlite3.connect(path)
+    with conn:
+        for column, value in columns.items():
+            conn.execute(f"UPDATE inode_sections SET {column} = ? WHERE seq = 0", (value,))
+    conn.close()
+    rewrite_md5(path)
+
+
+def _section_columns(path: Path) -> dict[str, Any]:
+    conn = sqlite3.connect(path)
+    kinds, names, mtimes, attrs, sizes = conn.execute(
+        "SELECT kinds, names, mtimes, attrs, sizes FROM inode_sections WHERE seq = 0"
+    ).fetchone()
+    conn.close()
+    return {
+        "kinds": bytearray(kinds),
+        "names": bytes(names).decode().split("\0"),
+        "mtimes": array.array("q", mtimes),
+        "attrs": array.array("I", attrs),
+        "sizes": array.array("q", sizes),
+    }
+
+
+def _names(names: list[str]) -> bytes:
+    return "\0".join(names).encode()
+
+
+def _with(values: list[str], index: int, value: str) -> list[str]:
+    return [*values[:index], value, *values[index + 1 :]]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: {"names": _names(_with(c["names"], 2, "x/y"))}, "inode 2 has a name with a '/'"),
+        (lambda c: {"names": _names(_with(c["names"], 2, ""))}, "inode 2 has an invalid name ''"),
+        (lambda c: {"names": _names(_with(c["names"], 2, ".."))}, "invalid name '..'"),
+        (lambda c: {"names": _names(_with(c["names"], 4, "a"))},
+         "inode 4 repeats or misorders the name 'a'"),
+        (lambda c: {"names": _names(_with(c["names"], 0, "r"))},
+         "inode 0 is the root but not an unnamed directory"),
+        (lambda c: {"kinds": b"\x00" + bytes(c["kinds"][1:])},
+         "inode 0 is the root but not an unnamed directory"),
+        (lambda c: {"sizes": array.array("q", [1, *c["sizes"][1:]]).tobytes()},
+         "inode 4 is beyond the tree"),
+        (lambda c: {"sizes": array.array("q", [3, *c["sizes"][1:]]).tobytes()},
+         "directories count more children than it holds"),
+        (lambda c: {"attrs": array.array("I", [9, *c["attrs"][1:]]).tobytes()},
+         "names an attribute id above"),
+        (lambda c: {"mtimes": c["mtimes"][:-1].tobytes()}, "columns of different lengths"),
+    ],
+)
+def test_an_invalid_tree_with_a_valid_md5_is_refused(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], dict[str, bytes]], message: str
+) -> None:
+    path = save_image(_small_namespace(), tmp_path, 4, NS_INFO)
+    _edit_section(path, **edit(_section_columns(path)))
+    assert_refused(path, message)
+
+
+@pytest.mark.parametrize(
+    ("statements", "message"),
+    [
+        (["DELETE FROM inode_sections"], "no root directory"),
+        (["UPDATE image_info SET inode_count = 6"], "5 inodes, image_info says 6"),
+        (["UPDATE image_info SET layout_version = 99"], "has layout version 99"),
+        (["DELETE FROM image_info"], "has 0 image_info rows, expected 1"),
+        (["UPDATE image_info SET txid = 8"], "holds txid 8, not the one in its name"),
+        (["UPDATE inode_attrs SET id = 5 WHERE id = 1"], "inode_attrs ids skip 1"),
+        (["DROP TABLE inode_sections"], "no such table: inode_sections"),
+    ],
+)
+def test_an_invalid_database_with_a_valid_md5_is_refused(
+    tmp_path: Path, statements: list[str], message: str
+) -> None:
+    path = save_image(_small_namespace(), tmp_path, 4, NS_INFO)
+    _edit_database(path, *statements)
+    assert_refused(path, message)
+
+
+def test_a_namespace_in_many_sections_round_trips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sections end anywhere in the tree: the loader carries the open directories over."""
+    monkeypatch.setattr(fsimage, "SECTION_INODES", 7)
+    ns, _ = workload_namespace(6)
+    for i in range(30):
+        ns.create(f"/wide/f{i:02d}" if i else "/wide-file", length=i)
+        if i == 0:
+            ns.mkdir("/wide")
+    path = save_image(ns, tmp_path, ns.last_applied_txid, NS_INFO)
+    conn = sqlite3.connect(path)
+    [(sections,)] = conn.execute("SELECT count(*) FROM inode_sections").fetchall()
+    conn.close()
+    assert sections == -(-ns.inode_count // 7) > 5
+    loaded, _, _ = load_image(path)
+    assert loaded.digest() == ns.digest()
+
+
+# -- old layouts -------------------------------------------------------------------------------
+
+LAYOUT3_FIXTURE = Path(__file__).parent / "fixtures" / "fsimage_layout3"
+
+
+def _layout3_copy(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """The layout-3 image made by the code before layout 4 (see its expected.json)."""
+    expected = json.loads((LAYOUT3_FIXTURE / "expected.json").read_text())
+    name = image_name(expected["txid"])
+    for suffix in ("", ".md5"):
+        shutil.copy(LAYOUT3_FIXTURE / (name + suffix), tmp_path / (name + suffix))
+    return tmp_path / name, expected
+
+
+@pytest.mark.parametrize("layout", [2, 3])
+def test_old_layout_images_load(tmp_path: Path, layout: int) -> None:
+    """A layout-3 image written by the old code loads to the same namespace, with its retry
+    entries; made into a layout-2 image (no ``op`` column) its entries load without a call
+    name and are answered as before."""
+    path, expected = _layout3_copy(tmp_path)
+    if layout == 2:
+        _edit_database(
+            path,
+            "ALTER TABLE retry_cache DROP COLUMN op",
+            "UPDATE image_info SET layout_version = 2",
+        )
+    cache = RetryCache()
+    loaded, txid, info = load_image(path, retry_cache=cache)
+    assert (info.layout_version, txid, info.inode_count) == (
+        layout, expected["txid"], expected["inode_count"]
+    )
+    assert loaded.digest() == expected["digest"]
+    assert len(cache) == expected["retry_entries"]
+    entry = cache.lookup(b"fixture-client", 9, "create")
+    assert entry is not None and entry.op == ("create" if layout == 3 else "")
+    # Saved again, it is a layout-4 image of the same namespace.
+    (tmp_path / "new").mkdir()
+    again, _, info = load_image(save_image(loaded, tmp_path / "new", None, NS_INFO))
+    assert info.layout_version == IMAGE_LAYOUT_VERSION and again.digest() == expected["digest"]
+
+
 @pytest.mark.parametrize(
     ("statements", "message"),
     [
@@ -314,31 +465,22 @@ def _edit_database(path: Path, *statements: str) -> None:
         (["UPDATE inodes SET parent_id = 3 WHERE id = 3"], "inode 3 has parent 3"),
         (["UPDATE inodes SET name = 'x/y' WHERE id = 2"], "inode 2 has an invalid name 'x/y'"),
         (["UPDATE inodes SET name = '' WHERE id = 2"], "inode 2 has an invalid name ''"),
-        (["UPDATE inodes SET name = 'b' WHERE id = 2"], "inode 5 repeats the name 'b'"),
+        (["UPDATE inodes SET name = 'b' WHERE id = 9"], "inode 9 repeats the name 'b'"),
         (["DELETE FROM inodes WHERE id = 1"], "inode 2 has parent 1"),
         (["DELETE FROM inodes"], "no root directory"),
-        (["DELETE FROM inodes WHERE id = 4"], "4 inodes, image_info says 5"),
-        (["UPDATE image_info SET layout_version = 99"], "has layout version 99"),
-        (["DELETE FROM image_info"], "has 0 image_info rows, expected 1"),
-        (["UPDATE image_info SET txid = 8"], "holds txid 8, not the one in its name"),
         (["DROP TABLE inodes"], "no such table: inodes"),
     ],
 )
-def test_an_invalid_database_with_a_valid_md5_is_refused(
+def test_an_invalid_old_layout_image_is_refused(
     tmp_path: Path, statements: list[str], message: str
 ) -> None:
-    ns = Namespace()
-    ns.mkdir("/a", mtime_ms=1)  # id 2
-    ns.mkdir("/a/d", mtime_ms=1)  # id 3
-    ns.create("/a/d/f", mtime_ms=1)  # id 4
-    ns.create("/b", mtime_ms=1)  # id 5
-    path = save_image(ns, tmp_path, ns.last_applied_txid, NS_INFO)
+    path, _ = _layout3_copy(tmp_path)
+    conn = sqlite3.connect(path)
+    siblings = conn.execute("SELECT parent_id, name FROM inodes WHERE id IN (8, 9)").fetchall()
+    conn.close()
+    assert siblings == [(2, "b"), (2, "c")], "the fixture's inodes 8 and 9 are /a/b and /a/c"
     _edit_database(path, *statements)
-    with pytest.raises(FSImageError) as info:
-        load_image(path)
-    assert type(info.value) is FSImageError
-    assert str(path) in str(info.value)
-    assert message in str(info.value)
+    assert_refused(path, message)
 
 
 # -- listing and retention ---------------------------------------------------------------------
@@ -398,70 +540,70 @@ def test_purge_must_keep_one(tmp_path: Path) -> None:
         purge_old_images(tmp_path, keep=0)
 
 
-# -- a standby's checkpoint reads the namespace in slices ----------------------------------------
+# -- a checkpoint written by a forked child -----------------------------------------------------
 
 
-def test_the_sliced_read_is_the_locked_read_and_the_loop_turns_between_slices(
-    tmp_path: Path,
+def test_a_forked_save_writes_the_namespace_as_it_was_at_the_fork(tmp_path: Path) -> None:
+    """The parent goes on changing its namespace while the child writes: the image holds the
+    tree at the fork, at that txid, and the parent's later changes are not in it."""
+    cache = RetryCache()
+    ns = Namespace(retry_cache=cache)
+    work = Workload(random.Random(5))
+    run_workload(ns, work, 400)
+    at_fork, txid = ns.digest(), ns.last_applied_txid
+    save = fsimage.fork_save_image(ns, tmp_path, NS_INFO, now_ms=123)
+    assert save.txid == txid and save.pid != os.getpid() and save.fork_seconds >= 0
+    for i in range(200):
+        ns.mkdir(f"/after-fork/d{i}", parents=True)
+    path = save.wait(lambda: False)
+    assert path == tmp_path / image_name(txid)
+    assert not list(tmp_path.glob("*.tmp"))
+    loaded_cache = RetryCache()
+    loaded, loaded_txid, info = load_image(path, retry_cache=loaded_cache)
+    assert (loaded_txid, info.created_ms) == (txid, 123)
+    assert loaded.digest() == at_fork != ns.digest()
+    assert len(loaded_cache) == len(cache.logged_entries(txid)) > 0
+    with pytest.raises(FSImageError, match="already waited for"):
+        save.wait(lambda: False)
+
+
+def test_a_cancelled_forked_save_kills_its_child_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ns, _ = workload_namespace(5)
-    for i in range(40):
-        ns.mkdir(f"/wide/d{i}", parents=True)
-        for j in range(50):
-            ns.create(f"/wide/d{i}/f{j}", length=j)
-    inodes = len(fsimage.collect_image(ns).rows)
-    turns: list[bool] = []  # the namespace's freeze, seen by another task of the loop
+    slow = fsimage._sections
 
-    async def other_work(done: asyncio.Event) -> None:
-        while not done.is_set():
-            turns.append(ns.frozen)
-            await asyncio.sleep(0)
+    def sections_slowly(*args: Any) -> Iterator[dict[str, Any]]:
+        time.sleep(30)  # in the child only: it is killed long before
+        yield from slow(*args)
 
-    async def checkpoint() -> fsimage.ImageContent:
-        done = asyncio.Event()
-        task = asyncio.create_task(other_work(done))
-        try:
-            return await fsimage.collect_image_in_slices(ns, lambda: False, slice_rows=50)
-        finally:
-            done.set()
-            await task
-
-    content = asyncio.run(checkpoint())
-    assert content.rows == fsimage.collect_image(ns).rows and content.txid == ns.last_applied_txid
-    # The other task ran between the slices, while the tree was held still for the read.
-    assert turns.count(True) >= inodes // 50 - 1 > 10
-    assert not ns.frozen
-    path = fsimage.write_image(content, tmp_path, NS_INFO, now_ms=123)
-    loaded, txid, _ = load_image(path)
-    assert txid == ns.last_applied_txid and loaded.snapshot() == ns.snapshot()
-
-
-def test_the_frozen_namespace_refuses_ops_and_a_cancelled_read_thaws_it() -> None:
+    monkeypatch.setattr(fsimage, "_sections", sections_slowly)
     ns = Namespace()
-    for i in range(300):
-        ns.mkdir(f"/d{i}")
-    stop = False
+    ns.mkdir("/a")
+    save = fsimage.fork_save_image(ns, tmp_path, NS_INFO)
+    began = time.monotonic()
+    asks: list[float] = []
 
-    async def read() -> None:
-        await fsimage.collect_image_in_slices(ns, lambda: stop, slice_rows=20)
+    def should_stop() -> bool:
+        asks.append(time.monotonic())
+        return len(asks) >= 3
 
-    async def meanwhile() -> None:
-        nonlocal stop
-        await asyncio.sleep(0)
-        assert ns.frozen
-        with pytest.raises(EditLogReplayError, match="a checkpoint is reading the namespace"):
-            ns.mkdir("/late")
-        assert not ns.exists("/late")
-        with pytest.raises(FSImageError, match="another checkpoint"):
-            await fsimage.collect_image_in_slices(ns, lambda: False)
-        stop = True  # the NameNode leaves the standby state
+    with pytest.raises(CheckpointCancelledError, match=f"child \\(pid {save.pid}\\)"):
+        save.wait(should_stop, poll=0.05)
+    assert time.monotonic() - began < 10
+    with pytest.raises(ChildProcessError):
+        os.waitpid(save.pid, os.WNOHANG)  # killed and reaped already
+    assert list(tmp_path.iterdir()) == []
 
-    async def both() -> None:
-        reading = asyncio.create_task(read())
-        await meanwhile()
-        with pytest.raises(CheckpointCancelledError, match="cancelled after 20 rows"):
-            await reading
 
-    asyncio.run(both())
-    assert not ns.frozen
-    assert ns.mkdir("/late") and ns.exists("/late")
+def test_a_child_that_fails_is_an_image_error_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any) -> Iterator[dict[str, Any]]:
+        raise OSError(28, "No space left on device")
+        yield {}
+
+    monkeypatch.setattr(fsimage, "_sections", broken)
+    save = fsimage.fork_save_image(Namespace(), tmp_path, NS_INFO)
+    with pytest.raises(FSImageError, match=r"exited with 1: OSError: \[Errno 28\] No space left"):
+        save.wait(lambda: False)
+    assert list(tmp_path.iterdir()) == []
