@@ -193,10 +193,27 @@ def parse_zk_quorum(text: str) -> str:
     return normalized + parse_znode("/" + chroot) if chroot else normalized
 
 
+def _indirect(text: str) -> str:
+    """``text``, or the content of the file it names as ``@/absolute/path`` (Hadoop's
+    ``ZKUtil.resolveConfIndirection``): a secret kept out of the configuration file, in a
+    file only the daemons' user reads."""
+    value = text.strip()
+    if not value.startswith("@"):
+        return value
+    path = value[1:].strip()
+    if not path.startswith("/"):
+        raise ValueError(f"expected @/absolute/path of a file holding the value, got {value!r}")
+    try:
+        return Path(path).read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path} ({type(exc).__name__}: {exc})") from None
+
+
 def parse_zk_auth(text: str) -> tuple[tuple[str, str], ...]:
-    """``digest:user:password,...`` as kazoo ``auth_data``: ``(("digest", "user:password"),)``."""
+    """``digest:user:password,...`` as kazoo ``auth_data``: ``(("digest", "user:password"),)``;
+    ``@/path`` reads the value from that file."""
     auth = []
-    for item in (i.strip() for i in text.split(",") if i.strip()):
+    for item in (i.strip() for i in _indirect(text).split(",") if i.strip()):
         scheme, sep, credential = item.partition(":")
         if not sep or not scheme or not credential:
             raise ValueError("expected scheme:credential, e.g. digest:user:password")
@@ -205,8 +222,9 @@ def parse_zk_auth(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def parse_zk_acl(text: str) -> str:
-    """``scheme:id:perms,...`` (perms from ``rwcda``), e.g. ``world:anyone:rwcda``."""
-    items = [i.strip() for i in text.split(",") if i.strip()]
+    """``scheme:id:perms,...`` (perms from ``rwcda``), e.g. ``world:anyone:rwcda`` or
+    ``digest:user:base64-sha1:rwcda``; ``@/path`` reads the value from that file."""
+    items = [i.strip() for i in _indirect(text).split(",") if i.strip()]
     if not items:
         raise ValueError("expected at least one scheme:id:perms entry")
     for item in items:

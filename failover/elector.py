@@ -500,6 +500,9 @@ class ActiveStandbyElector:
         if not self._zk.working_znode_exists(self.paths.working):
             self._thread.pause(self.failure_backoff)
             return
+        if not self._zk.znodes_protected(self.paths):  # ha.zookeeper.acl, issue 25 item 6
+            self._thread.pause(self.failure_backoff)
+            return
         self._check_rejoin()
         lock = self._lock.contender()
         if not self._board.queue(lock, self._why_out):

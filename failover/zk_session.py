@@ -8,6 +8,7 @@ that follows its state and counts the sessions lost, and neutral mode's clock
     session.connected, session.state, session.sessions_lost
     session.wait(session.client.exists_async(path), "reading the lock")
     session.working_znode_exists(paths.working)   # False, logged, until `hactl format-zk`
+    session.znodes_protected(paths)       # the HA znodes carry ha.zookeeper.acl (applied)
     session.close(10.0)                   # ends the session: its ephemeral znodes go
 """
 
@@ -16,13 +17,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
 from kazoo.protocol.states import KazooState
 
 from conf import Settings
 from failover.neutral import NeutralClock
 from hanamenode.ha import HAState
-from zk.client import SessionWatcher, client_from_settings, close_client
+from zk.client import (
+    SessionWatcher,
+    client_from_settings,
+    close_client,
+    describe_acls,
+    stored_acls,
+)
+from zk.paths import ElectorPaths
 
 __all__ = ["ElectorSession"]
 
@@ -45,6 +53,8 @@ class ElectorSession:
         on_change: Callable[[KazooState], None],
     ) -> None:
         self.client = client_from_settings(settings)
+        self._auth = settings.zk.auth
+        self._protected_session: int | None = None
         self.op_timeout = max(5.0, settings.zk.session_timeout)
         """How long a request made outside the lock is waited for."""
         self.neutral = NeutralClock(log)
@@ -97,6 +107,47 @@ class ElectorSession:
                 missing=path,
             )
             return False
+        return True
+
+    def znodes_protected(self, paths: ElectorPaths) -> bool:
+        """Whether the HA znodes (the working znode, the lock, ``members`` and the
+        breadcrumb) carry the configured ACL (``ha.zookeeper.acl``, docs/operations.md §9.3),
+        once per session. A znode with another ACL, from a tree made before the ACL was
+        configured, gets this one (``setACL``: the tree is brought under it in place, logged
+        with both ACLs). False, logged as an error naming the znode, when ZooKeeper refuses
+        this session's credentials there or does not answer: the elector then stays out."""
+        session = self.client.client_id
+        if session is not None and session[0] == self._protected_session:
+            return True
+        wanted = list(self.client.default_acl)
+        expected = stored_acls(wanted, self._auth)
+        if expected is None:  # credentials other than digest: what ZooKeeper stores is its own
+            return True
+        for path in (paths.working, paths.lock, paths.members, paths.breadcrumb):
+            try:
+                found, _ = self.wait(self.client.get_acls_async(path), f"reading the ACL of {path}")
+                if sorted(found) == expected:
+                    continue
+                self.wait(self.client.set_acls_async(path, wanted), f"setting the ACL of {path}")
+            except NoNodeError:
+                continue  # made with the configured ACL when it is made
+            except NoAuthError:
+                self._log.error(
+                    "ZooKeeper refuses this NameNode's credentials on an HA znode: "
+                    "ha.zookeeper.auth must match the ACL it carries (or, with every NameNode "
+                    "stopped, `hactl format-zk --force` makes the tree again)",
+                    znode=path,
+                    configured_acl=describe_acls(wanted),
+                )
+                return False
+            except (KazooException, TimeoutError) as exc:
+                self._log.warning("cannot check the ACL of an HA znode", znode=path,
+                                  error=f"{type(exc).__name__} {exc}")
+                return False
+            self._log.warning("applied the configured ACL to an HA znode that carried another",
+                              znode=path, before=describe_acls(found),
+                              after=describe_acls(expected))
+        self._protected_session = session[0] if session is not None else None
         return True
 
     def join_timeout(self, timeout: float) -> float:

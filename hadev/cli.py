@@ -262,7 +262,7 @@ def _print_started(dev: DevCluster) -> None:
         f"logs          {dev.log_dir}/<name>.log",
         f"pids          {dev.run_dir}/<name>.pid",
         f"transport     mutual TLS, CA and per-role certificates in {dev.tls_dir} "
-        "(hafs and hactl use the admin one)"
+        f"(hafs presents the client one, hactl --conf {dev.admin_conf_path.name} the admin one)"
         if dev.tls
         else "transport     PLAINTEXT (--insecure): anybody who reaches a port may call any RPC",
         "",
@@ -274,8 +274,8 @@ def _print_started(dev: DevCluster) -> None:
         f"  export HANAMENODE_CONF={dev.conf_path}",
         f"  {hafs} mkdir -p /user/{getpass.getuser()}",
         f"  {hafs} ls -R /",
-        f"  {hactl} get-all-service-state",
-        f"  {hactl} failover {active} {other}",
+        f"  {hactl} --conf {dev.admin_conf_path} get-all-service-state   # as the operator",
+        f"  {hactl} --conf {dev.admin_conf_path} failover {active} {other}",
         f"  kill -9 $(cat {dev.pid_file(other)})   # {other}, active since the failover, "
         f"dies; {active} takes over",
         f"  {_command_hint('hadev')} start {other} --dir {dev.base_dir}   # {other} comes back"

@@ -7,6 +7,7 @@ these pieces, and tests run the project's command lines with ``run_command``.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import signal
@@ -30,6 +31,7 @@ __all__ = [
     "DaemonProcess",
     "DaemonStartError",
     "child_environment",
+    "failure_log_tails",
     "free_ports",
     "run_command",
     "start_error_from_log",
@@ -125,6 +127,35 @@ def child_environment(conf_env: Path | None = None) -> dict[str, str]:
     return env
 
 
+_SPAWNED: collections.deque[DaemonProcess] = collections.deque(maxlen=64)
+"""The daemons this process started last, newest last (``failure_log_tails``): held here, so
+that a test's daemon is still known once the test's own references are gone."""
+TAIL_LINES = 40
+
+
+def failure_log_tails(since: float, lines: int = TAIL_LINES) -> str:
+    """The last ``lines`` lines of the log of every daemon started by this process whose log
+    changed at or after ``time.time()`` ``since`` (one that did nothing meanwhile is left
+    out), each under a heading naming the daemon, its state and the file; "" when none.
+    What a failing test prints (``tests/daemon_logs.py``): the daemons' side of the failure,
+    also where only the test's output is kept."""
+    parts = []
+    for daemon in sorted(list(_SPAWNED), key=lambda d: (d.kind, d.name)):
+        try:
+            if daemon.log_path.stat().st_mtime < since:
+                continue
+        except FileNotFoundError:
+            continue
+        state = f"pid {daemon.pid}, running" if daemon.running else (
+            f"exited with {daemon.returncode}"
+        )
+        parts.append(
+            f"--- {daemon.kind} {daemon.name} ({state}), last {lines} lines of "
+            f"{daemon.log_path} ---\n{daemon.log_tail(lines)}"
+        )
+    return "\n".join(parts)
+
+
 class DaemonProcess:
     """A daemon of ours in a child process: its pid, state, log, signals and a stop that
     always ends it. A context manager; ``JournalNodeProcess`` and
@@ -138,6 +169,9 @@ class DaemonProcess:
         self.workdir = Path(workdir)
         self.host = host
         self.proc: subprocess.Popen[bytes] | None = None
+        self.popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen
+        """How ``spawn`` starts the process; a harness may hand the start to an interpreter
+        that imported the daemon's modules ahead (``tests/powerloss/warm.py``)."""
         self.starts = 0
         self._stop_requested = False
 
@@ -171,6 +205,26 @@ class DaemonProcess:
             return self.log_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+
+    def log_tail(self, lines: int = TAIL_LINES) -> str:
+        """The last ``lines`` lines of its log (read from the end: a log can be large)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 200 * lines))
+                data = f.read()
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+
+    def starting(self) -> None:
+        """What every start does before it spawns: count it, forget an earlier stop
+        request, and be listed for ``failure_log_tails``."""
+        self.starts += 1
+        self._stop_requested = False
+        if self in _SPAWNED:
+            _SPAWNED.remove(self)
+        _SPAWNED.append(self)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` if it runs. SIGKILL (the default) is a crash: nothing flushed or closed

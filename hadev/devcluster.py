@@ -2,7 +2,10 @@
 ZooKeeper, JournalNodes and NameNodes with automatic failover (the elector inside each
 ``hanamenode run``), all real processes on free loopback ports, laid out in one directory::
 
-    D/conf/ha-site.xml     the one configuration every daemon, hafs and hactl read
+    D/conf/ha-site.xml     the configuration every daemon and hafs read (client certificate)
+    D/conf/admin-site.xml  the same for hactl and hanamenode format (admin certificate)
+    D/conf/tls/            the CA and a certificate per daemon, client and admin (hadev.pki)
+    D/conf/zk-auth         the ZooKeeper digest secret (ha.zookeeper.auth = @D/conf/zk-auth)
     D/conf/hadev.json      the shape it was made with (how many JournalNodes, NameNodes)
     D/conf/ports.json      each loopback daemon's ports, taken again by the next start on D
     D/run/<name>.pid       zk.pid, jn1.pid, ..., nn1.pid, ... while they run
@@ -29,6 +32,8 @@ the session timeout (a tenth of it, at most 100 ms).
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -41,14 +46,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 
+from kazoo.security import make_digest_acl_credential
+
 from conf import Settings, load_settings
-from conf.guard import Role
+from conf.keys import parse_zk_auth
 from conf.rpc_failures import failure_cause
 from conf.xmlconf import ConfigValue
 from hadev.daemon import LOOPBACK, DaemonHost, free_ports
 from hadev.journalnodes import JournalNodeProcess
 from hadev.namenodes import NameNodeProcess, NameNodeProcessCluster, run_command
-from hadev.pki import make_pki
 from hadev.zookeeper import MAIN_CLASS, ZooKeeperServer
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.errors import NamenodeError
@@ -79,6 +85,8 @@ ZOOKEEPER_PORT = 2181
 START_TIMEOUT = 60.0
 ACTIVE_TIMEOUT = 30.0
 NAMESERVICE = "ns1"
+ZK_USER = "hadev"
+"""The digest user of the dev cluster's ZooKeeper clients (``conf/zk-auth``)."""
 JOURNAL_ID = "ns1"
 
 
@@ -240,8 +248,11 @@ class DevCluster:
             journal_id=JOURNAL_ID,
             log_format=log_format,
             conf_path=self.conf_path,
+            admin_conf_path=self.admin_conf_path,
             log_dir=self.log_dir,
             hosts=hosts,
+            tls=tls,
+            tls_dir=self.tls_dir,
         )
         self.started = False
         self.stopped_by_request: set[str] = set()
@@ -256,6 +267,11 @@ class DevCluster:
     @property
     def conf_path(self) -> Path:
         return self.base_dir / "conf" / "ha-site.xml"
+
+    @property
+    def admin_conf_path(self) -> Path:
+        """The operator's file (``hactl``): the admin certificate instead of the client one."""
+        return self.base_dir / "conf" / "admin-site.xml"
 
     @property
     def shape_path(self) -> Path:
@@ -397,37 +413,40 @@ class DevCluster:
                 proc.http_address = f"{LOOPBACK.address}:{ports[1]}"
 
     def _node_conf(self) -> dict[str, ConfigValue]:
+        # The transport (mutual TLS with a certificate per daemon, client and admin, or
+        # plaintext asked for) is the launcher's (NameNodeProcessCluster.transport_conf).
         return {
             **dev_conf(self.zookeeper.connect_string, self.session_timeout, self.quorum_timeout),
-            **self.transport_conf(),
+            **self.zk_acl_conf(),
             **self.extra_conf,
+        }
+
+    @property
+    def zk_auth_path(self) -> Path:
+        return self.base_dir / "conf" / "zk-auth"
+
+    def zk_acl_conf(self) -> dict[str, ConfigValue]:
+        """Digest authentication of every ZooKeeper client of the cluster and the ACL of the
+        HA znodes (``ha.zookeeper.auth``, ``ha.zookeeper.acl``; docs/operations.md §9.3): a
+        secret made on first use in ``conf/zk-auth`` (mode 0600, read through ``@``
+        indirection, so the XML files hold no password), the ACL granting every permission
+        to its digest identity alone."""
+        path = self.zk_auth_path
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(f"digest:{ZK_USER}:{secrets.token_urlsafe(24)}\n")
+        ((_, credential),) = parse_zk_auth(f"@{path}")
+        user, _, password = credential.partition(":")
+        return {
+            "ha.zookeeper.auth": f"@{path}",
+            "ha.zookeeper.acl": f"digest:{make_digest_acl_credential(user, password)}:rwcda",
         }
 
     @property
     def tls_dir(self) -> Path:
         return self.base_dir / "conf" / "tls"
-
-    def transport_conf(self) -> dict[str, ConfigValue]:
-        """Mutual TLS with a certificate per daemon carrying its role (``hadev.pki``: made
-        on first use, kept after), the generic one an operator's (admin and client roles),
-        for hafs, hactl and ``hanamenode format``; or plaintext, asked for, without TLS."""
-        if not self.tls:
-            return {"hanamenode.rpc.tls.enabled": False}
-        daemons: dict[str, set[Role]] = {"admin": {Role.ADMIN, Role.CLIENT}}
-        daemons.update({jn.jn_id: {Role.JOURNALNODE} for jn in self.nodes.journal})
-        daemons.update({nn: {Role.NAMENODE} for nn in self.nodes.ids})
-        pki = make_pki(self.tls_dir, daemons, [h.address for h in self.hosts.values()])
-        prefix = "hanamenode.rpc.tls."
-        conf: dict[str, ConfigValue] = {
-            prefix + "ca-file": pki.ca,
-            prefix + "cert-file": pki.cert("admin"),
-            prefix + "key-file": pki.key("admin"),
-        }
-        for name in daemons:
-            if name != "admin":
-                conf[f"{prefix}cert-file.{name}"] = pki.cert(name)
-                conf[f"{prefix}key-file.{name}"] = pki.key(name)
-        return conf
 
     def _format_zk(self, reused: bool) -> None:
         result = self.hactl("format-zk", "--non-interactive")
@@ -655,16 +674,23 @@ class DevCluster:
     # -- clients -------------------------------------------------------------------------------
 
     def settings(self) -> Settings:
+        """The users' settings (``hafs``): a client built from them presents the client
+        certificate."""
         return load_settings(self.conf_path)
+
+    def admin_settings(self) -> Settings:
+        """The operator's settings (``hactl``): the admin certificate."""
+        return load_settings(self.admin_conf_path)
 
     def client(self, policy: RetryPolicy | None = None) -> HaFsClient:
         """An ``HaFsClient`` on every NameNode (``policy``: default from the configuration)."""
         return HaFsClient(self.settings(), policy=policy)
 
     def hactl(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-        """``hactl --conf <conf> <args>`` as a process (``python -m failover.hactl``)."""
+        """``hactl --conf <admin conf> <args>`` as a process (``python -m failover.hactl``),
+        as the operator: the admin certificate."""
         return run_command(
-            [sys.executable, "-m", "failover.hactl", "--conf", str(self.conf_path), *args],
+            [sys.executable, "-m", "failover.hactl", "--conf", str(self.admin_conf_path), *args],
             timeout=timeout,
         )
 

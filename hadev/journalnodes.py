@@ -19,6 +19,14 @@ configuration (``conf.write_xml``), which a writer can load too::
 
 ``start_journalnode`` starts a single JournalNode with a one-node configuration of its own;
 ``run_journalnode`` runs the command line to completion (start-up failures).
+
+Mutual TLS is the default (docs/operations.md §9.1): alone, these launchers make a CA and
+certificates in ``<base_dir>/tls`` (``hadev.pki``), one per JournalNode and the generic
+``harness`` one (namenode and admin roles) that the test's own writers present::
+
+    QuorumJournalManager.connect(cluster.addresses, "ns1", ns_info, tls=cluster.harness_tls)
+
+``tls=False`` asks for plaintext; a test that does so says why beside it.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from types import TracebackType
 import grpc
 
 from conf import TLSSettings, load_settings, write_xml
+from conf.guard import Role
 from conf.rpc import make_channel
 from conf.xmlconf import ConfigValue
 from hadev.daemon import (
@@ -48,6 +57,7 @@ from hadev.daemon import (
     free_ports,
     run_command,
 )
+from hadev.pki import HARNESS, PLAINTEXT, Pki, make_pki, transport_conf
 from journalnode.errors import JournalUnavailableError, from_rpc_error
 from proto import journal_pb2, journal_pb2_grpc
 
@@ -98,11 +108,26 @@ def journalnode_config(
 
 def plaintext_unless_tls(props: Mapping[str, ConfigValue]) -> dict[str, ConfigValue]:
     """``props``, asking for plaintext RPC (``hanamenode.rpc.tls.enabled`` false) unless they
-    configure TLS: a daemon refuses to start in plaintext it was not asked for. These
-    launchers serve tests and benchmarks on loopback; ``hadev up`` configures mutual TLS."""
+    configure TLS: a daemon refuses to start in plaintext it was not asked for (the file of
+    ``journalnode_config`` alone, for tests of the command line)."""
     if any(key.startswith("hanamenode.rpc.tls.") for key in props):
         return dict(props)
-    return {**props, "hanamenode.rpc.tls.enabled": False}
+    return {**props, **PLAINTEXT}
+
+
+def harness_transport(
+    tls_dir: Path, jn_ids: Sequence[str], tls: bool
+) -> tuple[Pki | None, dict[str, ConfigValue]]:
+    """The transport of a JournalNode-only launcher: with ``tls``, a CA and certificates in
+    ``tls_dir`` (one per JournalNode of a cluster, the generic ``harness`` for the test's
+    writers), else plaintext. A JournalNode alone (no ``jn_ids``: its file lists no ids, and
+    it has no peers to call) serves with the generic one."""
+    if not tls:
+        return None, dict(PLAINTEXT)
+    identities: dict[str, set[Role]] = {HARNESS: {Role.NAMENODE, Role.ADMIN}}
+    identities.update({jn: {Role.JOURNALNODE} for jn in jn_ids})
+    pki = make_pki(tls_dir, identities)
+    return pki, transport_conf(pki, HARNESS, jn_ids)
 
 
 def _probe(address: str, journal_id: str, tls: TLSSettings | None = None) -> bool:
@@ -124,8 +149,9 @@ class JournalNodeProcess(DaemonProcess):
     """One JournalNode daemon in a child process; a context manager that always stops it.
 
     Alone (``start_journalnode``) it writes its own configuration ``<workdir>/<id>-site.xml``
-    with ``extra_conf`` on top; in a cluster, ``conf_path`` and ``properties`` are the
-    cluster's shared file and the function that renders it. Its output goes to
+    with ``extra_conf`` on top, with mutual TLS (certificates in ``<workdir>/tls``) unless
+    ``tls`` is False; in a cluster, ``conf_path`` and ``properties`` are the cluster's shared
+    file and the function that renders it (transport included). Its output goes to
     ``<workdir>/<id>.log``, appended across restarts.
     """
 
@@ -146,6 +172,7 @@ class JournalNodeProcess(DaemonProcess):
         probe_journal: str = "probe",
         conf_via_env: bool = False,
         host: DaemonHost = LOOPBACK,
+        tls: bool = True,
     ) -> None:
         super().__init__(jn_id, workdir, host)
         self.jn_id = jn_id
@@ -159,10 +186,28 @@ class JournalNodeProcess(DaemonProcess):
         self.extra_conf = dict(extra_conf or {})
         self.probe_journal = probe_journal
         self.conf_via_env = conf_via_env
+        self.tls = tls
+        self._transport: tuple[Pki | None, dict[str, ConfigValue]] | None = None
 
     def __repr__(self) -> str:
         state = f"pid {self.proc.pid}" if self.running and self.proc else "not running"
         return f"JournalNodeProcess({self.jn_id}, {self.address}, {state})"
+
+    def _own_transport(self) -> tuple[Pki | None, dict[str, ConfigValue]]:
+        if self._transport is None:
+            self._transport = harness_transport(self.workdir / "tls", [], self.tls)
+        return self._transport
+
+    @property
+    def harness_tls(self) -> TLSSettings | None:
+        """What a test's writer presents to this JournalNode: alone, the ``harness``
+        certificate (namenode and admin roles); in a cluster, the generic one of the shared
+        file. None in plaintext."""
+        if self._properties is None:
+            pki = self._own_transport()[0]
+            return None if pki is None else pki.tls(HARNESS)
+        tls = load_settings(self.conf_path).tls
+        return tls if tls.enabled else None
 
     @property
     def address(self) -> str:
@@ -186,7 +231,11 @@ class JournalNodeProcess(DaemonProcess):
         if self._properties is not None:
             return self._properties()
         return journalnode_config(
-            self.rpc_port, self.http_port, self.edits_dir, self.extra_conf, self.host.address
+            self.rpc_port,
+            self.http_port,
+            self.edits_dir,
+            {**self._own_transport()[1], **self.extra_conf},
+            self.host.address,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -197,14 +246,13 @@ class JournalNodeProcess(DaemonProcess):
             raise RuntimeError(f"journalnode {self.jn_id} is already running (pid {self.pid})")
         self.workdir.mkdir(parents=True, exist_ok=True)
         write_xml(self.properties(), self.conf_path)
-        self.starts += 1
-        self._stop_requested = False
+        self.starting()
         with open(self.log_path, "ab") as out:
             out.write(f"--- start {self.starts} ---\n".encode())
             out.flush()
             # Its own session: a Ctrl-C meant for the launcher (``hadev up``) does not reach
             # the daemon, which the launcher stops by pid, in order.
-            self.proc = subprocess.Popen(
+            self.proc = self.popen(
                 self.command(
                     journalnode_command(self.jn_id, None if self.conf_via_env else self.conf_path)
                 ),
@@ -259,12 +307,14 @@ def start_journalnode(
     extra_conf: Mapping[str, ConfigValue] | None = None,
     conf_via_env: bool = False,
     timeout: float = START_TIMEOUT,
+    tls: bool = True,
 ) -> JournalNodeProcess:
     """A serving JournalNode process with its files under ``workdir`` (storage in
     ``workdir/<jn_id>-edits`` unless ``edits_dir`` is given), on free loopback ports.
 
     ``probe_journal`` is the journal id asked IsFormatted while waiting: the JournalNode
     creates a journal's directory on first use, so pass the journal the caller will use.
+    Mutual TLS unless ``tls`` is False (``harness_tls`` is what a writer presents).
     """
     jn = JournalNodeProcess(
         jn_id,
@@ -273,6 +323,7 @@ def start_journalnode(
         extra_conf=extra_conf,
         probe_journal=probe_journal,
         conf_via_env=conf_via_env,
+        tls=tls,
     )
     try:
         return jn.start(timeout)
@@ -292,9 +343,10 @@ class JournalNodeProcessCluster:
     A launcher that shares one file between these and other daemons passes ``conf_path`` and
     ``render``, the function that returns the whole file (default ``properties``). Logs go
     to ``<log_dir>/jn<i>.log`` (default ``base_dir``). ``hosts`` places nodes by id on
-    other hosts (``DaemonHost``; the others stay on loopback). A context manager: entering starts
-    every node, leaving stops every process it started (and removes ``base_dir`` if it made
-    it).
+    other hosts (``DaemonHost``; the others stay on loopback). Alone, it serves mutual TLS
+    (certificates in ``<base_dir>/tls``, ``harness_tls`` for the test's writers) unless ``tls``
+    is False. A context manager: entering starts every node, leaving stops every process it
+    started (and removes ``base_dir`` if it made it).
     """
 
     def __init__(
@@ -308,9 +360,12 @@ class JournalNodeProcessCluster:
         render: Callable[[], Mapping[str, ConfigValue]] | None = None,
         log_dir: Path | None = None,
         hosts: Mapping[str, DaemonHost] | None = None,
+        tls: bool = True,
     ) -> None:
         if n < 1:
             raise ValueError(f"a journal cluster needs at least one node, got {n}")
+        self.tls = tls
+        self._transport: tuple[Pki | None, dict[str, ConfigValue]] | None = None
         hosts = hosts or {}
         self._own_dir = base_dir is None
         self.base_dir = (
@@ -351,9 +406,22 @@ class JournalNodeProcessCluster:
         """``host:port`` of every node's QJournalService, in node order."""
         return [node.address for node in self.nodes]
 
+    def _own_transport(self) -> tuple[Pki | None, dict[str, ConfigValue]]:
+        if self._transport is None:
+            ids = [node.jn_id for node in self.nodes]
+            self._transport = harness_transport(self.base_dir / "tls", ids, self.tls)
+        return self._transport
+
+    @property
+    def harness_tls(self) -> TLSSettings | None:
+        """What a test's writers and readers present to these JournalNodes when they run
+        alone (namenode and admin roles); None in plaintext."""
+        pki = self._own_transport()[0]
+        return None if pki is None else pki.tls(HARNESS)
+
     def properties(self) -> dict[str, ConfigValue]:
         """The shared configuration, as ``conf_path`` holds it (ports as they are now)."""
-        return plaintext_unless_tls(self.shared_properties())
+        return {**self._own_transport()[1], **self.shared_properties()}
 
     def shared_properties(self) -> dict[str, ConfigValue]:
         """The JournalNodes' part of a configuration (``properties`` without the transport),

@@ -25,6 +25,7 @@ from pathlib import Path
 import click
 import structlog
 
+from conf import TLSSettings, load_settings
 from conf.logging import LOG_FORMAT_OPTION, setup_logging
 from proto import edits_pb2
 from proto.values import NamespaceInfo
@@ -47,12 +48,14 @@ def run_logtester(
     *,
     max_seconds: float | None = None,
     roll_every: int = 50,
+    tls: TLSSettings | None = None,
 ) -> int:
-    """Take over and write until an error (returns 1) or ``max_seconds`` (returns 0)."""
+    """Take over and write until an error (returns 1) or ``max_seconds`` (returns 0);
+    ``tls``: mutual TLS with a certificate carrying the namenode role."""
     rng = random.Random(seed)
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    qjm = QuorumJournalManager.connect(addresses, journal_id, ns)
+    qjm = QuorumJournalManager.connect(addresses, journal_id, ns, tls=tls)
     try:
         end = qjm.recover_unfinalized_segments()
         txid = (end or 0) + 1
@@ -161,6 +164,14 @@ def verify_logtesters(
     default=None,
     help="Stop after this long (default: run until fenced).",
 )
+@click.option(
+    "--conf",
+    "conf_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A configuration file whose TLS keys (the generic certificate, with the namenode "
+    "role) it connects with; without it, plaintext.",
+)
 @LOG_FORMAT_OPTION
 def main(
     journalnodes: str,
@@ -171,13 +182,17 @@ def main(
     out: Path,
     seed: int,
     max_seconds: float | None,
+    conf_path: Path | None,
     log_format: str,
 ) -> None:
     """Run one LogTester until it is fenced or fails."""
     setup_logging(log_format)
     addresses = [a.strip() for a in journalnodes.split(",") if a.strip()]
     ns = NamespaceInfo(cluster_id, namespace_id)
-    sys.exit(run_logtester(addresses, journal_id, ns, name, out, seed, max_seconds=max_seconds))
+    tls = load_settings(conf_path).tls if conf_path is not None else None
+    sys.exit(
+        run_logtester(addresses, journal_id, ns, name, out, seed, max_seconds=max_seconds, tls=tls)
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,14 @@ once the NameNode reports STANDBY or ACTIVE over HAServiceProtocol. A
 
 ``run_hanamenode`` and ``run_hafs`` run a command line to completion (format,
 bootstrap-standby, the shell) with its output captured.
+
+Mutual TLS is the default (docs/operations.md §9.1, issue 25 item 6): the cluster makes a CA
+and certificates in ``<base_dir>/tls`` (``hadev.pki``), one per daemon, ``client`` and
+``admin``. ``conf_path`` is the users' file: ``hafs`` and ``HaFsClient`` present the client
+certificate. ``admin_conf_path`` is the same file presenting the admin certificate: ``hactl``,
+``hanamenode format`` and ``bootstrap-standby`` read it, and the launcher's own HA calls
+(``transition_to_active``) use it. ``tls=False`` asks for plaintext; a test that does so
+says why beside it.
 """
 
 from __future__ import annotations
@@ -45,7 +53,8 @@ from hadev.daemon import (
     free_ports,
     run_command,
 )
-from hadev.journalnodes import JournalNodeProcessCluster, plaintext_unless_tls
+from hadev.journalnodes import JournalNodeProcessCluster
+from hadev.pki import ADMIN, CLIENT, PLAINTEXT, Pki, cluster_identities, make_pki, transport_conf
 from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
 from hanamenode.ha import HAState
 from hanamenode.peers import until_reached
@@ -237,8 +246,7 @@ class NameNodeProcess(DaemonProcess):
         if self.running:
             raise RuntimeError(f"namenode {self.nn_id} is already running (pid {self.pid})")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.starts += 1
-        self._stop_requested = False
+        self.starting()
         command = [
             *hanamenode_command("run", self.nn_id, self.conf_path),
             "--log-format",
@@ -249,7 +257,7 @@ class NameNodeProcess(DaemonProcess):
             out.flush()
             # Its own session: a Ctrl-C meant for the launcher (``hadev up``) does not reach
             # the daemon, which the launcher stops by pid, in order.
-            self.proc = subprocess.Popen(
+            self.proc = self.popen(
                 self.command(command),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -301,6 +309,9 @@ class NameNodeProcessCluster:
     ``hosts`` places daemons by id (``nn1``, ``jn2``...) on other hosts (``DaemonHost``).
     The last ``observers`` NameNodes are configured as observers
     (``dfs.namenode.observer.<ns>.<id>``): they start as OBSERVER.
+    ``tls`` (default True) serves mutual TLS with certificates in ``tls_dir`` (default
+    ``<base_dir>/tls``); ``admin_conf_path`` (default ``admin-site.xml`` beside ``conf_path``)
+    is the operator's copy of the file (module docstring).
     """
 
     def __init__(
@@ -317,6 +328,9 @@ class NameNodeProcessCluster:
         log_dir: Path | None = None,
         hosts: Mapping[str, DaemonHost] | None = None,
         observers: int = 0,
+        tls: bool = True,
+        tls_dir: Path | None = None,
+        admin_conf_path: Path | None = None,
     ) -> None:
         if namenodes < 1:
             raise ValueError(f"a nameservice needs at least one NameNode, got {namenodes}")
@@ -327,6 +341,15 @@ class NameNodeProcessCluster:
         self.nameservice = nameservice
         self.extra_conf = dict(extra_conf or {})
         self.conf_path = conf_path if conf_path is not None else self.base_dir / "hdfs-site.xml"
+        self.admin_conf_path = (
+            admin_conf_path
+            if admin_conf_path is not None
+            else self.conf_path.with_name("admin-site.xml")
+        )
+        self.tls = tls
+        self.tls_dir = tls_dir if tls_dir is not None else self.base_dir / "tls"
+        self._pki: Pki | None = None
+        self._addresses = sorted({h.address for h in (hosts or {}).values()})
         self.journal = JournalNodeProcessCluster(
             journal_nodes,
             self.base_dir / "journal",
@@ -366,8 +389,32 @@ class NameNodeProcessCluster:
     def name_dir(self, nn_id: str) -> Path:
         return self.base_dir / nn_id
 
-    def properties(self) -> dict[str, ConfigValue]:
-        """The shared configuration, as ``conf_path`` holds it."""
+    @property
+    def pki(self) -> Pki | None:
+        """The cluster's certificates (made on first use, kept after); None in plaintext."""
+        if self.tls and self._pki is None:
+            identities = cluster_identities((jn.jn_id for jn in self.journal), self.namenodes)
+            self._pki = make_pki(self.tls_dir, identities, self._addresses)
+        return self._pki
+
+    def tls_for(self, name: str) -> TLSSettings | None:
+        """Mutual TLS presenting certificate ``name`` (``client``, ``admin``, a daemon id), or
+        None in plaintext: for a test that calls as one particular role."""
+        pki = self.pki
+        return None if pki is None else pki.tls(name)
+
+    def transport_conf(self, generic: str = CLIENT) -> dict[str, ConfigValue]:
+        """The TLS keys of the file whose tools present certificate ``generic``, or the
+        plaintext key with ``tls=False``."""
+        pki = self.pki
+        if pki is None:
+            return dict(PLAINTEXT)
+        daemons = [*(jn.jn_id for jn in self.journal), *self.namenodes]
+        return transport_conf(pki, generic, daemons)
+
+    def properties(self, generic: str = CLIENT) -> dict[str, ConfigValue]:
+        """The shared configuration, as ``conf_path`` holds it (``generic``: whose
+        certificate its tools present; ``admin_conf_path`` is the one with ``admin``)."""
         props: dict[str, ConfigValue] = self.journal.shared_properties()
         ns = self.nameservice
         props["dfs.nameservices"] = ns
@@ -379,24 +426,31 @@ class NameNodeProcessCluster:
             props[f"dfs.namenode.name.dir.{ns}.{nn}"] = self.name_dir(nn)
             if nn in self.observer_ids:
                 props[f"dfs.namenode.observer.{ns}.{nn}"] = True
-        return plaintext_unless_tls({**props, **self.extra_conf})
+        return {**props, **self.transport_conf(generic), **self.extra_conf}
 
     def write_conf(self) -> Settings:
-        """(Re)write ``conf_path`` and return it loaded, as every process will load it."""
+        """(Re)write ``conf_path`` and ``admin_conf_path``; return the first loaded, as every
+        process will load it."""
+        write_xml(self.properties(ADMIN), self.admin_conf_path)
         write_xml(self.properties(), self.conf_path)
-        settings = load_settings(self.conf_path)
+        admin = load_settings(self.admin_conf_path)
         for proc in self.namenodes.values():
-            proc.tls = settings.tls
-        return settings
+            proc.tls = admin.tls  # transitions asked as an operator need the admin role
+        return load_settings(self.conf_path)
 
     def settings(self) -> Settings:
+        """The users' settings: a client built from them presents the client certificate."""
         return load_settings(self.conf_path)
+
+    def admin_settings(self) -> Settings:
+        """The operator's settings (``admin_conf_path``): the admin certificate."""
+        return load_settings(self.admin_conf_path)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def _command(self, subcommand: str, nn_id: str) -> None:
-        result = run_hanamenode(
-            [subcommand, "--conf", str(self.conf_path), "--id", nn_id, "--non-interactive"]
+        result = run_hanamenode(  # an operator's command: the admin certificate
+            [subcommand, "--conf", str(self.admin_conf_path), "--id", nn_id, "--non-interactive"]
         )
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]

@@ -1,17 +1,23 @@
-"""The dev cluster's certificates: one CA, and a certificate per daemon carrying its role.
+"""The dev cluster's certificates: one CA, and a certificate per daemon and per kind of user,
+each carrying its role (docs/operations.md §9.2, §9.5).
 
-``hadev up`` (``hadev.devcluster``) runs every daemon with mutual TLS. ``make_pki`` writes,
-in a directory, a CA (``ca.pem``; its key ``ca.key`` stays beside it) and one key pair per
-name, each certificate valid for ``localhost``, ``127.0.0.1`` (and given addresses) and
-carrying its roles as URIs ``hanamenode-role:<role>`` among its subject alternative names
-(``conf.guard`` reads them)::
+``hadev up`` (``hadev.devcluster``) and the process-test launchers (``hadev.namenodes``,
+``hadev.journalnodes``) run every daemon with mutual TLS. ``make_pki`` writes, in a
+directory, a CA (``ca.pem``; its key ``ca.key`` stays beside it) and one key pair per name,
+each certificate valid for ``localhost``, ``127.0.0.1`` (and given addresses) and carrying its
+roles as URIs ``hanamenode-role:<role>`` among its subject alternative names (``conf.guard``
+reads them). ``cluster_identities`` names them for a cluster: ``client`` (what ``hafs`` and
+any client present: the client role only), ``admin`` (``hactl``, ``hanamenode format``: the
+admin role only), and one per NameNode and JournalNode::
 
-    pki = make_pki(D / "conf" / "tls", {"admin": {Role.ADMIN, Role.CLIENT},
-                                        "nn1": {Role.NAMENODE}, "jn1": {Role.JOURNALNODE}})
+    pki = make_pki(D / "conf" / "tls", cluster_identities(["jn1"], ["nn1", "nn2"]))
     pki.cert("nn1"), pki.key("nn1"), pki.ca
+    pki.tls(CLIENT)                       # TLSSettings of the client certificate
 
 An existing CA and existing certificates are kept (a later ``hadev up`` on the same directory
-reuses them); a name without a certificate gets one from the same CA.
+reuses them) as long as they carry the roles asked for; a name without a certificate, or one
+whose certificate carries other roles (the dev cluster's ``admin`` held ``admin`` and
+``client`` before issue 25), gets a new one from the same CA.
 """
 
 from __future__ import annotations
@@ -28,11 +34,44 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from conf.guard import ROLE_URI_PREFIX, Role
+from conf import TLSSettings
+from conf.guard import ROLE_URI_PREFIX, Role, roles_of_certificate
+from conf.xmlconf import ConfigValue
 
-__all__ = ["Pki", "make_pki"]
+__all__ = [
+    "ADMIN",
+    "CLIENT",
+    "HARNESS",
+    "PLAINTEXT",
+    "Pki",
+    "cluster_identities",
+    "make_pki",
+    "transport_conf",
+]
 
 VALIDITY = datetime.timedelta(days=365)
+CLIENT = "client"
+"""The certificate of the file system's users (``hafs``, ``HaFsClient``): the client role."""
+ADMIN = "admin"
+"""The operator's certificate (``hactl``, ``hanamenode format``, ``bootstrap-standby``):
+the admin role, and not the client role: an operator's tool is no file system client."""
+HARNESS = "harness"
+"""The generic certificate of a JournalNode-only test cluster, whose users are the test's own
+QJM writers and readers, standing in for NameNodes, and its format: namenode and admin."""
+TLS_PREFIX = "hanamenode.rpc.tls."
+PLAINTEXT: dict[str, ConfigValue] = {TLS_PREFIX + "enabled": False}
+"""The transport of a launcher asked for plaintext (``tls=False``): the daemons warn at start."""
+
+
+def cluster_identities(
+    journalnodes: Iterable[str], namenodes: Iterable[str]
+) -> dict[str, set[Role]]:
+    """The certificates of one cluster and their roles: ``client``, ``admin``, and one per
+    JournalNode and NameNode id."""
+    identities: dict[str, set[Role]] = {CLIENT: {Role.CLIENT}, ADMIN: {Role.ADMIN}}
+    identities.update({jn: {Role.JOURNALNODE} for jn in journalnodes})
+    identities.update({nn: {Role.NAMENODE} for nn in namenodes})
+    return identities
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +89,10 @@ class Pki:
 
     def key(self, name: str) -> Path:
         return self.directory / f"{name}.key"
+
+    def tls(self, name: str) -> TLSSettings:
+        """Mutual TLS presenting certificate ``name``."""
+        return TLSSettings(True, self.ca, self.cert(name), self.key(name))
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -158,6 +201,28 @@ def make_pki(
     pki.directory.mkdir(parents=True, exist_ok=True)
     ca_cert, ca_key = _ca(pki)
     for name, name_roles in roles.items():
-        if not (pki.cert(name).is_file() and pki.key(name).is_file()):
+        if not _current(pki, name, name_roles):
             _issue(pki, name, name_roles, ca_cert, ca_key, list(addresses))
     return pki
+
+
+def _current(pki: Pki, name: str, roles: Iterable[Role]) -> bool:
+    """Whether ``name`` has a key pair whose certificate carries exactly ``roles``."""
+    if not (pki.cert(name).is_file() and pki.key(name).is_file()):
+        return False
+    return roles_of_certificate(pki.cert(name).read_bytes()) == {str(r) for r in roles}
+
+
+def transport_conf(pki: Pki, generic: str, daemons: Iterable[str]) -> dict[str, ConfigValue]:
+    """The TLS keys of a configuration file: the CA, ``generic`` as the certificate of every
+    tool that reads the file (``cert-file``, ``key-file``), and each of ``daemons`` its own
+    (``cert-file.<id>``, ``key-file.<id>``, conf.settings ``for_daemon``)."""
+    conf: dict[str, ConfigValue] = {
+        TLS_PREFIX + "ca-file": pki.ca,
+        TLS_PREFIX + "cert-file": pki.cert(generic),
+        TLS_PREFIX + "key-file": pki.key(generic),
+    }
+    for name in daemons:
+        conf[f"{TLS_PREFIX}cert-file.{name}"] = pki.cert(name)
+        conf[f"{TLS_PREFIX}key-file.{name}"] = pki.key(name)
+    return conf

@@ -8,7 +8,7 @@ chaos tests scale with it).
 ``--idle-connections N``: idle connections the flood test opens to each of three daemons
 (default 1000; the issue's attack was 20000).
 ``--power-cuts N``: power cuts of real daemons on crash filesystems in ``tests/powerloss``
-(default 20, each kind once and then drawn; ``POWERCUT_SEED`` replays a run's choices).
+(default 6, one of each kind; ``POWERCUT_SEED`` replays a run's choices).
 ``--spark-standalone``: run the tests marked ``@pytest.mark.standalone``, which start a Spark
 standalone master and workers (about 8 minutes on 2 cores; ``--soak`` runs them too).
 """
@@ -25,6 +25,8 @@ import pytest
 # No test forks a process that goes on using gRPC without exec, so the handlers are off
 # (grpc/grpc#13998 and #14056). Set before any test module imports grpc.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+pytest_plugins = ["tests.daemon_logs"]  # a failing test prints its daemons' log tails
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,9 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--power-cuts",
         type=int,
-        default=20,
-        help="power cuts of real daemons in tests/powerloss (default 20: each kind once, "
-        "then drawn at random)",
+        default=6,
+        help="power cuts of real daemons in tests/powerloss (default 6, one of each kind)",
     )
     parser.addoption(
         "--fuzz-minutes",

@@ -27,7 +27,14 @@ import structlog
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
-from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, make_acl
+from kazoo.security import (
+    ACL,
+    CREATOR_ALL_ACL,
+    OPEN_ACL_UNSAFE,
+    Id,
+    make_acl,
+    make_digest_acl_credential,
+)
 
 from conf import ConfigError, Settings, ZKSettings
 
@@ -39,6 +46,7 @@ __all__ = [
     "describe_acls",
     "make_client",
     "split_quorum",
+    "stored_acls",
 ]
 
 log = structlog.get_logger(__name__)
@@ -252,3 +260,21 @@ def describe_acls(acls: Sequence[ACL]) -> str:
         )
         for acl in acls
     )
+
+
+def stored_acls(acls: Sequence[ACL], auth: Sequence[tuple[str, str]]) -> list[ACL] | None:
+    """What ZooKeeper stores for a znode created with ``acls`` by a client authenticated with
+    ``auth``: an ``auth`` entry (``auth::cdrwa``) stands for each digest identity of the
+    creator (``digest:user:base64-sha1``), sorted. None when that cannot be told here (an
+    ``auth`` entry with credentials other than digest)."""
+    stored: set[ACL] = set()
+    for acl in acls:
+        if acl.id.scheme != "auth":
+            stored.add(acl)
+            continue
+        if not auth or any(scheme != "digest" for scheme, _ in auth):
+            return None
+        for _, credential in auth:
+            user, _, password = credential.partition(":")
+            stored.add(ACL(acl.perms, Id("digest", make_digest_acl_credential(user, password))))
+    return sorted(stored)

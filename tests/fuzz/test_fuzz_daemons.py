@@ -37,8 +37,11 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from conf import TLSSettings
+from conf.guard import Role
 from conf.rpc import ERROR_CLASS_KEY, make_channel
 from hadev.namenodes import NameNodeProcessCluster
+from hadev.pki import make_pki
 from hanamenode.client import HaFsClient
 from proto import journal_pb2, namenode_pb2
 
@@ -140,6 +143,13 @@ def _journal_ids(msg: Message) -> Iterator[str]:
 # -- the daemons ----------------------------------------------------------------------------------
 
 
+def fuzzer_tls(cluster: NameNodeProcessCluster) -> TLSSettings | None:
+    """The fuzzer's certificate: every role, so that its requests pass the role check (which
+    runs: the daemons serve mutual TLS) and reach decoding, bounds and the servicers."""
+    pki = make_pki(cluster.tls_dir, {"fuzzer": set(Role)})
+    return pki.tls("fuzzer")
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NameNodeProcessCluster]:
     with NameNodeProcessCluster(
@@ -149,7 +159,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NameNodeProces
         with HaFsClient(c.settings()) as fs:
             fs.mkdirs("/seeded/dir", parents=True)
         for address in c.journal.addresses:
-            with make_channel(address) as channel:
+            with make_channel(address, fuzzer_tls(c)) as channel:
                 _call(channel, "/hanamenode.journal.QJournalService/Format",
                       journal_pb2.FormatRequest(
                           journal_id=FUZZ_JOURNAL,
@@ -301,7 +311,7 @@ def test_journalnodes_answer_every_generated_request_and_refusals_change_nothing
 ) -> None:
     minutes = float(request.config.getoption("--fuzz-minutes")) * SHARE
     methods = _methods(JN_SERVICE)
-    channels = [make_channel(a) for a in cluster.journal.addresses]
+    channels = [make_channel(a, fuzzer_tls(cluster)) for a in cluster.journal.addresses]
     counts: dict[str, int] = {}
 
     def one_round(round_seed: int) -> None:
@@ -339,7 +349,7 @@ def test_namenode_answers_every_generated_request_and_refusals_change_nothing(
     minutes = float(request.config.getoption("--fuzz-minutes")) * SHARE
     methods = _methods(NN_SERVICE)
     nn = cluster["nn1"]
-    channel = make_channel(nn.address)
+    channel = make_channel(nn.address, fuzzer_tls(cluster))
     status = channel.unary_unary(
         "/hanamenode.namenode.HAServiceProtocol/GetServiceStatus",
         request_serializer=namenode_pb2.HAEmpty.SerializeToString,
@@ -386,7 +396,7 @@ def test_namenode_answers_every_generated_ha_and_namenode_protocol_request(
     minutes = float(request.config.getoption("--fuzz-minutes")) * SHARE
     methods = _methods(HA_SERVICE) + _methods(NNP_SERVICE)
     nn = cluster["nn1"]
-    channel = make_channel(nn.address)
+    channel = make_channel(nn.address, fuzzer_tls(cluster))
     status = channel.unary_unary(
         "/hanamenode.namenode.HAServiceProtocol/GetServiceStatus",
         request_serializer=namenode_pb2.HAEmpty.SerializeToString,

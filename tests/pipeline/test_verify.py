@@ -63,7 +63,9 @@ def finalized_segments(current: Path) -> list[Path]:
     return sorted(p for p in current.glob("edits_*-*") if FINALIZED.fullmatch(p.name))
 
 
-def logtester(addresses: list[str], name: str, out: Path, seconds: float) -> subprocess.Popen:
+def logtester(
+    addresses: list[str], name: str, out: Path, seconds: float, conf: Path
+) -> subprocess.Popen:
     return subprocess.Popen(
         [
             sys.executable,
@@ -85,6 +87,8 @@ def logtester(addresses: list[str], name: str, out: Path, seconds: float) -> sub
             "7",
             "--max-seconds",
             str(seconds),
+            "--conf",
+            str(conf),
         ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -99,17 +103,24 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Healthy]:
     acked_dir = base / "logtesters"
     acked_dir.mkdir()
     with JournalNodeProcessCluster(3, base / "jns", journal_id=JID) as cluster:
-        with QuorumJournalManager.connect(cluster.addresses, JID, NS) as qjm:
+        with QuorumJournalManager.connect(
+            cluster.addresses, JID, NS, tls=cluster.harness_tls
+        ) as qjm:
             qjm.format()
         began = time.monotonic()
         procs = []
         for i, (start, seconds) in enumerate(LOGTESTERS, start=1):
             time.sleep(max(0.0, began + start - time.monotonic()))
             procs.append(
-                logtester(cluster.addresses, f"lt{i}", acked_dir / f"lt{i}.acked", seconds)
+                logtester(
+                    cluster.addresses, f"lt{i}", acked_dir / f"lt{i}.acked", seconds,
+                    cluster.conf_path,
+                )
             )
         returncodes = [proc.wait(60) for proc in procs]
-        with QuorumJournalManager.connect(cluster.addresses, JID, NS) as qjm:
+        with QuorumJournalManager.connect(
+            cluster.addresses, JID, NS, tls=cluster.harness_tls
+        ) as qjm:
             qjm.recover_unfinalized_segments()
         yield Healthy(cluster, acked_dir, returncodes)
 
@@ -136,7 +147,8 @@ def test_a_healthy_cluster_has_no_finding(spark: SparkSession, healthy: Healthy)
 
     over_rpc = CliRunner().invoke(
         main,
-        ["verify", "--journalnodes", ",".join(healthy.cluster.addresses), "--journal-id", JID],
+        ["verify", "--journalnodes", ",".join(healthy.cluster.addresses), "--journal-id", JID,
+         "--conf", str(healthy.cluster.conf_path)],
     )
     assert over_rpc.exit_code == 0, over_rpc.output
     assert f"{from_dirs.segments} finalized segments, {from_dirs.copies} copies" in (
@@ -188,7 +200,10 @@ def test_a_different_valid_version_on_a_live_journalnode_is_refused_by_it(
     assert records.scan(forged[records.HEADER_LEN :], ops[0].txid).error is None
     victim.write_bytes(forged)
     try:
-        report = verify(spark, journalnodes=tuple(healthy.cluster.addresses), journal_ids=(JID,))
+        report = verify(
+            spark, journalnodes=tuple(healthy.cluster.addresses), journal_ids=(JID,),
+            tls=healthy.cluster.harness_tls,
+        )
     finally:
         # jn3 moved the changed copy aside: put the original back (without its digest file,
         # which jn3 computes again on first use) and restart jn3 so that it lists it again.
@@ -246,6 +261,7 @@ def test_rpc_mode_names_its_journals_and_an_unreachable_node_is_a_finding(
         journalnodes=(*healthy.cluster.addresses, dead),
         journal_ids=(JID,),
         timeout=2.0,
+        tls=healthy.cluster.harness_tls,
     )
     assert [f.kind for f in report.findings] == ["journalnode-unreachable"]
     assert dead in report.findings[0].detail

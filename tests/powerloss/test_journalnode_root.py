@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hadev.crashfs import CrashMount, cut_power
-from hadev.journalnodes import start_journalnode
+from hadev.journalnodes import JournalNodeProcess, start_journalnode
 from proto.values import NamespaceInfo
 from qjm.channel import GrpcJournalChannel
 
@@ -16,8 +16,8 @@ NS = NamespaceInfo("CID-powerloss", 4343)
 RPC_TIMEOUT = 10.0
 
 
-def is_formatted(address: str) -> tuple[bool, NamespaceInfo | None]:
-    channel = GrpcJournalChannel(address)
+def is_formatted(jn: JournalNodeProcess) -> tuple[bool, NamespaceInfo | None]:
+    channel = GrpcJournalChannel(jn.address, jn.harness_tls)
     try:
         return channel.is_formatted(JID, RPC_TIMEOUT)
     finally:
@@ -30,7 +30,7 @@ def test_a_journal_in_a_storage_directory_the_journalnode_made_survives_a_cut(
     edits = mount.mountpoint / "disk" / "edits"  # neither exists: the JournalNode makes both
     jn = start_journalnode(tmp_path / "jn", edits_dir=edits, probe_journal=JID)
     try:
-        channel = GrpcJournalChannel(jn.address)
+        channel = GrpcJournalChannel(jn.address, jn.harness_tls)
         try:
             channel.format(JID, NS, False, RPC_TIMEOUT)
         finally:
@@ -39,6 +39,6 @@ def test_a_journal_in_a_storage_directory_the_journalnode_made_survives_a_cut(
         jn.kill()
         mount.remount()
         jn.start(fresh_ports=False)
-        assert is_formatted(jn.address) == (True, NS)
+        assert is_formatted(jn) == (True, NS)
     finally:
         jn.stop()

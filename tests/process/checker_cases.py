@@ -25,10 +25,11 @@ def old_and_new(
 ) -> Iterator[tuple[History, HaFsClient, HaFsClient]]:
     """The history, a client of nn1 (the old active) and one of nn2, once nn1 has made ``k``
     (process 0 of the history is nn1's client, process 1 nn2's)."""
+    tls = cluster.settings().tls
     with (
         History(history_path, {"keys": ["k"]}) as history,
-        HaFsClient([cluster["nn1"].address], policy=ONE_TRY) as old,
-        HaFsClient([cluster["nn2"].address], policy=ONE_TRY) as new,
+        HaFsClient([cluster["nn1"].address], policy=ONE_TRY, tls=tls) as old,
+        HaFsClient([cluster["nn2"].address], policy=ONE_TRY, tls=tls) as new,
     ):
         old.mkdirs(ROOT, parents=True)
         made = history.record(0, "k", "mkdir", lambda: old.mkdirs(PATH), parents=False)

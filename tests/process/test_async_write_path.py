@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conf.rpc import make_aio_channel, make_channel
 from hadev.namenodes import NameNodeProcessCluster
+from hadev.pki import CLIENT
 from proto import namenode_pb2, namenode_pb2_grpc
 from tests.namenode.cluster import header
 
@@ -92,7 +93,7 @@ def test_one_sync_carries_more_edits_than_the_old_handler_count(
     first = written_txid()
 
     async def creates() -> None:
-        async with make_aio_channel(nn1.address) as channel:
+        async with make_aio_channel(nn1.address, cluster.tls_for(CLIENT)) as channel:
             stub = namenode_pb2_grpc.ClientProtocolStub(channel)
             for jn in paused:
                 jn.kill(signal.SIGSTOP)
@@ -130,7 +131,7 @@ def test_a_call_cancelled_while_its_sync_waits_is_made_once(
     client_id, call_id = b"cancelling-client", 7
 
     async def scenario() -> tuple[int, int, float]:
-        async with make_aio_channel(cluster["nn1"].address) as channel:
+        async with make_aio_channel(cluster["nn1"].address, cluster.tls_for(CLIENT)) as channel:
             stub = namenode_pb2_grpc.ClientProtocolStub(channel)
             request = namenode_pb2.MkdirsRequest(
                 header=header(client_id, call_id), path="/cancelled"
@@ -164,7 +165,9 @@ def test_a_call_cancelled_while_its_sync_waits_is_made_once(
 def namespace_paths(cluster: NameNodeProcessCluster) -> list[str]:
     """The top-level paths of nn1's namespace, from a stale GetListing (which needs no
     JournalNode: it answers during the stall)."""
-    stub = namenode_pb2_grpc.ClientProtocolStub(make_channel(cluster["nn1"].address))
+    stub = namenode_pb2_grpc.ClientProtocolStub(
+        make_channel(cluster["nn1"].address, cluster.tls_for(CLIENT))
+    )
     answer = stub.GetListing(
         namenode_pb2.GetListingRequest(header=header(stale=True), path="/"), timeout=10
     )
@@ -191,7 +194,7 @@ def test_a_stalled_journal_majority_does_not_stop_the_loop(
     paused = [cluster.journal[0], cluster.journal[1]]
 
     async def scenario() -> None:
-        async with make_aio_channel(nn1.address) as channel:
+        async with make_aio_channel(nn1.address, cluster.tls_for(CLIENT)) as channel:
             client = namenode_pb2_grpc.ClientProtocolStub(channel)
             ha = namenode_pb2_grpc.HAServiceProtocolStub(channel)
             for jn in paused:

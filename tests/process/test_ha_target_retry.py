@@ -17,6 +17,7 @@ import pytest
 from failover.controller import HAServiceTarget
 from hadev.daemon import free_ports
 from hadev.namenodes import NameNodeProcessCluster
+from hadev.pki import ADMIN
 from hanamenode.errors import NamenodeUnavailableError
 from hanamenode.ha import HAState
 
@@ -76,7 +77,7 @@ def cluster(tmp_path: Path) -> Iterator[NameNodeProcessCluster]:
 def test_a_dropped_connection_is_tried_again(cluster: NameNodeProcessCluster) -> None:
     relay = DroppingRelay(cluster["nn1"].address, drop=2)
     try:
-        target = HAServiceTarget("nn1", relay.address)
+        target = HAServiceTarget("nn1", relay.address, cluster.tls_for(ADMIN))
         assert target.state(timeout=10) is HAState.STANDBY
         assert relay.dropped == 2
     finally:

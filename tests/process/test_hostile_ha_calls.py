@@ -42,7 +42,7 @@ def test_ha_calls_refuse_undecodable_bytes_and_unknown_sources(tmp_path: Path) -
         active_id = dev.wait_active()
         active = dev.namenode(active_id)
         standby_id = next(nn for nn in dev.namenode_ids if nn != active_id)
-        tls = dev.settings().tls
+        tls = dev.admin_settings().tls
         assert tls.enabled
         for nn_id in (active_id, standby_id):
             with make_channel(dev.namenode(nn_id).address, tls) as channel:

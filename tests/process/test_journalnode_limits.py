@@ -20,6 +20,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from conf.rpc import make_channel
 from hadev.daemon import DaemonHost
 from hadev.journalnodes import JournalNodeProcess
 from proto import journal_pb2, journal_pb2_grpc
@@ -74,7 +75,7 @@ def test_thousands_of_journal_ids_under_256_file_descriptors(
             line.startswith("Max open files") and f" {NOFILE} " in line
             for line in limits.splitlines()
         ), limits
-        channel = grpc.insecure_channel(jn.address)
+        channel = make_channel(jn.address, jn.harness_tls)
         stub = journal_pb2_grpc.QJournalServiceStub(channel)
 
         def format_one(i: int) -> None:
@@ -94,7 +95,7 @@ def test_thousands_of_journal_ids_under_256_file_descriptors(
         channel.close()
 
         jn.restart(timeout=300)  # loads every journal, under the same limit
-        channel = grpc.insecure_channel(jn.address)
+        channel = make_channel(jn.address, jn.harness_tls)
         stub = journal_pb2_grpc.QJournalServiceStub(channel)
         for jid in ("j00000", f"j{journals - 1:05d}"):
             answer = stub.IsFormatted(journal_pb2.IsFormattedRequest(journal_id=jid), timeout=30)

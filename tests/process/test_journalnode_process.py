@@ -113,7 +113,7 @@ def jn(tmp_path: Path) -> Iterator[JournalNodeProcess]:
 
 @pytest.fixture
 def channel(jn: JournalNodeProcess) -> Iterator[GrpcJournalChannel]:
-    ch = GrpcJournalChannel(jn.address)
+    ch = GrpcJournalChannel(jn.address, jn.harness_tls)
     try:
         yield ch
     finally:
@@ -218,7 +218,7 @@ def test_kill_9_mid_stream_loses_no_acknowledged_edit(tmp_path: Path) -> None:
     rng = random.Random(seed)
     finalized: dict[int, bytes] = {}
     with start_journalnode(tmp_path, "jn1", probe_journal=JID) as jn:
-        writer = Writer(GrpcJournalChannel(jn.address))
+        writer = Writer(GrpcJournalChannel(jn.address, jn.harness_tls))
         writer.channel.format(JID, NS, False, RPC_TIMEOUT)
         writer.new_epoch(1)
         writer.start_segment(1)
@@ -228,7 +228,7 @@ def test_kill_9_mid_stream_loses_no_acknowledged_edit(tmp_path: Path) -> None:
             assert jn.returncode == -9
 
             jn.restart()
-            writer.channel = GrpcJournalChannel(jn.address)
+            writer.channel = GrpcJournalChannel(jn.address, jn.harness_tls)
             newest = writer.new_epoch(writer.epoch + 1)
             end, recovered = check_recovered_segment(writer, jn, this, seed)
             print(
@@ -331,7 +331,7 @@ def test_no_configuration_at_all_names_the_environment_variable() -> None:
 
 def test_hanamenode_conf_is_used_without_conf_option(tmp_path: Path) -> None:
     with start_journalnode(tmp_path, "jn1", probe_journal=JID, conf_via_env=True) as jn:
-        channel = GrpcJournalChannel(jn.address)
+        channel = GrpcJournalChannel(jn.address, jn.harness_tls)
         try:
             channel.format(JID, NS, False, RPC_TIMEOUT)
             assert channel.is_formatted(JID, RPC_TIMEOUT) == (True, NS)
@@ -388,7 +388,7 @@ def test_sigterm_stops_cleanly_and_releases_the_directory(
     assert "journalnode stopping" in jn.log_text()
     # The lock went with the process: a new JournalNode takes the directory and its data.
     jn.restart()
-    again = GrpcJournalChannel(jn.address)
+    again = GrpcJournalChannel(jn.address, jn.harness_tls)
     try:
         assert again.is_formatted(JID, RPC_TIMEOUT) == (True, NS)
     finally:
@@ -444,7 +444,7 @@ def test_unreachable_journalnode_is_unavailable(tmp_path: Path) -> None:
     """After kill -9 the client sees JournalUnavailableError, never a JournalNode verdict."""
     with start_journalnode(tmp_path, "jn1", probe_journal=JID) as jn:
         jn.kill()
-        channel = GrpcJournalChannel(jn.address)
+        channel = GrpcJournalChannel(jn.address, jn.harness_tls)
         try:
             with pytest.raises(JournalUnavailableError) as info:
                 channel.is_formatted(JID, 2.0)
@@ -469,7 +469,9 @@ def test_process_cluster_shares_one_configuration_and_restarts_on_the_same_ports
         assert [settings.journalnode(jn.jn_id).edits_dir for jn in cluster] == [
             tmp_path / f"jn{i}" for i in (1, 2, 3)
         ]
-        with QuorumJournalManager.connect(cluster.addresses, JID, NS) as qjm:
+        with QuorumJournalManager.connect(
+            cluster.addresses, JID, NS, tls=cluster.harness_tls
+        ) as qjm:
             qjm.format()
         addresses, pids = cluster.addresses, [jn.pid for jn in cluster]
 
@@ -493,7 +495,7 @@ def is_formatted(
     jn: JournalNodeProcess, timeout: float = RPC_TIMEOUT
 ) -> tuple[bool, NamespaceInfo | None]:
     """IsFormatted on a fresh channel (one that timed out would still be backing off)."""
-    channel = GrpcJournalChannel(jn.address)
+    channel = GrpcJournalChannel(jn.address, jn.harness_tls)
     try:
         return channel.is_formatted(JID, timeout)
     finally:

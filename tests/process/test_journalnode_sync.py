@@ -55,7 +55,8 @@ def cluster(tmp_path: Path) -> Iterator[JournalNodeProcessCluster]:
 
 @pytest.fixture
 def qjm(cluster: JournalNodeProcessCluster) -> Iterator[QuorumJournalManager]:
-    with QuorumJournalManager.connect(cluster.addresses, JID, NS) as writer:
+    tls = cluster.harness_tls
+    with QuorumJournalManager.connect(cluster.addresses, JID, NS, tls=tls) as writer:
         writer.format()
         assert writer.recover_unfinalized_segments() is None
         yield writer
@@ -159,7 +160,7 @@ def test_a_wiped_journalnode_rejoins_votes_only_after_syncing(
         "jn3 to sync the finalized segment",
     )
     assert metric(cluster[2], "journalnode_rejoining") == 1
-    channel = GrpcJournalChannel(cluster[2].address)
+    channel = GrpcJournalChannel(cluster[2].address, cluster.harness_tls)
     try:
         # It acknowledged 6-9 before it was wiped: it must not answer a recovery without it.
         with pytest.raises(JournalSyncingError, match="through txid 9"):
@@ -177,7 +178,8 @@ def test_a_wiped_journalnode_rejoins_votes_only_after_syncing(
     qjm.close()
     # jn1 is gone: a new writer recovers from jn2 and the rejoined jn3.
     cluster.stop(0)
-    with QuorumJournalManager.connect(cluster.addresses, JID, NS) as second:
+    tls = cluster.harness_tls
+    with QuorumJournalManager.connect(cluster.addresses, JID, NS, tls=tls) as second:
         assert second.recover_unfinalized_segments() == 14  # the recovered end
         assert second.epoch == epoch + 1
     files = finalized_files(cluster, 2)
@@ -241,7 +243,7 @@ def test_corrupt_copies_on_a_peer_are_refused_and_logged(
 
 
 def is_formatted(jn: JournalNodeProcess) -> bool:
-    channel = GrpcJournalChannel(jn.address)
+    channel = GrpcJournalChannel(jn.address, jn.harness_tls)
     try:
         return channel.is_formatted(JID, 5.0)[0]
     finally:

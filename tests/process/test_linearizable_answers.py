@@ -19,6 +19,7 @@ import pytest
 
 from conf.rpc import make_channel
 from hadev.namenodes import NameNodeProcessCluster
+from hadev.pki import CLIENT
 from hanamenode.errors import NamenodeError, StandbyError, from_rpc_error
 from hanamenode.ha import HAState
 from hanamenode.storage import NameDirectory
@@ -47,7 +48,7 @@ def cluster(tmp_path: Path) -> Iterator[NameNodeProcessCluster]:
 
 
 def client(c: NameNodeProcessCluster, nn: str) -> namenode_pb2_grpc.ClientProtocolStub:
-    return namenode_pb2_grpc.ClientProtocolStub(make_channel(c[nn].address))
+    return namenode_pb2_grpc.ClientProtocolStub(make_channel(c[nn].address, c.tls_for(CLIENT)))
 
 
 def stat(stub: namenode_pb2_grpc.ClientProtocolStub, path: str, timeout: float = 10) -> object:
@@ -90,7 +91,9 @@ def _fenced_through_heartbeats(cluster: NameNodeProcessCluster) -> None:
     # Another writer takes a new epoch on the JournalNodes (as a new active would), and
     # nobody calls nn1: it must learn from its own heartbeats and leave ACTIVE.
     ns_info = NameDirectory(cluster.name_dir("nn1")).read_version()
-    with QuorumJournalManager.connect(cluster.journal.addresses, "ns1", ns_info) as usurper:
+    with QuorumJournalManager.connect(
+        cluster.journal.addresses, "ns1", ns_info, tls=cluster.tls_for("nn1")
+    ) as usurper:
         take_epoch(usurper)
         started = time.monotonic()
         wait_for(
@@ -109,7 +112,9 @@ def test_a_read_after_a_newer_epoch_is_refused_at_once(cluster: NameNodeProcessC
     nn1 = client(cluster, "nn1")
     nn1.Mkdirs(namenode_pb2.MkdirsRequest(header=header(), path="/a"), timeout=10)
     ns_info = NameDirectory(cluster.name_dir("nn1")).read_version()
-    with QuorumJournalManager.connect(cluster.journal.addresses, "ns1", ns_info) as usurper:
+    with QuorumJournalManager.connect(
+        cluster.journal.addresses, "ns1", ns_info, tls=cluster.tls_for("nn1")
+    ) as usurper:
         take_epoch(usurper)
         assert isinstance(refusal(lambda: stat(nn1, "/a")), StandbyError)
         mkdir_p = namenode_pb2.MkdirsRequest(header=header(), path="/a", create_parent=True)

@@ -76,6 +76,8 @@ class Supervisor:
     errors: list[str] = field(default_factory=list)
     _proc: subprocess.Popen[bytes] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    conf: Path | None = None
+    """The JournalNodes' file: its generic certificate is the LogTesters' (mutual TLS)."""
 
     def command(self, run: Run) -> list[str]:
         return [
@@ -96,6 +98,7 @@ class Supervisor:
             str(run.acked_file),
             "--seed",
             str(self.rng.randrange(2**32)),
+            *(("--conf", str(self.conf)) if self.conf is not None else ()),
         ]
 
     def kill_current(self, by: str) -> bool:
@@ -168,13 +171,15 @@ def test_logtesters_fencing_each_other_lose_and_duplicate_nothing(tmp_path: Path
     acked_dir.mkdir()
 
     with JournalNodeProcessCluster(3, tmp_path / "jns", journal_id=JID) as cluster:
-        with QuorumJournalManager.connect(cluster.addresses, JID, NS) as qjm:
+        tls = cluster.harness_tls
+        with QuorumJournalManager.connect(cluster.addresses, JID, NS, tls=tls) as qjm:
             qjm.format()
 
         stop_at = time.monotonic() + seconds
         supervisors = [
             Supervisor(
-                f"lt{i + 1}", random.Random(rng.random()), cluster.addresses, acked_dir, stop_at
+                f"lt{i + 1}", random.Random(rng.random()), cluster.addresses, acked_dir, stop_at,
+                conf=cluster.conf_path,
             )
             for i in range(SUPERVISORS)
         ]
@@ -197,7 +202,7 @@ def test_logtesters_fencing_each_other_lose_and_duplicate_nothing(tmp_path: Path
         assert not errors, errors
 
         # A fault-free writer recovers the last segment; then the whole log is finalized.
-        with QuorumJournalManager.connect(cluster.addresses, JID, NS) as qjm:
+        with QuorumJournalManager.connect(cluster.addresses, JID, NS, tls=tls) as qjm:
             last = qjm.recover_unfinalized_segments()
             ops = [op for stream in qjm.select_input_streams(1) for op in stream]
         statuses = cluster.stop()

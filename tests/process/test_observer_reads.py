@@ -21,6 +21,7 @@ import pytest
 
 from conf.rpc import make_channel
 from hadev.namenodes import NameNodeProcessCluster, get_service_status, transition
+from hadev.pki import CLIENT
 from hadev.scrape import metric_value
 from hanamenode.client import HaFsClient, RetryPolicy
 from hanamenode.errors import (
@@ -58,7 +59,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NameNodeProces
 
 
 def stub(c: NameNodeProcessCluster, nn: str) -> namenode_pb2_grpc.ClientProtocolStub:
-    return namenode_pb2_grpc.ClientProtocolStub(make_channel(c[nn].address))
+    return namenode_pb2_grpc.ClientProtocolStub(make_channel(c[nn].address, c.tls_for(CLIENT)))
 
 
 def metric(c: NameNodeProcessCluster, nn: str, name: str, **labels: str) -> float:
@@ -70,12 +71,12 @@ def observer_reads(c: NameNodeProcessCluster, outcome: str) -> float:
 
 
 def applied(c: NameNodeProcessCluster, nn: str) -> int:
-    return int(get_service_status(c[nn].address, timeout=20).last_applied_txid)
+    return int(get_service_status(c[nn].address, c[nn].tls, timeout=20).last_applied_txid)
 
 
 def roll(c: NameNodeProcessCluster) -> None:
     """Finalize the active's segment: the observer's tailer then reads it within a period."""
-    channel = make_channel(c["nn1"].address)
+    channel = make_channel(c["nn1"].address, c.tls_for("nn2"))  # RollEditLog: a NameNode
     try:
         namenode_pb2_grpc.NamenodeProtocolStub(channel).RollEditLog(
             namenode_pb2.HAEmpty(), timeout=10
@@ -188,19 +189,19 @@ def test_an_observer_refuses_mutations_and_msync_as_a_standby(
 
 def test_transitions_between_standby_and_observer(cluster: NameNodeProcessCluster) -> None:
     nn1, nn3 = cluster["nn1"], cluster["nn3"]
-    status = get_service_status(nn3.address)
+    status = get_service_status(nn3.address, nn3.tls)
     assert status.state == namenode_pb2.OBSERVER and not status.ready_to_become_active
     assert "observer" in status.not_ready_reason
 
-    error = refused_transition(lambda: transition(nn3.address, HAState.ACTIVE))
+    error = refused_transition(lambda: transition(nn3.address, HAState.ACTIVE, tls=nn3.tls))
     assert isinstance(error, ServiceFailedError) and "is an observer" in str(error)
-    error = refused_transition(lambda: transition(nn1.address, HAState.OBSERVER))
+    error = refused_transition(lambda: transition(nn1.address, HAState.OBSERVER, tls=nn1.tls))
     assert isinstance(error, ServiceFailedError) and "is active" in str(error)
     assert nn1.state() is HAState.ACTIVE
 
-    transition(nn3.address, HAState.STANDBY)
+    transition(nn3.address, HAState.STANDBY, tls=nn3.tls)
     assert nn3.state() is HAState.STANDBY
-    transition(nn3.address, HAState.OBSERVER)
+    transition(nn3.address, HAState.OBSERVER, tls=nn3.tls)
     assert nn3.state() is HAState.OBSERVER
 
 

@@ -39,7 +39,7 @@ def test_a_stopped_journalnode_does_not_hold_the_quorum(
     cluster: JournalNodeProcessCluster,
 ) -> None:
     async def scenario() -> tuple[int, int, list[int], int]:
-        qjm = QuorumJournalManager.connect(cluster.addresses, JID, NS)
+        qjm = QuorumJournalManager.connect(cluster.addresses, JID, NS, tls=cluster.harness_tls)
         try:
             return await write_through_a_stall(qjm)
         finally:
@@ -94,7 +94,7 @@ def test_a_stopped_journalnode_does_not_hold_the_quorum(
     assert running_acked == [FLUSHES + 1, FLUSHES + 1]
     assert ticks > 0
     assert caught_up == FLUSHES + 1
-    reader = QuorumJournalManager.connect(cluster.addresses, JID, NS)
+    reader = QuorumJournalManager.connect(cluster.addresses, JID, NS, tls=cluster.harness_tls)
     try:
         [stream] = reader.select_input_streams(1)
         assert [op.txid for op in stream] == list(range(1, FLUSHES + 2))

@@ -14,8 +14,10 @@ from pathlib import Path
 import grpc
 import pytest
 
+from conf import TLSSettings
 from conf.rpc import make_channel
 from hadev.namenodes import NameNodeProcessCluster
+from hadev.pki import CLIENT
 from hanamenode.client import HaFsClient
 from hanamenode.ha import HAState
 from proto import namenode_pb2, namenode_pb2_grpc
@@ -37,9 +39,9 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError(f"no VmRSS in /proc/{pid}/status")
 
 
-def big_channel(address: str) -> grpc.Channel:
+def big_channel(address: str, tls: TLSSettings | None) -> grpc.Channel:
     # This client is willing to send what the NameNode must refuse.
-    return make_channel(address, max_message_bytes=256 * 1024 * 1024)
+    return make_channel(address, tls, max_message_bytes=256 * 1024 * 1024)
 
 
 def mkdirs(stub: namenode_pb2_grpc.ClientProtocolStub, path: str, client_id: bytes) -> None:
@@ -59,8 +61,11 @@ def test_oversized_client_id_is_refused_and_the_active_stays_active(tmp_path: Pa
     with NameNodeProcessCluster(tmp_path, namenodes=1) as cluster:
         cluster.transition_to_active("nn1")
         nn = cluster["nn1"]
-        with big_channel(nn.address) as channel:
+        with big_channel(nn.address, cluster.tls_for(CLIENT)) as channel:
             stub = namenode_pb2_grpc.ClientProtocolStub(channel)
+            # Connected first: a 17 MB first write on a TLS channel can end the handshake
+            # (UNAVAILABLE) before the server reads the message's length.
+            mkdirs(stub, "/first", b"c")
             with pytest.raises(grpc.RpcError) as huge:
                 mkdirs(stub, "/huge", b"H" * 17_000_000)
             assert huge.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, huge.value
@@ -84,7 +89,7 @@ def test_a_flood_of_oversized_requests_leaves_memory_near_the_baseline(tmp_path:
     with NameNodeProcessCluster(tmp_path, namenodes=1) as cluster:
         cluster.transition_to_active("nn1")
         nn = cluster["nn1"]
-        with big_channel(nn.address) as channel:
+        with big_channel(nn.address, cluster.tls_for(CLIENT)) as channel:
             stub = namenode_pb2_grpc.ClientProtocolStub(channel)
             for i in range(20):  # warm up the server's threads and caches
                 mkdirs(stub, f"/warm{i}", b"warm-up")

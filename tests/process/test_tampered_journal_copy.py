@@ -49,7 +49,8 @@ def cluster(tmp_path: Path) -> Iterator[NameNodeCluster]:
     c = NameNodeCluster(tmp_path)
     # The JournalNodes are processes with their sync thread, not the in-process servers.
     c.journal = JournalNodeProcessCluster(  # type: ignore[assignment]
-        3, tmp_path / "journal", journal_id=JOURNAL_ID, extra_conf=SYNC_CONF
+        3, tmp_path / "journal", journal_id=JOURNAL_ID, extra_conf=SYNC_CONF,
+        tls=False,  # plaintext: the in-process NameNodes of tests.namenode.cluster speak no TLS
     )
     with c:
         c.transition_to_active("nn1")
