@@ -17,6 +17,7 @@ import contextlib
 import shutil
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,15 @@ from conf.rpc import make_channel
 from conf.xmlconf import ConfigValue
 from durable.version import parse_properties
 from hadev.crashfs import CrashMount, CutReport, cut_power, fuse_available
-from hadev.daemon import DaemonStartError
+from hadev.daemon import DaemonStartError, child_environment
 from hadev.devcluster import JOURNAL_ID, DevCluster
-from hadev.namenodes import run_hanamenode
+from hadev.journalnodes import JournalNodeProcess
+from hadev.namenodes import NameNodeProcess, run_hanamenode
+from hadev.zookeeper import ZooKeeperServer
 from hanamenode.ha import HAState
 from proto import journal_pb2, journal_pb2_grpc
 from tests.powerloss.acknowledged import Acknowledgements
+from tests.powerloss.warm import WarmStarts
 
 SESSION_TIMEOUT = 1.0
 RESTART_TIMEOUT = 40.0
@@ -75,6 +79,11 @@ class PowerCutCluster:
         self.cuts = 0
         self.restarts = 0
         self.refusals: list[Refusal] = []
+        # Restarts skip the imports: each daemon's next process waits, warmed up, for its
+        # start (tests/powerloss/warm.py).
+        self.warm = WarmStarts()
+        for name in self.mounts:
+            self._daemon(name).popen = self.warm.popen_for(name)
 
     @property
     def journalnode_ids(self) -> list[str]:
@@ -147,6 +156,7 @@ class PowerCutCluster:
             for mount in self.mounts.values():
                 mount.mount()
             self.dev.start()
+            self.prepare_starts(self.mounts)
         except BaseException:
             self.close()
             raise
@@ -162,13 +172,28 @@ class PowerCutCluster:
         try:
             self.dev.stop()
         finally:
+            self.warm.close()
             for mount in self.mounts.values():
                 mount.unmount()
+
+    def _daemon(self, name: str) -> JournalNodeProcess | NameNodeProcess:
+        process = self.dev.process(name)
+        assert not isinstance(process, ZooKeeperServer), "ZooKeeper has no disk here"
+        return process
+
+    def prepare_starts(self, names: Iterable[str]) -> None:
+        """Have a warmed-up process wait for the next start of each of ``names``."""
+        for name in names:
+            process = self._daemon(name)
+            module = "journalnode" if name.startswith("jn") else "namenoded"
+            self.warm.prepare(name, module, process.workdir, process.log_path,
+                              child_environment())
 
     def cut(self, names: list[str], *, torn: bool, seed: int) -> list[CutReport]:
         """The power cut of ``names`` at one instant: SIGKILL every one of them, then lose
         what their disks did not hold (a torn write on each when ``torn``)."""
         self.cuts += 1
+        self.prepare_starts(names)  # a no-op for those prepared before
         pids = [self.dev.process(name).pid for name in names if self.dev.process(name).running]
         reports = cut_power([self.mounts[name] for name in names], pids, torn=torn, seed=seed)
         for name in names:
@@ -188,6 +213,9 @@ class PowerCutCluster:
                 for refusal in pool.map(self._start, sorted(group)):
                     if refusal is not None:
                         refusals.append(refusal)
+        # The next starts' processes import while the cluster recovers and the next cut
+        # waits: by the next power-on they are ready.
+        self.prepare_starts(names)
         self.refusals += refusals
         return refusals
 

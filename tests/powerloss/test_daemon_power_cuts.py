@@ -205,6 +205,7 @@ class Series:
         acks_first = rng.randint(1, MAX_ACKS_BEFORE_CUT)
         torn = rng.random() < 0.5
         cut_seed = rng.randrange(1 << 30)
+        cluster.prepare_starts(names)  # they warm up while the load runs to the cut
         promised = {n: cluster.promised_epoch(n) for n in names if n.startswith("jn")}
         for jn, epoch in promised.items():
             self.acks.promise(jn, epoch)  # an answer the test got: a promise too
@@ -297,7 +298,7 @@ class Series:
             f"recoveries acknowledged, {cluster.restarts} restarts, "
             f"{len(self.expected_refusals)} refusals of a damaged disk as expected, "
             f"{len(other)} other refusals, {len(self.load.failures)} calls with unknown "
-            "outcome, 0 lost"
+            f"outcome, 0 lost; {cluster.warm.warm} warm starts, {cluster.warm.cold} cold"
         )
         for refusal in other:
             self.note(f"refusal after cut {refusal.cut}: {refusal.daemon}: {refusal.line}")
