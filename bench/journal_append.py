@@ -35,7 +35,7 @@ from bench.common import (
     print_table,
     raw_fdatasync_latencies,
 )
-from bench.namenode_ops import cpu_seconds
+from bench.namenode.shared import cpu_seconds
 from hadev.journalnodes import JournalNodeProcess, start_journalnode
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RequestInfo

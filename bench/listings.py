@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench import h2load
 from bench.common import percentile, print_json, print_table
-from bench.namenode_ops import POLICY, cluster_conf
+from bench.namenode.shared import POLICY, cluster_conf
 from conf.logging import setup_logging
 from hadev.namenodes import NameNodeProcessCluster
 from hanamenode.client import CreateOp, HaFsClient

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bench.namenode_ops import RoleTimes, run_queue_wait_seconds
+from bench.namenode.shared import RoleTimes, run_queue_wait_seconds
 
 SPIN = "while True: pass"
 
