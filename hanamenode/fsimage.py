@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import ctypes
 import dataclasses
 import gc
 import hashlib
@@ -501,6 +502,22 @@ class ForkedImageSave:
         self.tmp.unlink(missing_ok=True)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _leave_parents_signals() -> None:
+    """In the child: die of the signals that stop the NameNode (its handlers write to the
+    parent's loop, whose wakeup fd the child shares), and of SIGKILL when the thread that
+    forked it ends, so that a killed NameNode leaves no writer behind."""
+    signal.set_wakeup_fd(-1)
+    for stopping in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(stopping, signal.SIG_DFL)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"prctl(PR_SET_PDEATHSIG): {os.strerror(errno)}")
+
+
 def fork_save_image(
     namespace: Namespace, name_dir: Path, ns_info: NamespaceInfo, *, now_ms: int | None = None
 ) -> ForkedImageSave:
@@ -523,6 +540,7 @@ def fork_save_image(
             # A collection would write to every object's header and copy the whole heap.
             gc.disable()
             try:
+                _leave_parents_signals()
                 digest = _write_image_file(
                     namespace, txid, tmp, ns_info, now_ms, _logged_in_child
                 )
