@@ -64,6 +64,44 @@ def variant(
     return write_xml(props, dev.base_dir / "conf" / f"{name}.xml")
 
 
+# A stand-in for the import machinery that notes GRPC_VERBOSITY when grpc is first imported.
+SPY = """
+import importlib, os, sys
+class Spy:
+    seen = "not imported"
+    def find_spec(self, name, path=None, target=None):
+        if name == "grpc" and Spy.seen == "not imported":
+            Spy.seen = os.environ.get("GRPC_VERBOSITY")
+        return None
+sys.meta_path.insert(0, Spy())
+importlib.import_module(sys.argv[1])
+print(Spy.seen, os.environ.get("GRPC_VERBOSITY"))
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "seen"),
+    [
+        ("hanamenode.client.shell", "NONE"),  # hafs
+        ("hanamenode.client", "NONE"),  # python -m hanamenode.client
+        ("failover.hactl", "NONE"),
+        ("hadev.cli", "NONE"),
+        ("pipeline.cli", "NONE"),  # hapipe
+        ("journalnode.cli", "None"),  # a daemon logs what gRPC's core says
+    ],
+)
+def test_each_tool_imports_grpc_quiet_and_its_children_do_not_inherit_it(
+    module: str, seen: str
+) -> None:
+    env = child_environment()
+    env.pop(VERBOSITY_ENV, None)
+    result = subprocess.run(
+        [sys.executable, "-c", SPY, module], capture_output=True, text=True, env=env,
+        timeout=120, check=True,
+    )
+    assert result.stdout.split() == [seen, "None"], result.stdout
+
+
 def test_tls_mismatches_and_a_missing_role_are_named(dev: DevCluster) -> None:
     active = dev.wait_active()
     standby = next(nn for nn in dev.namenode_ids if nn != active)
