@@ -262,6 +262,14 @@ class Journal:
         it votes (its peers' highest when it formatted itself); 0 otherwise."""
         return self._sync_until
 
+    @property
+    def rejoin_pending(self) -> bool:
+        """Whether it still lacks finalized segments through ``rejoin_txid``: ``rejoining``
+        as its next vote will find it (``rejoining`` itself stays set until that vote clears
+        it), read without clearing anything (the status page)."""
+        with self._lock:
+            return bool(self._sync_until) and not covers(self._finalized(), self._sync_until)
+
     # ------------------------------------------------------------------ checks
 
     def _check_formatted(self) -> NamespaceInfo:

@@ -39,11 +39,13 @@ def _journal(journal: Journal) -> dict[str, Any]:
     ns = journal.namespace_info
     cached = journal.edits_cache.txid_range
     stats = journal.stats
+    # Not ``journal.rejoining``: that mark is cleared only by the next vote asked of it.
+    rejoining = journal.rejoin_pending
     return {
         "journal_id": journal.journal_id,
-        "state": journal_state(ns is not None, journal.rejoining, stats.segments_lacking),
-        "rejoining": journal.rejoining,
-        "rejoin_txid": journal.rejoin_txid,
+        "state": journal_state(ns is not None, rejoining, stats.segments_lacking),
+        "rejoining": rejoining,
+        "rejoin_txid": journal.rejoin_txid if rejoining else 0,
         "sync": {
             "segments_lacking": stats.segments_lacking,
             "segments_synced": stats.segments_synced,

@@ -18,6 +18,7 @@ The tests fail (they do not skip) without chromium and chromedriver (tests/statu
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,8 @@ from typing import Any
 import pytest
 
 from hadev.devcluster import DevCluster
+from hanamenode.peers import NameNodePeers
+from proto import namenode_pb2
 from tests.status.browser import open_browser, table_rows, text_of, wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -62,6 +65,18 @@ def cluster_url(dev: DevCluster, nn: str) -> str:
 def status_json(url: str) -> dict[str, Any]:
     with urllib.request.urlopen(url + ".json", timeout=10) as answer:
         return dict(json.load(answer))
+
+
+def roll(dev: DevCluster) -> None:
+    """Write an edit, then have the active roll its edit log as a standby asks it to (a
+    NameNode's certificate): the open segment is finalized (a roll of a segment that holds
+    only its start is a no-op)."""
+    with dev.client() as fs:
+        fs.mkdirs(f"/status-pages/roll-{time.monotonic_ns()}", parents=True)
+    active = dev.wait_active()
+    standby = next(nn for nn in dev.namenode_ids if nn != active)
+    with NameNodePeers.from_settings(dev.settings().for_daemon(standby), standby) as peers:
+        peers.namenode(peers.find(active)).RollEditLog(namenode_pb2.HAEmpty(), timeout=20)
 
 
 def cluster_states(driver: Any, table_id: str) -> dict[str, str]:
@@ -209,3 +224,45 @@ def test_a_journalnode_page_turns_unreachable_when_it_dies(dev: DevCluster, driv
     others = cluster_states(driver, "cluster-journalnodes")
     assert others == {"jn1": "serving", "jn2": "serving", "jn3": "unreachable"}, others
     assert row[5] != "never", row  # the last answer it had from jn3, before the kill
+
+
+def test_a_wiped_journalnode_shows_its_rejoin_and_sync(dev: DevCluster, driver: Any) -> None:
+    """jn3 (killed above) comes back on an empty disk: it formats itself from its peers and
+    syncs their finalized segments, but it votes only once it holds them through the txid
+    they held when it rejoined, which the open segment holds: its page says "rejoining" with
+    that point until a failover finalizes the segment (docs/protocol.md §10.3)."""
+    def finalized() -> int:
+        segments = status_json(status_url(dev, "jn1"))["journals"][0]["segments"]
+        return sum(not seg["in_progress"] for seg in segments)
+
+    if not finalized():  # run alone
+        roll(dev)
+    assert finalized()
+    dev.wipe_journalnode("jn3")
+    url = status_url(dev, "jn3")
+
+    def journal(state: str) -> dict[str, Any] | None:
+        journals = status_json(url)["journals"]  # empty until its first sync round
+        found = journals[0] if journals else None
+        done = found is not None and found["state"] == state and found["sync"]["segments_synced"]
+        return found if done else None
+
+    rejoining = wait_until("jn3 rejoining with synced segments", lambda: journal("rejoining"), 20)
+    assert rejoining["rejoin_txid"] > max(
+        s["end_txid"] for s in rejoining["segments"] if not s["in_progress"]
+    ), rejoining
+    driver.get(url)
+    assert text_of(driver, "jn-state") == "rejoining"
+    # journal, state, rejoin point, segments lacking, segments synced, bytes synced, ...
+    row = table_rows(driver, "journal-sync")[0]
+    assert (row[1], row[2]) == ("rejoining", str(rejoining["rejoin_txid"])), row
+    assert int(row[4]) >= rejoining["sync"]["segments_synced"] > 0, row  # still syncing
+    assert int(row[5]) > 0, row
+    peers = {r[0]: r[2] for r in table_rows(driver, "sync-peers")}
+    assert peers == {"jn1": "answered", "jn2": "answered"}, peers
+
+    roll(dev)  # finalizes the open segment
+    wait_until(
+        "jn3's open page showing it serving once the segment is finalized and synced",
+        lambda: text_of(driver, "jn-state") == "serving", REFRESH_WAIT,
+    )
