@@ -8,7 +8,9 @@ channel can also pipeline Journal batches on one ``JournalStream`` (``send_journ
 
 ``AioJournalChannel`` is the same set of calls as coroutines over grpc.aio, for the
 ``AsyncLogger`` tasks of the asyncio QJM (issue 12); ``GrpcJournalChannel`` stays for blocking
-tools (``pipeline.verify``, the benchmarks) and for segment downloads.
+tools (``pipeline.verify``, the benchmarks) and for segment downloads. Both are one
+implementation of the calls (``_JournalCalls``: each request built once) over two ways of
+making a unary call and two streams (threads, or tasks of the loop).
 """
 
 from __future__ import annotations
@@ -258,103 +260,177 @@ class _Rpc(NamedTuple):
     parse: Callable[[Any], Any] = lambda _: None
 
 
-def _is_formatted(journal_id: str) -> _Rpc:
-    def parse(r: Any) -> tuple[bool, NamespaceInfo | None]:
-        return r.is_formatted, NamespaceInfo.from_pb(r.namespace_info) if r.is_formatted else None
-
-    return _Rpc("IsFormatted", journal_pb2.IsFormattedRequest(journal_id=journal_id), parse)
+def _is_formatted_answer(r: Any) -> tuple[bool, NamespaceInfo | None]:
+    return r.is_formatted, NamespaceInfo.from_pb(r.namespace_info) if r.is_formatted else None
 
 
-def _format(journal_id: str, ns: NamespaceInfo, force: bool) -> _Rpc:
-    return _Rpc(
-        "Format",
-        journal_pb2.FormatRequest(journal_id=journal_id, namespace_info=ns.to_pb(), force=force),
-    )
+class _JournalCalls:
+    """Every call of ``JournalChannel``, written once for both gRPC channels.
 
+    Each method builds its request and hands it to ``_do``: ``GrpcJournalChannel``'s makes
+    the call and returns the answer, ``AioJournalChannel``'s is a coroutine (so there a call
+    is awaited: ``await channel.heartbeat(req, timeout)``). ``send_journal`` puts the batch on
+    the channel's stream, opened by ``_open_stream`` on first use and again after it broke;
+    a closed channel answers with ``_refused``. The bytes on the wire are the same either
+    way.
+    """
 
-def _get_journal_state(journal_id: str, cluster_id: str) -> _Rpc:
-    return _Rpc(
-        "GetJournalState",
-        journal_pb2.GetJournalStateRequest(journal_id=journal_id, cluster_id=cluster_id),
-        lambda r: (r.last_promised_epoch, r.from_url),
-    )
+    address: str
+    _closed: bool
+    _stream: JournalStream | AioJournalStream | None
+    _stream_lock: threading.Lock
 
+    def _do(self, rpc: _Rpc, timeout: float) -> Any:
+        raise NotImplementedError
 
-def _new_epoch(journal_id: str, ns: NamespaceInfo, epoch: int) -> _Rpc:
-    return _Rpc(
-        "NewEpoch",
-        journal_pb2.NewEpochRequest(journal_id=journal_id, namespace_info=ns.to_pb(), epoch=epoch),
-        lambda r: r.last_segment_txid if r.HasField("last_segment_txid") else None,
-    )
+    def _open_stream(self) -> JournalStream | AioJournalStream:
+        raise NotImplementedError
 
+    def _refused(self, error: Exception) -> Any:
+        """A Future of the channel's kind, failed with ``error``."""
+        raise NotImplementedError
 
-def _start_log_segment(req: RequestInfo, txid: int) -> _Rpc:
-    return _Rpc(
-        "StartLogSegment",
-        journal_pb2.StartLogSegmentRequest(req_info=req.to_pb(), txid=txid, layout_version=1),
-    )
+    def is_formatted(self, journal_id: str, timeout: float) -> Any:
+        request = journal_pb2.IsFormattedRequest(journal_id=journal_id)
+        return self._do(_Rpc("IsFormatted", request, _is_formatted_answer), timeout)
 
+    def format(self, journal_id: str, ns: NamespaceInfo, force: bool, timeout: float) -> Any:
+        request = journal_pb2.FormatRequest(
+            journal_id=journal_id, namespace_info=ns.to_pb(), force=force
+        )
+        return self._do(_Rpc("Format", request), timeout)
 
-def _heartbeat(req: RequestInfo) -> _Rpc:
-    return _Rpc("Heartbeat", journal_pb2.HeartbeatRequest(req_info=req.to_pb()))
+    def get_journal_state(self, journal_id: str, cluster_id: str, timeout: float) -> Any:
+        request = journal_pb2.GetJournalStateRequest(journal_id=journal_id, cluster_id=cluster_id)
+        return self._do(
+            _Rpc("GetJournalState", request, lambda r: (r.last_promised_epoch, r.from_url)),
+            timeout,
+        )
 
+    def new_epoch(self, journal_id: str, ns: NamespaceInfo, epoch: int, timeout: float) -> Any:
+        request = journal_pb2.NewEpochRequest(
+            journal_id=journal_id, namespace_info=ns.to_pb(), epoch=epoch
+        )
+        return self._do(
+            _Rpc(
+                "NewEpoch",
+                request,
+                lambda r: r.last_segment_txid if r.HasField("last_segment_txid") else None,
+            ),
+            timeout,
+        )
 
-def _finalize_log_segment(req: RequestInfo, start: int, end: int, md5: bytes) -> _Rpc:
-    return _Rpc(
-        "FinalizeLogSegment",
-        journal_pb2.FinalizeLogSegmentRequest(
+    def start_log_segment(self, req: RequestInfo, txid: int, timeout: float) -> Any:
+        request = journal_pb2.StartLogSegmentRequest(
+            req_info=req.to_pb(), txid=txid, layout_version=1
+        )
+        return self._do(_Rpc("StartLogSegment", request), timeout)
+
+    def journal(
+        self,
+        req: RequestInfo,
+        segment_txid: int,
+        first_txid: int,
+        num_txns: int,
+        framed: bytes,
+        timeout: float,
+    ) -> Any:
+        request = _journal_request(req, segment_txid, first_txid, num_txns, framed)
+        return self._do(_Rpc("Journal", request), timeout)
+
+    def send_journal(
+        self,
+        req: RequestInfo,
+        segment_txid: int,
+        first_txid: int,
+        num_txns: int,
+        framed: bytes,
+        timeout: float,
+    ) -> Any:
+        """The batch of ``journal`` on this channel's stream; a Future of its answer (on an
+        ``AioJournalChannel``, call on the event loop's thread). Batches reach the
+        JournalNode in the order of the calls (callers serialize them)."""
+        request = _journal_request(req, segment_txid, first_txid, num_txns, framed)
+        with self._stream_lock:
+            if self._closed:
+                return self._refused(
+                    JournalUnavailableError(f"channel to {self.address} closed")
+                )
+            if self._stream is None or self._stream.broken:
+                self._stream = self._open_stream()
+            return self._stream.send(request, timeout)
+
+    def heartbeat(self, req: RequestInfo, timeout: float) -> Any:
+        request = journal_pb2.HeartbeatRequest(req_info=req.to_pb())
+        return self._do(_Rpc("Heartbeat", request), timeout)
+
+    def finalize_log_segment(
+        self, req: RequestInfo, start: int, end: int, timeout: float, md5: bytes = b""
+    ) -> Any:
+        request = journal_pb2.FinalizeLogSegmentRequest(
             req_info=req.to_pb(), start_txid=start, end_txid=end, md5=md5
-        ),
-    )
+        )
+        return self._do(_Rpc("FinalizeLogSegment", request), timeout)
 
+    def purge_logs(self, req: RequestInfo, min_txid_to_keep: int, timeout: float) -> Any:
+        request = journal_pb2.PurgeLogsRequest(
+            req_info=req.to_pb(), min_txid_to_keep=min_txid_to_keep
+        )
+        return self._do(_Rpc("PurgeLogs", request), timeout)
 
-def _purge_logs(req: RequestInfo, min_txid_to_keep: int) -> _Rpc:
-    return _Rpc(
-        "PurgeLogs",
-        journal_pb2.PurgeLogsRequest(req_info=req.to_pb(), min_txid_to_keep=min_txid_to_keep),
-    )
+    def get_edit_log_manifest(
+        self,
+        journal_id: str,
+        cluster_id: str,
+        since_txid: int,
+        in_progress_ok: bool,
+        timeout: float,
+    ) -> Any:
+        request = journal_pb2.GetEditLogManifestRequest(
+            journal_id=journal_id,
+            cluster_id=cluster_id,
+            since_txid=since_txid,
+            in_progress_ok=in_progress_ok,
+        )
+        return self._do(
+            _Rpc(
+                "GetEditLogManifest",
+                request,
+                lambda r: ([RemoteEditLog.from_pb(entry) for entry in r.logs], r.committed_txid),
+            ),
+            timeout,
+        )
 
+    def get_journaled_edits(
+        self, journal_id: str, cluster_id: str, since_txid: int, max_txns: int, timeout: float
+    ) -> Any:
+        request = journal_pb2.GetJournaledEditsRequest(
+            journal_id=journal_id, cluster_id=cluster_id, since_txid=since_txid, max_txns=max_txns
+        )
+        return self._do(
+            _Rpc(
+                "GetJournaledEdits",
+                request,
+                lambda r: CachedEdits(r.writer_epoch, r.txn_count, r.records),
+            ),
+            timeout,
+        )
 
-def _get_edit_log_manifest(
-    journal_id: str, cluster_id: str, since_txid: int, in_progress_ok: bool
-) -> _Rpc:
-    request = journal_pb2.GetEditLogManifestRequest(
-        journal_id=journal_id,
-        cluster_id=cluster_id,
-        since_txid=since_txid,
-        in_progress_ok=in_progress_ok,
-    )
-    return _Rpc(
-        "GetEditLogManifest",
-        request,
-        lambda r: ([RemoteEditLog.from_pb(entry) for entry in r.logs], r.committed_txid),
-    )
+    def prepare_recovery(self, req: RequestInfo, segment_txid: int, timeout: float) -> Any:
+        request = journal_pb2.PrepareRecoveryRequest(
+            req_info=req.to_pb(), segment_txid=segment_txid
+        )
+        return self._do(
+            _Rpc("PrepareRecovery", request, PrepareRecoveryResult.from_pb), timeout
+        )
 
-
-def _get_journaled_edits(journal_id: str, cluster_id: str, since_txid: int, max_txns: int) -> _Rpc:
-    request = journal_pb2.GetJournaledEditsRequest(
-        journal_id=journal_id, cluster_id=cluster_id, since_txid=since_txid, max_txns=max_txns
-    )
-    return _Rpc(
-        "GetJournaledEdits", request, lambda r: CachedEdits(r.writer_epoch, r.txn_count, r.records)
-    )
-
-
-def _prepare_recovery(req: RequestInfo, segment_txid: int) -> _Rpc:
-    return _Rpc(
-        "PrepareRecovery",
-        journal_pb2.PrepareRecoveryRequest(req_info=req.to_pb(), segment_txid=segment_txid),
-        PrepareRecoveryResult.from_pb,
-    )
-
-
-def _accept_recovery(req: RequestInfo, state: SegmentState, from_url: str) -> _Rpc:
-    return _Rpc(
-        "AcceptRecovery",
-        journal_pb2.AcceptRecoveryRequest(
+    def accept_recovery(
+        self, req: RequestInfo, state: SegmentState, from_url: str, timeout: float
+    ) -> Any:
+        request = journal_pb2.AcceptRecoveryRequest(
             req_info=req.to_pb(), state_to_accept=state.to_pb(), from_url=from_url
-        ),
-    )
+        )
+        return self._do(_Rpc("AcceptRecovery", request), timeout)
 
 
 class _StreamProtocolError(Exception):
@@ -378,8 +454,9 @@ def _stream_error(address: str, exc: Exception) -> Exception:
     return JournalUnavailableError(f"journal stream to {address}: {exc}")
 
 
-class GrpcJournalChannel:
-    """A JournalChannel over gRPC, made through conf.rpc (mutual TLS when configured).
+class GrpcJournalChannel(_JournalCalls):
+    """A JournalChannel over gRPC, made through conf.rpc (mutual TLS when configured): the
+    calls of ``_JournalCalls``, each made at once and answered.
 
     Journal batches go either one unary call each (``journal``) or pipelined on one
     ``JournalStream`` (``send_journal``), opened on first use and again after it broke.
@@ -393,106 +470,20 @@ class GrpcJournalChannel:
         self._stream: JournalStream | None = None
         self._closed = False
 
-    def _call(self, method: Any, request: Any, timeout: float) -> Any:
+    def _do(self, rpc: _Rpc, timeout: float) -> Any:
         try:
-            return method(request, timeout=timeout)
+            answer = getattr(self._stub, rpc.method)(rpc.request, timeout=timeout)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
+        return rpc.parse(answer)
 
-    def _do(self, rpc: _Rpc, timeout: float) -> Any:
-        return rpc.parse(self._call(getattr(self._stub, rpc.method), rpc.request, timeout))
+    def _open_stream(self) -> JournalStream:
+        return JournalStream(self._channel, self.address)
 
-    def is_formatted(self, journal_id: str, timeout: float) -> tuple[bool, NamespaceInfo | None]:
-        return self._do(_is_formatted(journal_id), timeout)
-
-    def format(self, journal_id: str, ns: NamespaceInfo, force: bool, timeout: float) -> None:
-        self._do(_format(journal_id, ns, force), timeout)
-
-    def get_journal_state(
-        self, journal_id: str, cluster_id: str, timeout: float
-    ) -> tuple[int, str]:
-        return self._do(_get_journal_state(journal_id, cluster_id), timeout)
-
-    def new_epoch(
-        self, journal_id: str, ns: NamespaceInfo, epoch: int, timeout: float
-    ) -> int | None:
-        return self._do(_new_epoch(journal_id, ns, epoch), timeout)
-
-    def start_log_segment(self, req: RequestInfo, txid: int, timeout: float) -> None:
-        self._do(_start_log_segment(req, txid), timeout)
-
-    def journal(
-        self,
-        req: RequestInfo,
-        segment_txid: int,
-        first_txid: int,
-        num_txns: int,
-        framed: bytes,
-        timeout: float,
-    ) -> None:
-        request = _journal_request(req, segment_txid, first_txid, num_txns, framed)
-        self._call(self._stub.Journal, request, timeout)
-
-    def send_journal(
-        self,
-        req: RequestInfo,
-        segment_txid: int,
-        first_txid: int,
-        num_txns: int,
-        framed: bytes,
-        timeout: float,
-    ) -> Future[None]:
-        """The batch of ``journal`` on this channel's JournalStream; a Future of its answer.
-
-        Batches reach the JournalNode in the order of the calls (callers serialize them).
-        """
-        request = _journal_request(req, segment_txid, first_txid, num_txns, framed)
-        with self._stream_lock:
-            if self._closed:
-                failed: Future[None] = Future()
-                failed.set_exception(JournalUnavailableError(f"channel to {self.address} closed"))
-                return failed
-            if self._stream is None or self._stream.broken:
-                self._stream = JournalStream(self._channel, self.address)
-            return self._stream.send(request, timeout)
-
-    def heartbeat(self, req: RequestInfo, timeout: float) -> None:
-        self._do(_heartbeat(req), timeout)
-
-    def finalize_log_segment(
-        self, req: RequestInfo, start: int, end: int, timeout: float, md5: bytes = b""
-    ) -> None:
-        self._do(_finalize_log_segment(req, start, end, md5), timeout)
-
-    def purge_logs(self, req: RequestInfo, min_txid_to_keep: int, timeout: float) -> None:
-        self._do(_purge_logs(req, min_txid_to_keep), timeout)
-
-    def get_edit_log_manifest(
-        self,
-        journal_id: str,
-        cluster_id: str,
-        since_txid: int,
-        in_progress_ok: bool,
-        timeout: float,
-    ) -> tuple[list[RemoteEditLog], int]:
-        rpc = _get_edit_log_manifest(journal_id, cluster_id, since_txid, in_progress_ok)
-        return self._do(rpc, timeout)
-
-    def get_journaled_edits(
-        self, journal_id: str, cluster_id: str, since_txid: int, max_txns: int, timeout: float
-    ) -> CachedEdits:
-        rpc = _get_journaled_edits(journal_id, cluster_id, since_txid, max_txns)
-        return self._do(rpc, timeout)
-
-    def prepare_recovery(
-        self, req: RequestInfo, segment_txid: int, timeout: float
-    ) -> PrepareRecoveryResult:
-        return self._do(_prepare_recovery(req, segment_txid), timeout)
-
-    def accept_recovery(
-        self, req: RequestInfo, state: SegmentState, from_url: str, timeout: float
-    ) -> None:
-        self._do(_accept_recovery(req, state, from_url), timeout)
+    def _refused(self, error: Exception) -> Future[None]:
+        failed: Future[None] = Future()
+        failed.set_exception(error)
+        return failed
 
     def get_segment(
         self, journal_id: str, cluster_id: str, start: int, end: int | None, timeout: float
@@ -613,8 +604,8 @@ class AioJournalStream:
                 future.set_exception(type(error)(str(error)))
 
 
-class AioJournalChannel:
-    """The JournalChannel calls as coroutines over grpc.aio (``is_aio``), for an
+class AioJournalChannel(_JournalCalls):
+    """The calls of ``_JournalCalls`` as coroutines over grpc.aio (``is_aio``), for an
     ``AsyncLogger`` on an event loop; made through conf.rpc (mutual TLS when configured).
 
     The grpc.aio channel is opened on the event loop at the first call. ``send_journal``
@@ -630,6 +621,8 @@ class AioJournalChannel:
         self._tls = tls
         self._channel: grpc.aio.Channel | None = None
         self._stub_: journal_pb2_grpc.QJournalServiceStub | None = None
+        # Taken on the loop's thread only, never contended: _JournalCalls.send_journal's.
+        self._stream_lock = threading.Lock()
         self._stream: AioJournalStream | None = None
         self._blocking: GrpcJournalChannel | None = None
         self._blocking_lock = threading.Lock()
@@ -654,103 +647,15 @@ class AioJournalChannel:
             raise from_rpc_error(err) from None
         return rpc.parse(answer)
 
-    async def is_formatted(
-        self, journal_id: str, timeout: float
-    ) -> tuple[bool, NamespaceInfo | None]:
-        return await self._do(_is_formatted(journal_id), timeout)
-
-    async def format(self, journal_id: str, ns: NamespaceInfo, force: bool, timeout: float) -> None:
-        await self._do(_format(journal_id, ns, force), timeout)
-
-    async def get_journal_state(
-        self, journal_id: str, cluster_id: str, timeout: float
-    ) -> tuple[int, str]:
-        rpc = _get_journal_state(journal_id, cluster_id)
-        return await self._do(rpc, timeout)
-
-    async def new_epoch(
-        self, journal_id: str, ns: NamespaceInfo, epoch: int, timeout: float
-    ) -> int | None:
-        return await self._do(_new_epoch(journal_id, ns, epoch), timeout)
-
-    async def start_log_segment(self, req: RequestInfo, txid: int, timeout: float) -> None:
-        await self._do(_start_log_segment(req, txid), timeout)
-
-    async def journal(
-        self,
-        req: RequestInfo,
-        segment_txid: int,
-        first_txid: int,
-        num_txns: int,
-        framed: bytes,
-        timeout: float,
-    ) -> None:
-        request = _journal_request(req, segment_txid, first_txid, num_txns, framed)
-        await self._do(_Rpc("Journal", request), timeout)
-
-    def send_journal(
-        self,
-        req: RequestInfo,
-        segment_txid: int,
-        first_txid: int,
-        num_txns: int,
-        framed: bytes,
-        timeout: float,
-    ) -> asyncio.Future[None]:
-        """The batch on this channel's stream (call on the event loop's thread); a Future of
-        its answer. Batches reach the JournalNode in the order of the calls."""
-        request = _journal_request(req, segment_txid, first_txid, num_txns, framed)
-        if self._closed:
-            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            failed.set_exception(JournalUnavailableError(f"channel to {self.address} closed"))
-            return failed
-        if self._stream is None or self._stream.broken:
-            self._stream = AioJournalStream(self._stub_channel(), self.address)
-        return self._stream.send(request, timeout)
-
-    def _stub_channel(self) -> grpc.aio.Channel:
+    def _open_stream(self) -> AioJournalStream:
         self._stub  # noqa: B018 (opens the channel)
         assert self._channel is not None
-        return self._channel
+        return AioJournalStream(self._channel, self.address)
 
-    async def heartbeat(self, req: RequestInfo, timeout: float) -> None:
-        await self._do(_heartbeat(req), timeout)
-
-    async def finalize_log_segment(
-        self, req: RequestInfo, start: int, end: int, timeout: float, md5: bytes = b""
-    ) -> None:
-        await self._do(_finalize_log_segment(req, start, end, md5), timeout)
-
-    async def purge_logs(self, req: RequestInfo, min_txid_to_keep: int, timeout: float) -> None:
-        await self._do(_purge_logs(req, min_txid_to_keep), timeout)
-
-    async def get_edit_log_manifest(
-        self,
-        journal_id: str,
-        cluster_id: str,
-        since_txid: int,
-        in_progress_ok: bool,
-        timeout: float,
-    ) -> tuple[list[RemoteEditLog], int]:
-        rpc = _get_edit_log_manifest(journal_id, cluster_id, since_txid, in_progress_ok)
-        return await self._do(rpc, timeout)
-
-    async def get_journaled_edits(
-        self, journal_id: str, cluster_id: str, since_txid: int, max_txns: int, timeout: float
-    ) -> CachedEdits:
-        rpc = _get_journaled_edits(journal_id, cluster_id, since_txid, max_txns)
-        return await self._do(rpc, timeout)
-
-    async def prepare_recovery(
-        self, req: RequestInfo, segment_txid: int, timeout: float
-    ) -> PrepareRecoveryResult:
-        rpc = _prepare_recovery(req, segment_txid)
-        return await self._do(rpc, timeout)
-
-    async def accept_recovery(
-        self, req: RequestInfo, state: SegmentState, from_url: str, timeout: float
-    ) -> None:
-        await self._do(_accept_recovery(req, state, from_url), timeout)
+    def _refused(self, error: Exception) -> asyncio.Future[None]:
+        failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        failed.set_exception(error)
+        return failed
 
     def get_segment(
         self, journal_id: str, cluster_id: str, start: int, end: int | None, timeout: float
