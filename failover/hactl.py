@@ -173,7 +173,7 @@ def get_all_service_state(c: _Context) -> None:
         try:
             state = describe_status(target.status(c.rpc_timeout))
         except NamenodeError as exc:
-            state = f"Failed to connect: {exc}"
+            state = f"Failed to connect: {target.why(exc)}"  # hdfs haadmin's words
         click.echo(f"{target.nn_id:<{id_width}}  {target.address:<{width}}  {state}")
 
 

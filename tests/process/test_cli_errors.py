@@ -183,6 +183,11 @@ def test_a_stopped_a_dead_and_no_namenode_are_named(dev: DevCluster) -> None:
     assert run("hactl", "--conf", conf, "get-service-state", standby) == (
         255, "", f"Operation failed: NameNode {standby} at {other.address}: {REFUSED}\n"
     )
+    width = max(len(dev.namenode(n).address) for n in dev.namenode_ids)
+    states = {active: "active", standby: f"Failed to connect: {REFUSED}"}
+    assert run("hactl", "--conf", conf, "get-all-service-state") == (0, "".join(
+        f"{n}  {dev.namenode(n).address:<{width}}  {states[n]}\n" for n in dev.namenode_ids
+    ), "")
 
     dev.kill(active, signal.SIGKILL)
     listed = "; ".join(
