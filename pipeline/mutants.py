@@ -587,7 +587,7 @@ def score_figure(scores: Sequence[Sequence[Any]], *, steps: int | None = None) -
     rows = [(str(r[0]), int(r[1]), int(r[2]), float(r[3])) for r in scores]
     *mutants, clean = rows
     seeds = clean[1]
-    fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 2.0))
+    fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 2.2))
     names = [name for name, *_ in mutants] + ["clean code"]
     ys = list(range(len(names)))
     for y, (_, seeds_run, caught, fraction) in zip(ys, mutants, strict=False):
@@ -597,9 +597,12 @@ def score_figure(scores: Sequence[Sequence[Any]], *, steps: int | None = None) -
             ax.text(0.01, y, f"NOT CAUGHT: {value}", va="center", color="tab:red",
                     fontweight="bold")
             continue
-        color = "tab:blue" if fraction >= WEAK_FRACTION else "tab:orange"
-        ax.barh(y, fraction, color=color)
-        ax.text(min(fraction, 0.8) + 0.01, y, value, va="center")
+        weak = fraction < WEAK_FRACTION
+        ax.barh(y, fraction, color="tab:orange" if weak else "tab:blue")
+        if fraction > 0.75:  # inside the bar's end, where the text fits
+            ax.text(fraction - 0.01, y, value, va="center", ha="right", color="white")
+        else:
+            ax.text(fraction + 0.01, y, value, va="center", color="tab:orange" if weak else "black")
     _, clean_seeds, violations, clean_fraction = clean
     y = ys[-1]
     if violations:
@@ -621,8 +624,8 @@ def score_figure(scores: Sequence[Sequence[Any]], *, steps: int | None = None) -
     per_run = f", {steps} steps each" if steps is not None else ""
     ax.set_title(f"simulator mutation score: {seeds} seeds{per_run}")
     # Below the axes: over them it would hide a bar or the clean code's line.
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize="small", frameon=False)
-    fig.tight_layout()
+    fig.legend(loc="lower center", fontsize="small", frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
 

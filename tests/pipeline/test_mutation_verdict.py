@@ -103,14 +103,15 @@ def test_the_chart_shows_seeds_values_the_line_and_the_clean_code_apart() -> Non
         drawn = texts(fig)
         red, green = to_hex("tab:red"), to_hex("tab:green")
         assert drawn[f"10/{SEEDS} (50.0%)"] != red
-        assert f"1/{SEEDS} (5.0%)" in drawn
+        assert drawn[f"1/{SEEDS} (5.0%)"] == to_hex("black")  # at the line: not weak
         assert drawn[f"NOT CAUGHT: 0/{SEEDS} (0.0%)"] == red
         assert drawn[f"clean: 0 violations in {SEEDS} seeds, as it should"] == green
         assert [t.get_text() for t in ax.get_yticklabels()] == [
             CAUGHT, WEAK, MISSED, "clean code"
         ]
         assert any(list(line.get_xdata()) == [WEAK_FRACTION] * 2 for line in ax.lines)
-        assert "5% of seeds" in ax.get_legend().get_texts()[0].get_text()
+        (legend,) = fig.legends
+        assert "5% of seeds" in legend.get_texts()[0].get_text()
     finally:
         plt.close(fig)
 
