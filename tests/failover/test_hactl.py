@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -261,9 +262,9 @@ def test_an_active_slow_to_step_down_is_named_with_its_timeout(
         fsn = c.fsn("nn1")
         step_down = fsn.transition_to_standby_async
 
-        async def slow_step_down() -> None:
+        async def slow_step_down(*args: Any) -> None:  # the cause, for the history
             await asyncio.sleep(3.0)
-            await step_down()
+            await step_down(*args)
 
         monkeypatch.setattr(fsn, "transition_to_standby_async", slow_step_down)
         wait_for(lambda: elector(c, "nn2").state.value == "waiting", 10, "nn2 queued")
