@@ -28,6 +28,13 @@ Since layout version 3 each retry entry also names its call (``op``: mkdir, crea
 rename), so that a call id reused for a different call is refused after a restart as before
 it (``RetryCallMismatchError``). Entries of a version 2 image load without a name and are
 answered as before.
+
+Since layout version 4 (issue 27; docs/architecture.md §5.7) the tree is no longer a row per
+inode: ``inode_sections`` holds it in pre-order as columns (kinds, names, mtimes, attribute
+ids into ``inode_attrs``, and child counts or lengths), ``SECTION_INODES`` inodes a row, so a
+save is one pass appending to arrays and a load decodes each column in C. Images of layouts
+1-3 (the ``inodes`` table above) still load. A serving NameNode's checkpoint is written by a
+forked child (``fork_save_image``) from its copy-on-write view of the namespace.
 """
 
 from __future__ import annotations
