@@ -534,7 +534,25 @@ class Namespace:
             op = ns.prepare_multi([lambda ns: ns.prepare_mkdir("/a"),
                                    lambda ns: ns.prepare_create("/a/f")])
         """
+        with self.lock:
+            tentative = self.tentative_multi(steps, client_id=client_id, call_id=call_id)
+            tentative.roll_back()
+        return tentative.op
+
+    def tentative_multi(
+        self,
+        steps: Sequence[Callable[[Namespace], edits_pb2.EditOp | None]],
+        *,
+        client_id: bytes = b"",
+        call_id: int = 0,
+    ) -> TentativeMulti:
+        """``prepare_multi`` that leaves the steps applied: the active logs the op and then
+        keeps them (``TentativeMulti.apply`` is the ``apply`` its edit log calls) instead of
+        putting them back and applying the same op again, which was 40% of a multi's time in
+        the namespace. Until it is kept or rolled back no other op applies (the undo journal
+        is open: "a multi cannot contain a multi"). A refusal leaves nothing."""
         entries: builtins.list[edits_pb2.MultiEntry] = []
+        results: builtins.list[object] = []
         with self.lock:
             if self._undo is not None:
                 raise InvalidArgumentError("a multi cannot contain a multi")
@@ -545,20 +563,55 @@ class Namespace:
                         op = step(self)
                         if op is None:
                             entries.append(edits_pb2.MultiEntry(unchanged=edits_pb2.NoOp()))
+                            results.append(False)
                             continue
                         kind = op.WhichOneof("op")
                         if kind not in ("mkdir", "create", "delete", "rename"):
                             raise InvalidArgumentError(f"a multi cannot hold a {kind} op")
-                        self._apply(kind, op)
+                        results.append(self._apply(kind, op))
                     except NamenodeError as exc:
                         raise multi_refusal(exc, index, len(steps)) from exc
                     entry = edits_pb2.MultiEntry()
                     getattr(entry, kind).CopyFrom(getattr(op, kind))
                     entries.append(entry)
-            finally:
+            except BaseException:
                 self._roll_back()
+                raise
         multi = edits_pb2.MultiOp(entries=entries)
-        return edits_pb2.EditOp(client_id=client_id, call_id=call_id, multi=multi)
+        op = edits_pb2.EditOp(client_id=client_id, call_id=call_id, multi=multi)
+        return TentativeMulti(self, op, results)
+
+    def _keep_tentative(self, tentative: TentativeMulti, op: edits_pb2.EditOp) -> object:
+        """``TentativeMulti.apply``: what ``apply`` does for a logged op, the changes being in
+        the tree already."""
+        with self.lock:
+            if op is not tentative.op or self._undo is None:
+                raise EditLogReplayError(
+                    f"cannot apply txid {op.txid}: it is not the open tentative multi "
+                    f"({describe_op(op)})",
+                    op.txid,
+                )
+            if self.frozen or op.txid <= self.last_applied_txid:
+                self._roll_back()
+                if self.frozen:
+                    raise EditLogReplayError(
+                        f"cannot apply txid {op.txid}: a checkpoint is reading the namespace "
+                        f"({describe_op(op)})",
+                        op.txid,
+                    )
+                raise EditLogReplayError(
+                    f"cannot apply txid {op.txid}: not after the last applied txid "
+                    f"{self.last_applied_txid} ({describe_op(op)})",
+                    op.txid,
+                )
+            self._undo = None
+            self.last_applied_txid = op.txid
+            results = list(tentative.results)
+            if self.retry_cache is not None:
+                self.retry_cache.record_success(
+                    op.client_id, op.call_id, results, txid=op.txid, op="multi"
+                )
+            return results
 
     # -- applying logged ops ------------------------------------------------------------------
 
@@ -587,6 +640,12 @@ class Namespace:
             if kind is None:
                 raise EditLogReplayError(
                     f"cannot apply txid {op.txid}: the op is empty ({describe_op(op)})", op.txid
+                )
+            if self._undo is not None:
+                raise EditLogReplayError(
+                    f"cannot apply txid {op.txid}: a tentative multi is open (it is kept or "
+                    f"rolled back first) ({describe_op(op)})",
+                    op.txid,
                 )
             try:
                 result = self._apply(kind, op)
@@ -1080,3 +1139,25 @@ def _check_attributes(mtime_ms: int, permission: int, owner: str, group: str) ->
 def _check_file_attributes(length: int, replication: int) -> None:
     _check_int("length", length, 0, MAX_INT64)
     _check_int("replication", replication, 1, MAX_REPLICATION)
+
+
+class TentativeMulti:
+    """A multi applied to the namespace but not logged yet (``Namespace.tentative_multi``):
+    ``apply`` keeps it once the edit log has given ``op`` its txid, ``roll_back`` puts the
+    tree back. Exactly one of the two ends it."""
+
+    __slots__ = ("_namespace", "op", "results")
+
+    def __init__(
+        self, namespace: Namespace, op: edits_pb2.EditOp, results: builtins.list[object]
+    ) -> None:
+        self._namespace = namespace
+        self.op = op
+        self.results = results
+
+    def apply(self, op: edits_pb2.EditOp) -> object:
+        return self._namespace._keep_tentative(self, op)
+
+    def roll_back(self) -> None:
+        with self._namespace.lock:
+            self._namespace._roll_back()

@@ -90,6 +90,7 @@ from hanamenode.namespace import (
     FILE_PERMISSION,
     Namespace,
     StatInfo,
+    TentativeMulti,
 )
 from hanamenode.peers import NameNodePeers
 from hanamenode.retry_cache import CacheEntry, RetryCache
@@ -562,7 +563,7 @@ class FSNamesystem:
             "multi",
             client_id,
             call_id,
-            lambda ns: ns.prepare_multi(steps, client_id=client_id, call_id=call_id),
+            lambda ns: ns.tentative_multi(steps, client_id=client_id, call_id=call_id),
         )
         return Mutation(cast(list[object], result), txid)
 
@@ -637,11 +638,13 @@ class FSNamesystem:
         kind: str,
         client_id: bytes,
         call_id: int,
-        prepare: Callable[[Namespace], edits_pb2.EditOp | None],
+        prepare: Callable[[Namespace], edits_pb2.EditOp | TentativeMulti | None],
         none_result: object = None,
     ) -> tuple[object, int]:
         """Run the mutation ``kind`` (the edit op's name: ``mkdir``, ``create``...) once per
-        ``(client_id, call_id)``: a retry gets the first answer from the retry cache."""
+        ``(client_id, call_id)``: a retry gets the first answer from the retry cache. A
+        multi comes prepared as a ``TentativeMulti``, already applied: logging keeps it,
+        and it is rolled back if it cannot be logged."""
         edit_log = await self._writes_open()
         # From here to log_and_apply there is no await: nothing else runs on the namesystem
         # (the loop is the lock), so a retry racing its original finds it in the cache. An
@@ -672,7 +675,14 @@ class FSNamesystem:
             cache.record_success(client_id, call_id, none_result, txid=0, op=kind)
             ANSWER_TXID.set(observed)
             return none_result, 0
-        txid, result = edit_log.log_and_apply(op, namespace.apply)
+        if isinstance(op, TentativeMulti):
+            try:
+                txid, result = edit_log.log_and_apply(op.op, op.apply)
+            except BaseException:
+                op.roll_back()  # not logged: nothing of it may stay (a no-op once kept)
+                raise
+        else:
+            txid, result = edit_log.log_and_apply(op, namespace.apply)
         await edit_log.log_sync(txid)
         ANSWER_TXID.set(txid)
         return result, txid

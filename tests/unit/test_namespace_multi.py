@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import os
 import random
+from collections.abc import Callable
 from functools import partial
 
 import pytest
@@ -63,8 +64,14 @@ def test_a_multi_applies_every_op_or_none(seed: int) -> None:
         before = view_of(live)
         counts = (live.dir_count, live.file_count)
         steps = [partial(_step, call) for call in calls]
+        # Every other multi the way the active runs it: applied tentatively, then kept.
+        tentative = number % 2 == 0
         try:
-            op = live.prepare_multi(steps, client_id=b"multi-client", call_id=number)
+            if tentative:
+                kept = live.tentative_multi(steps, client_id=b"multi-client", call_id=number)
+                op = kept.op
+            else:
+                op = live.prepare_multi(steps, client_id=b"multi-client", call_id=number)
         except NamenodeError as exc:
             assert failed_at is not None, f"{where}: refused ({exc!r}), the model accepts it"
             assert type(exc) is expected[failed_at], f"{where}: {exc!r}, model {expected!r}"
@@ -75,10 +82,13 @@ def test_a_multi_applies_every_op_or_none(seed: int) -> None:
             refused += 1
             continue
         assert failed_at is None, f"{where}: accepted, the model refuses op {failed_at}"
-        # Deciding changed nothing; applying the op changes everything at once.
-        assert view_of(live) == before, f"{where}: prepare_multi changed the namespace"
         op.txid = live.last_applied_txid + 1
-        result = live.apply(op)
+        if tentative:
+            result = kept.apply(op)
+        else:
+            # Deciding changed nothing; applying the op changes everything at once.
+            assert view_of(live) == before, f"{where}: prepare_multi changed the namespace"
+            result = live.apply(op)
         # The model's mkdir -p of an existing directory answers True; the op says unchanged.
         shown = [False if e.WhichOneof("op") == "unchanged" else r for e, r in zip(
             op.multi.entries, expected, strict=True
@@ -103,6 +113,55 @@ def test_a_multi_applies_every_op_or_none(seed: int) -> None:
     for number, result in answers.items():
         entry = cache.lookup(b"multi-client", number, "multi")
         assert entry is not None and entry.answer() == result, f"seed={seed} multi {number}"
+
+
+def test_a_tentative_multi_is_kept_once_or_rolled_back_and_holds_off_other_ops() -> None:
+    """The active's path (``tentative_multi``): the steps stay applied until the edit log
+    keeps the op with its txid, or are put back; nothing else applies meanwhile, and a
+    multi that cannot be kept (rolled back, a stale txid) leaves nothing."""
+    ns = Namespace(root_mtime_ms=0)
+    ns.mkdir("/x", mtime_ms=1)
+    digest = ns.digest()
+
+    def steps() -> list[Callable[[Namespace], edits_pb2.EditOp | None]]:
+        return [
+            lambda n: n.prepare_mkdir("/x/y", mtime_ms=2),
+            lambda n: n.prepare_create("/x/y/f", mtime_ms=3),
+        ]
+
+    kept = ns.tentative_multi(steps(), client_id=b"c", call_id=1)
+    assert ns.exists("/x/y/f")  # applied, not logged yet
+    with pytest.raises(NamenodeError, match="a multi cannot contain a multi"):
+        ns.tentative_multi([lambda n: n.prepare_mkdir("/z", mtime_ms=4)])
+    other = edits_pb2.EditOp(
+        txid=ns.last_applied_txid + 1,
+        mkdir=edits_pb2.MkdirOp(path="/z", mtime_ms=4, permission=0o755, owner="o", group="g"),
+    )
+    with pytest.raises(EditLogReplayError, match="a tentative multi is open"):
+        ns.apply(other)
+    kept.roll_back()
+    assert ns.digest() == digest
+    kept.op.txid = ns.last_applied_txid + 1
+    with pytest.raises(EditLogReplayError, match="not the open tentative multi"):
+        kept.apply(kept.op)
+    assert ns.digest() == digest
+
+    kept = ns.tentative_multi(steps(), client_id=b"c", call_id=2)
+    kept.op.txid = ns.last_applied_txid + 1
+    result = kept.apply(kept.op)
+    assert isinstance(result, list) and result[0] is True and result[1].path == "/x/y/f"
+    assert ns.last_applied_txid == kept.op.txid
+    replayed = Namespace(root_mtime_ms=0)
+    replayed.mkdir("/x", mtime_ms=1)
+    replayed.apply(kept.op)
+    assert replayed.digest() == ns.digest()
+
+    after = ns.digest()
+    stale = ns.tentative_multi([lambda n: n.prepare_mkdir("/w", mtime_ms=5)])
+    stale.op.txid = ns.last_applied_txid
+    with pytest.raises(EditLogReplayError, match="not after the last applied txid"):
+        stale.apply(stale.op)
+    assert ns.digest() == after and not ns.exists("/w")
 
 
 def test_a_later_op_sees_the_earlier_ones_and_a_refusal_names_its_index() -> None:
