@@ -6,11 +6,12 @@ Debian's headless Chromium over chromedriver, with the pages left open while thi
 - a ``hactl failover``: the open cluster page shows the new active by itself (its own
   refresh), every daemon by its configured id and linked; each NameNode's page lists the
   transition with its cause, and the old active no longer says it "became active";
-- a ``kill -9`` of the active: its open page turns "unreachable since HH:MM:SS", greyed, with
-  no "active" left on it; the survivor's cluster page shows it unreachable and the survivor
-  active, its history saying "expired session";
+- a ``kill -9`` of the active: its open pages (its own, its cluster page) turn "unreachable
+  since HH:MM:SS", greyed, with no "active" left on them; the survivor's cluster page shows
+  it unreachable and the survivor active, its history saying "expired session";
 - a ``kill -9`` of a JournalNode: its open page turns unreachable the same way, and the
-  active's cluster page shows it unreachable and out of contact.
+  active's cluster page shows it unreachable and out of contact;
+- that JournalNode back on an empty disk: its page shows it rejoining, then serving.
 
 The tests fail (they do not skip) without chromium and chromedriver (tests/status/browser.py).
 """
@@ -159,6 +160,9 @@ def test_kill_9_of_the_active_with_its_pages_open(
     assert text_of(driver, "ha-state") == "active"
     dead_page = driver.current_window_handle
     driver.switch_to.new_window("tab")
+    driver.get(cluster_url(dev, active))
+    dead_cluster_page = driver.current_window_handle
+    driver.switch_to.new_window("tab")
     driver.get(cluster_url(dev, other))
     survivor_page = driver.current_window_handle
 
@@ -171,6 +175,14 @@ def test_kill_9_of_the_active_with_its_pages_open(
     print(f"{active}'s page: {since}")
     driver.save_screenshot(str(tmp_path / "killed-active.png"))
     print(f"screenshot: {tmp_path / 'killed-active.png'}")
+    # Its cluster page too: its own row by the text, every other state "unknown".
+    driver.switch_to.window(dead_cluster_page)
+    wait_until(
+        f"{active}'s open cluster page turning unreachable",
+        lambda: shows_unreachable(driver, f"state-{active}"), REFRESH_WAIT,
+    )
+    assert text_of(driver, f"state-{other}") == "unknown"
+    driver.close()
 
     driver.switch_to.window(survivor_page)
     wait_until(
