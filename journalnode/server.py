@@ -272,7 +272,8 @@ class JournalMetricsCollector(Collector):
                 "journalnode_rejoining",
                 "1 while a self-formatted journal does not vote (lacks segments, HDFS-16690)",
                 GaugeMetricFamily,
-                lambda j: int(j.rejoining),
+                # As the status page: the durable mark itself waits for the next vote.
+                lambda j: int(j.rejoin_pending),
             ),
         ]
         journals = self._server.journals()

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from journalnode.journal import Journal
     from journalnode.server import JournalNodeServer
 
-__all__ = ["SCHEMA_VERSION", "collect", "journal_state", "render"]
+__all__ = ["SCHEMA_VERSION", "collect", "journal_facts", "journal_state", "render"]
 
 SCHEMA_VERSION = 1
 
@@ -35,7 +35,8 @@ def journal_state(formatted: bool, rejoining: bool, segments_lacking: int) -> st
     return "syncing" if segments_lacking else "serving"
 
 
-def _journal(journal: Journal) -> dict[str, Any]:
+def journal_facts(journal: Journal) -> dict[str, Any]:
+    """One journal's part of ``/status.json`` (``journals[]``, docs/operations.md §13.2)."""
     ns = journal.namespace_info
     cached = journal.edits_cache.txid_range
     stats = journal.stats
@@ -104,7 +105,7 @@ def collect(server: JournalNodeServer) -> dict[str, Any]:
         "time": time.time(),
         # Mutants switched on in this process (conf.mutants): empty outside the tests.
         "planted_bugs": planted_status(),
-        "journals": [_journal(j) for _, j in sorted(server.journals().items())],
+        "journals": [journal_facts(j) for _, j in sorted(server.journals().items())],
     }
 
 

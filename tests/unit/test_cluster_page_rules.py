@@ -21,7 +21,10 @@ from hanamenode.cluster_page import ClusterView, Member, journalnode_row, nameno
 from hanamenode.ha import HAState
 from hanamenode.status import current_attempt, duration
 from hanamenode.transitions import Cause, TransitionHistory, edit_log_failure_cause
-from journalnode.status import journal_state
+from journalnode.journal import Journal
+from journalnode.status import journal_facts, journal_state
+from journalnode.storage import MemoryJournalStorage
+from tests.unit.test_journal import JID, NS, Writer
 
 URI = "qjournal://10.0.0.1:8485;10.0.0.2:8485;10.0.0.3:8486/ns1"
 
@@ -214,3 +217,20 @@ def test_the_cluster_page_is_served_and_a_silent_peer_costs_one_timeout() -> Non
         server.stop()
         view.close()
         silent.close()
+
+
+def test_a_rejoined_journal_that_the_writer_brought_up_to_date_is_no_longer_rejoining() -> None:
+    """The writer goes on writing to a rejoined JournalNode at its next segment; once a
+    segment it finalized there covers the rejoin point, the page and ``journalnode_rejoining``
+    say it votes again, although the durable mark waits for the next vote to be cleared."""
+    journal = Journal(JID, MemoryJournalStorage())
+    journal.format_to_rejoin(NS, promised_epoch=4, sync_until=3)
+    assert journal.rejoin_pending and journal.rejoin_txid == 3
+    writer = Writer(journal, 4)
+    writer.start(1)
+    writer.write(1, 1, 3)
+    assert journal.rejoin_pending  # held, but not finalized yet
+    writer.finalize(1, 3)
+    assert journal.rejoining and not journal.rejoin_pending
+    status = journal_facts(journal)
+    assert (status["state"], status["rejoining"], status["rejoin_txid"]) == ("serving", False, 0)
