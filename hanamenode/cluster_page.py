@@ -111,8 +111,8 @@ def journalnode_row(
     writer: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """A JournalNode's row from its ``/status.json`` (None: unreachable) for journal
-    ``journal_id``; ``writer``: the active writer's row for it (this NameNode's journal
-    status table, when it is the active)."""
+    ``journal_id``; ``writer``: the active writer's row for it (the journal status table of
+    the NameNode that says it is active, None when none does)."""
     journal = None
     if status is not None:
         journal = next(
@@ -173,7 +173,13 @@ class ClusterView:
             answers[member_id] = _outcome(future)
         uri = self.settings.journal_uri
         journal_id = None if uri is None else uri.journal_id
-        writer = {j["address"]: j for j in own["journals"]}
+        # The active's view of each JournalNode (its journal status table), whichever
+        # NameNode serves the page: its status.json was read above.
+        active_status = next(
+            (s for s, _ in answers.values() if s is not None and s["ha_state"] == "active"),
+            None,
+        )
+        writer = {j["address"]: j for j in (active_status or {}).get("journals", [])}
         namenodes, journalnodes = [], []
         for m in everyone:
             status, error = answers.get(m.id, (None, "no status page address configured"))

@@ -119,6 +119,10 @@ def test_a_graceful_failover_on_the_open_cluster_page_and_in_the_history(
     assert cluster_states(driver, "cluster-journalnodes") == {
         "jn1": "serving", "jn2": "serving", "jn3": "serving"
     }
+    # journalnode, state, address, last txid, lag, last contact, the active's view, note:
+    # the standby's page shows the active's view, read from the active's status.json.
+    views = {r[0]: r[6] for r in table_rows(driver, "cluster-journalnodes")}
+    assert views == {"jn1": "in sync", "jn2": "in sync", "jn3": "in sync"}, views
     links = driver.execute_script(
         "return Array.from(document.querySelectorAll('#cluster-namenodes a, "
         "#cluster-journalnodes a')).map(a => [a.textContent, a.href]);"
