@@ -337,7 +337,11 @@ def _hash_rpc(task: SegmentTask) -> tuple[int | None, str | None, str | None]:
             digest.update(chunk)
             length += len(chunk)
     except Exception as exc:
-        return None, None, f"GetSegment failed: {type(exc).__name__}: {exc}"
+        # No answer (refused, TLS, timeout: conf.rpc_failures) is said as such; a refusal
+        # (a corrupt copy) by its class.
+        tls = task.tls is not None and task.tls.enabled
+        why = failure_cause(exc, tls=tls) or f"{type(exc).__name__}: {exc}"
+        return None, None, f"GetSegment failed: {why}"
     finally:
         channel.close()
     return length, digest.hexdigest(), None
