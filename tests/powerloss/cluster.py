@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,7 @@ from tests.powerloss.warm import WarmStarts
 
 SESSION_TIMEOUT = 1.0
 RESTART_TIMEOUT = 40.0
+PORT_RETRY_PAUSE = 0.5
 
 POWER_CUT_CONF: dict[str, ConfigValue] = {
     # The standby checkpoints every few hundred edits and uploads the image to the active,
@@ -78,6 +80,8 @@ class PowerCutCluster:
             self.mounts[nn] = CrashMount(disks / nn, self.dev.nodes.name_dir(nn))
         self.cuts = 0
         self.restarts = 0
+        self.port_retries = 0
+        self._count_lock = threading.Lock()  # starts run in threads (power_on)
         self.refusals: list[Refusal] = []
         # Restarts skip the imports: each daemon's next process waits, warmed up, for its
         # start (tests/powerloss/warm.py).
@@ -220,13 +224,24 @@ class PowerCutCluster:
         return refusals
 
     def _start(self, name: str) -> Refusal | None:
-        try:
-            self.dev.restart(name, RESTART_TIMEOUT)
-        except DaemonStartError as exc:
-            refusal = self._refusal(name, exc)
-            self._repair(name)
-            return refusal
-        return None
+        deadline = time.monotonic() + RESTART_TIMEOUT
+        while True:
+            try:
+                self.dev.restart(name, RESTART_TIMEOUT)
+            except DaemonStartError as exc:
+                if exc.port_in_use and time.monotonic() < deadline:
+                    # Not about its disk: while the daemon was down, another process on
+                    # this shared machine got its port (an outgoing connection's local
+                    # port, once: cut 157 of a long run). It must come back on the same
+                    # port (the configuration names it): wait until that one lets go.
+                    with self._count_lock:
+                        self.port_retries += 1
+                    time.sleep(PORT_RETRY_PAUSE)
+                    continue
+                refusal = self._refusal(name, exc)
+                self._repair(name)
+                return refusal
+            return None
 
     def _refusal(self, name: str, exc: DaemonStartError) -> Refusal:
         process = self.dev.process(name)

@@ -298,7 +298,8 @@ class Series:
             f"recoveries acknowledged, {cluster.restarts} restarts, "
             f"{len(self.expected_refusals)} refusals of a damaged disk as expected, "
             f"{len(other)} other refusals, {len(self.load.failures)} calls with unknown "
-            f"outcome, 0 lost; {cluster.warm.warm} warm starts, {cluster.warm.cold} cold"
+            f"outcome, 0 lost; {cluster.warm.warm} warm starts, {cluster.warm.cold} cold, "
+            f"{cluster.port_retries} starts again after a port in use"
         )
         for refusal in other:
             self.note(f"refusal after cut {refusal.cut}: {refusal.daemon}: {refusal.line}")
