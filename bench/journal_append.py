@@ -164,7 +164,8 @@ def scrape_sync(jn: JournalNodeProcess) -> tuple[float, float]:
 
 
 def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[str, float]:
-    with start_journalnode(workdir, "jn1", probe_journal=JID) as jn:
+    # plaintext: the figures compare with earlier runs (docs/benchmarks.md)
+    with start_journalnode(workdir, "jn1", probe_journal=JID, tls=False) as jn:
         channel = GrpcJournalChannel(jn.address)
         try:
             writer = Writer(channel, record_bytes)

@@ -33,7 +33,10 @@ def observer_series(
     ``clients`` writer threads, on a cluster of its own (nn3, nn4 observers)."""
     result: dict[str, float | int | str] = {"observer_clients": clients}
     conf = {**conf, "dfs.ha.tail-edits.in-progress": True}
-    with NameNodeProcessCluster(workdir, namenodes=4, observers=2, extra_conf=conf) as cluster:
+    # plaintext: the figures compare with earlier runs (docs/benchmarks.md)
+    with NameNodeProcessCluster(
+        workdir, namenodes=4, observers=2, extra_conf=conf, tls=False
+    ) as cluster:
         cluster.transition_to_active("nn1")
         observers = ("nn3", "nn4")
         for count, state in ((0, HAState.STANDBY), (2, HAState.OBSERVER)):

@@ -108,7 +108,10 @@ def push_lag_series(
         conf = cluster_conf(tail_period, roll_period, True, handlers)
         conf["dfs.ha.tail-edits.push"] = push
         key = "standby_lag" if push else "standby_lag_poll"
-        with NameNodeProcessCluster(workdir / f"lag-{mode}", extra_conf=conf) as cluster:
+        # plaintext: h2load presents no client certificate; figures compare with earlier runs
+        with NameNodeProcessCluster(
+            workdir / f"lag-{mode}", extra_conf=conf, tls=False
+        ) as cluster:
             cluster.transition_to_active("nn1")
             began = time.perf_counter()
             lags, errors, times = standby_lag_under_load(cluster, samples, clients)
