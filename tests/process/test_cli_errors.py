@@ -91,8 +91,7 @@ print(Spy.seen, os.environ.get("GRPC_VERBOSITY"))
 @pytest.mark.parametrize(
     ("module", "seen"),
     [
-        ("hanamenode.client.shell", "NONE"),  # hafs
-        ("hanamenode.client", "NONE"),  # python -m hanamenode.client
+        ("hanamenode.client.shell", "NONE"),  # hafs (python -m hanamenode.client: the same)
         ("failover.hactl", "NONE"),
         ("hadev.cli", "NONE"),
         ("pipeline.cli", "NONE"),  # hapipe
