@@ -95,7 +95,7 @@ print(Spy.seen, os.environ.get("GRPC_VERBOSITY"))
         ("failover.hactl", "NONE"),
         ("hadev.cli", "NONE"),
         ("pipeline.cli", "NONE"),  # hapipe
-        ("journalnode.cli", "None"),  # a daemon logs what gRPC's core says
+        ("namenoded.cli", "None"),  # a daemon logs what gRPC's core says
     ],
 )
 def test_each_tool_imports_grpc_quiet_and_its_children_do_not_inherit_it(
