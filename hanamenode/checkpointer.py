@@ -27,6 +27,7 @@ from pathlib import Path
 import grpc
 import structlog
 
+from conf import clock
 from hanamenode import fsimage, ha
 from hanamenode.errors import CheckpointCancelledError, NamenodeError, from_rpc_error
 from hanamenode.loop import NameNodeLoop
@@ -117,7 +118,7 @@ class StandbyCheckpointer:
         self._task: asyncio.Task[None] | None = None
         # One checkpoint at a time, whether from the task or a test calling do_checkpoint.
         self._checkpoint_lock = threading.Lock()
-        self.last_checkpoint_time = time.monotonic()
+        self.last_checkpoint_time = clock.monotonic()
         self.last_result: CheckpointResult | None = None
         self.last_error: str | None = None
         self._log = log.bind(nn=nn_id)
@@ -136,7 +137,7 @@ class StandbyCheckpointer:
         stop = threading.Event()  # per run, as in EditLogTailer.start
         self._stop = stop
         self._stopping = asyncio.Event()
-        self.last_checkpoint_time = time.monotonic()
+        self.last_checkpoint_time = clock.monotonic()
         self._task = self.nn_loop.loop.create_task(
             self._run(stop), name=f"standby-checkpointer-{self.nn_id}"
         )
@@ -171,7 +172,7 @@ class StandbyCheckpointer:
                     self.metrics.checkpoint_errors.inc()
                 self._log.warning("checkpoint failed", error=self.last_error)
                 # Try again after a period rather than at every check.
-                self.last_checkpoint_time = time.monotonic()
+                self.last_checkpoint_time = clock.monotonic()
 
     def checkpoint_due(self) -> bool:
         last_image = self.name_dir.newest_image_txid() or 0
@@ -180,7 +181,7 @@ class StandbyCheckpointer:
             return False
         if new_txns >= self.checkpoint_txns:
             return True
-        return time.monotonic() - self.last_checkpoint_time >= self.checkpoint_period
+        return clock.monotonic() - self.last_checkpoint_time >= self.checkpoint_period
 
     # -- one checkpoint ------------------------------------------------------------------------
 
@@ -198,7 +199,7 @@ class StandbyCheckpointer:
             txid = save.txid
             elapsed = time.perf_counter() - started
             fsimage.purge_old_images(self.name_dir.path, self.checkpoints_retained)
-            self.last_checkpoint_time = time.monotonic()
+            self.last_checkpoint_time = clock.monotonic()
             if self.metrics is not None:
                 self.metrics.checkpoints.inc()
                 self.metrics.checkpoint_seconds.observe(elapsed)

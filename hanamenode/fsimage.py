@@ -63,6 +63,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from conf import clock
 from durable.files import atomic_write, fsync_dir, fsync_file
 from hanamenode.errors import CheckpointCancelledError, CorruptImageError, FSImageError
 from hanamenode.namespace import (
@@ -312,7 +313,7 @@ def _sections(root: INodeDirectory, attr_ids: dict[Attrs, int]) -> Iterator[dict
 
 
 def _retry_rows(logged: list[tuple[CacheEntry, float]]) -> list[dict[str, Any]]:
-    wall_ms = time.time() * 1000
+    wall_ms = clock.time() * 1000
     return [
         {
             "client_id": entry.client_id,
@@ -384,7 +385,7 @@ def _write_image_file(
     logged: Callable[[Namespace, int], list[tuple[CacheEntry, float]]],
 ) -> str:
     """Write the image database as ``tmp``, fsynced; its md5."""
-    created_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    created_ms = clock.time_ns() // 1_000_000 if now_ms is None else now_ms
     retry_rows = _retry_rows(logged(namespace, txid))
     engine = _engine(tmp, read_only=False)
     attr_ids: dict[Attrs, int] = {}
@@ -675,7 +676,7 @@ def _read_info(path: Path, conn: sa.Connection) -> ImageInfo:
 def _read_retry_entries(conn: sa.Connection, cache: RetryCache, *, with_op: bool) -> None:
     """Put the image's retry entries back with what is left of their lifetime (and the name
     of their call, from a version 3 image)."""
-    wall_ms = time.time() * 1000
+    wall_ms = clock.time() * 1000
     c = retry_entries.c
     op_column = c.op if with_op else sa.literal("")
     for client_id, call_id, txid, result, expires_ms, op in conn.execute(

@@ -34,12 +34,12 @@ import builtins
 import hashlib
 import operator
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from google.protobuf import text_format
 
+from conf import clock
 from hanamenode import paths
 from hanamenode.errors import (
     DirectoryNotEmptyError,
@@ -276,7 +276,7 @@ class _RenamePlan:
 
 
 def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return clock.time_ns() // 1_000_000
 
 
 def _shown(path: str) -> str:

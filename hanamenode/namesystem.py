@@ -65,7 +65,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import structlog
 
-from conf import Settings
+from conf import Settings, clock
 from conf.mutants import Mutant, active
 from hanamenode import fsimage, ha
 from hanamenode.checkpointer import StandbyCheckpointer, checkpoint_info
@@ -1019,7 +1019,7 @@ class FSNamesystem:
                     f"{self._state.value}; only a standby can (make it standby first)"
                 )
             self._state = HAState.OBSERVER
-            self._record(HAState.STANDBY, cause, "", time.time(), 0.0)
+            self._record(HAState.STANDBY, cause, "", clock.time(), 0.0)
             self.metrics.transitions.labels("observer").inc()
             self._log.info("now observer")
 
@@ -1040,7 +1040,7 @@ class FSNamesystem:
                 raise ServiceFailedError(
                     f"cannot become active: the NameNode is {self._state.value}"
                 )
-            started, wall_started = time.perf_counter(), time.time()
+            started, wall_started = time.perf_counter(), clock.time()
             self._log.info("transitioning to active")
             # The first election's winner replays the edits of its startup here.
             progress = self.startup
@@ -1142,7 +1142,7 @@ class FSNamesystem:
                 return
             if self._state is HAState.OBSERVER:
                 self._state = HAState.STANDBY
-                self._record(HAState.OBSERVER, cause, detail, time.time(), 0.0)
+                self._record(HAState.OBSERVER, cause, detail, clock.time(), 0.0)
                 self.metrics.transitions.labels("standby").inc()
                 self._log.info("now standby", reason="requested, was an observer")
                 return
@@ -1153,7 +1153,7 @@ class FSNamesystem:
             await self._become_standby("requested", cause, detail)
 
     async def _become_standby(self, reason: str, cause: Cause, detail: str) -> None:
-        started, wall_started = time.perf_counter(), time.time()
+        started, wall_started = time.perf_counter(), clock.time()
         await self._leave_active(reason)
         await self._start_standby_services()
         elapsed = time.perf_counter() - started
@@ -1270,7 +1270,7 @@ class FSNamesystem:
         """``/status.json``'s ``startup`` (hanamenode.startup.describe)."""
         return describe(
             self.startup.records(),
-            now=time.monotonic(),
+            now=clock.monotonic(),
             last_applied_txid=self._namespace.last_applied_txid,
         )
 

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import grpc
 
-from conf import Settings, TLSSettings
+from conf import Settings, TLSSettings, clock
 from conf.rpc import make_channel
 from hanamenode.errors import NamenodeUnavailableError, StandbyError, from_rpc_error
 from proto import namenode_pb2, namenode_pb2_grpc
@@ -38,12 +38,12 @@ def until_reached(call: Callable[[float], T], timeout: float) -> T:
     starting refuses connections, and on a loaded machine a fresh channel's connection or TLS
     handshake can fail at once: neither is an answer. Only for reads, which are safe to send
     twice. Any other error, or the last one at the deadline, is raised."""
-    deadline = time.monotonic() + timeout
+    deadline = clock.monotonic() + timeout
     while True:
         try:
-            return call(max(0.05, deadline - time.monotonic()))
+            return call(max(0.05, deadline - clock.monotonic()))
         except NamenodeUnavailableError:
-            if time.monotonic() + RETRY_SECONDS >= deadline:
+            if clock.monotonic() + RETRY_SECONDS >= deadline:
                 raise
             time.sleep(RETRY_SECONDS)
 

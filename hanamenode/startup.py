@@ -24,17 +24,18 @@ threads; ``describe`` is a pure function of its records that makes the JSON of
     progress = StartupProgress()
     progress.begin(Phase.LOADING_FSIMAGE, image="fsimage_...0.db")
     progress.end(Phase.LOADING_FSIMAGE, txid=0, inodes=1)
-    describe(progress.records(), now=time.monotonic(), last_applied_txid=0)
+    describe(progress.records(), now=clock.monotonic(), last_applied_txid=0)
 """
 
 from __future__ import annotations
 
 import enum
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from conf import clock
 
 __all__ = ["Phase", "PhaseRecord", "PhaseStatus", "StartupProgress", "describe"]
 
@@ -109,7 +110,7 @@ class StartupProgress:
             if record is not None and record.status is not PhaseStatus.FAILED:
                 return False
             self._records[phase] = PhaseRecord(
-                phase, PhaseStatus.RUNNING, time.monotonic(), time.time(), details=checked
+                phase, PhaseStatus.RUNNING, clock.monotonic(), clock.time(), details=checked
             )
             return True
 
@@ -137,7 +138,7 @@ class StartupProgress:
             if record is None or record.status is not PhaseStatus.RUNNING:
                 return False
             self._records[phase] = replace(
-                record, status=status, ended=time.monotonic(), error=error,
+                record, status=status, ended=clock.monotonic(), error=error,
                 details={**record.details, **checked},
             )
             return True

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import structlog
 
+from conf import clock
 from durable import files, version
 from hanamenode import fsimage
 from hanamenode.errors import CorruptImageError, FSImageError, NameDirError
@@ -49,7 +49,7 @@ def new_namespace_info() -> NamespaceInfo:
     return NamespaceInfo(
         cluster_id=f"CID-{uuid.uuid4()}",
         namespace_id=secrets.randbelow(2**31 - 1) + 1,
-        ctime=time.time_ns() // 1_000_000,
+        ctime=clock.time_ns() // 1_000_000,
         layout_version=LAYOUT_VERSION,
     )
 

@@ -36,12 +36,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
 
+from conf import clock
 from hanamenode.loop import NameNodeLoop
 from hanamenode.metrics import NameNodeMetrics
 from hanamenode.peers import NameNodePeers, Peer
@@ -212,8 +212,8 @@ class EditLogTailer:
         """The roll request in flight (``trigger_active_log_roll`` on the bridge), if any."""
         self._log = log.bind(nn=nn_id)
         self.lag_txns = 0
-        self.last_load_time = time.monotonic()
-        self.last_roll_request = time.monotonic()
+        self.last_load_time = clock.monotonic()
+        self.last_roll_request = clock.monotonic()
         self.last_exception: BaseException | None = None
         """What made the last round fail (None after a good round)."""
 
@@ -246,7 +246,7 @@ class EditLogTailer:
         stop = threading.Event()
         self._stop = stop
         self._stopping = asyncio.Event()
-        self.last_roll_request = time.monotonic()
+        self.last_roll_request = clock.monotonic()
         self._task = self.nn_loop.loop.create_task(
             self._run(stop), name=f"edit-log-tailer-{self.nn_id}"
         )
@@ -291,7 +291,7 @@ class EditLogTailer:
         return self._task is not None
 
     def seconds_since_last_load(self) -> float:
-        return time.monotonic() - self.last_load_time
+        return clock.monotonic() - self.last_load_time
 
     async def _run(self, stop: threading.Event) -> None:
         self._log.info(
@@ -315,13 +315,13 @@ class EditLogTailer:
             if (
                 not stop.is_set()
                 and (self._roll is None or self._roll.done())
-                and time.monotonic() - self.last_roll_request >= self.roll_period
+                and clock.monotonic() - self.last_roll_request >= self.roll_period
                 and (self._asks_for_rolls is None or self._asks_for_rolls())
             ):
                 # Off the tailer's path (issue 25 item 4): a roll asked of an active that
                 # hangs (frozen, partitioned) takes up to the peers' RPC deadline, and the
                 # transition to active waits for this task to stop, not for the roll.
-                self.last_roll_request = time.monotonic()
+                self.last_roll_request = clock.monotonic()
                 self._roll = asyncio.ensure_future(blocking(self.trigger_active_log_roll))
         self._log.info("edit log tailer stopped")
 
@@ -416,7 +416,7 @@ class EditLogTailer:
         last_applied = self._last_applied()
         self.lag_txns = max(0, result.highest_known_txid - last_applied)
         self.last_exception = None
-        self.last_load_time = time.monotonic()
+        self.last_load_time = clock.monotonic()
         if result.applied:
             if self.metrics is not None:
                 self.metrics.tailed_txns.inc(result.applied)
@@ -426,7 +426,7 @@ class EditLogTailer:
 
     def trigger_active_log_roll(self) -> int | None:
         """Ask the active to roll its edit log; the new segment's first txid, or None."""
-        self.last_roll_request = time.monotonic()
+        self.last_roll_request = clock.monotonic()
         if self.peers is None or not self.peers.peers:
             return None
         peers = self.peers

@@ -8,7 +8,7 @@ HA RPCs for ``hactl`` and for a new active's graceful fence; the edit log when i
 
     history = TransitionHistory(20)
     history.record(HAState.STANDBY, HAState.ACTIVE, Cause.GRACEFUL, "hactl failover",
-                   started=time.time(), seconds=0.054)
+                   started=clock.time(), seconds=0.054)
     history.entries()[0].cause      # Cause.GRACEFUL
     history.state_since             # wall-clock time the present state began
 """
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import enum
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass
 
+from conf import clock
 from hanamenode.ha import HAState
 
 __all__ = [
@@ -84,7 +84,7 @@ class TransitionHistory:
     def __init__(self, size: int, *, started: float | None = None) -> None:
         self._lock = threading.Lock()
         self._entries: deque[Transition] = deque(maxlen=size)
-        self.started = time.time() if started is None else started
+        self.started = clock.time() if started is None else started
         """When the NameNode started (its uptime counts from here)."""
         self._state_since = self.started
 
@@ -102,7 +102,7 @@ class TransitionHistory:
         """The present state began at ``when`` (now) without a transition to record: the
         end of the startup (initializing to standby or observer)."""
         with self._lock:
-            self._state_since = time.time() if when is None else when
+            self._state_since = clock.time() if when is None else when
 
     def entries(self) -> list[Transition]:
         """Newest first."""

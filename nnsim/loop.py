@@ -34,8 +34,16 @@ from hanamenode.loop import NameNodeLoop
 T = TypeVar("T")
 
 
+WALL_BASE = 1_700_000_000.0
+"""Virtual wall clock at time 0 (mtimes in edits come from it, so they replay exactly)."""
+
+
 class VirtualClock:
-    """Seconds since the start of the run; only the scheduler moves it, and only forward."""
+    """Seconds since the start of the run; only the scheduler moves it, and only forward.
+
+    It is a ``conf.clock.Clock``: the runner hands it to the NameNodes' code with
+    ``conf.clock.use_clock`` (monotonic time is ``now``, wall-clock time ``WALL_BASE + now``).
+    """
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -43,6 +51,15 @@ class VirtualClock:
     def advance_to(self, when: float) -> None:
         if when > self.now:
             self.now = when
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return WALL_BASE + self.now
+
+    def time_ns(self) -> int:
+        return int((WALL_BASE + self.now) * 1e9)
 
 
 class _NoSelector:

@@ -53,9 +53,9 @@ from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
-from unittest import mock
 
 from conf import Settings
+from conf.clock import use_clock
 from conf.keys import KEYS
 from conf.mutants import planted
 from hachaos.checker import check_history, format_ops, parse_history
@@ -126,9 +126,6 @@ question waits there until the NameNode resumes."""
 MAX_ATTEMPTS = 8
 FAULT_RATE = 0.7
 """Scheduled faults per virtual second (the RPC faults come on top)."""
-WALL_BASE = 1_700_000_000.0
-"""Virtual wall clock at time 0 (mtimes in edits come from it, so they replay exactly)."""
-
 # RPC faults of the QJM simulator, lighter (a NameNode that loses its quorum steps down, and
 # a run should see many failovers, not a cluster that is always recovering); NameNode
 # crashes are the scheduler's, not the channel's.
@@ -195,18 +192,6 @@ def format_name_dir(path: Path, ns_info: NamespaceInfo) -> NameDirectory:
     name_dir.write_version(ns_info)
     fsimage.save_image(initial_namespace(), path, 0, ns_info)
     return name_dir
-
-
-@contextlib.contextmanager
-def virtual_time(clock: VirtualClock) -> Iterator[None]:
-    """``time.monotonic`` and ``time.time_ns`` read the virtual clock for the run: the QJM's
-    idle heartbeats and the namespace's mtimes then follow the seed, not the machine."""
-    with (
-        mock.patch.object(time, "monotonic", lambda: clock.now),
-        mock.patch.object(time, "time_ns", lambda: int((WALL_BASE + clock.now) * 1e9)),
-        mock.patch.object(time, "time", lambda: WALL_BASE + clock.now),
-    ):
-        yield
 
 
 @contextlib.contextmanager
@@ -787,7 +772,7 @@ class NNSimulation:
             f"namenodes=2 clients={self.n_clients} mutants={','.join(self.mutants) or '-'}"
         )
         self._preferred: dict[int, int] = {}
-        with tempfile.TemporaryDirectory(prefix="nnsim-") as tmp, virtual_time(self.clock):
+        with tempfile.TemporaryDirectory(prefix="nnsim-") as tmp, use_clock(self.clock):
             try:
                 self._run(Path(tmp))
             except NNInvariantViolation as v:

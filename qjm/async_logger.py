@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from conf import clock
 from journalnode.edits_cache import CachedEdits
 from journalnode.errors import EpochError, JournalError, JournalUnavailableError
 from proto.values import (
@@ -160,7 +161,7 @@ class AsyncLogger:
         self._start_failure = ""
         self.queued_bytes = 0
         self.highest_acked_txid = 0
-        self.last_ack_time = time.monotonic()
+        self.last_ack_time = clock.monotonic()
         self.last_call_time = 0.0
         # The last answer of any kind (an acknowledged batch or heartbeat): the status page's
         # "last contact", monotonic for ages and wall-clock for display (None: never).
@@ -171,7 +172,7 @@ class AsyncLogger:
         """Called (from any thread) when this JournalNode refuses a call stamped with the
         writer's epoch because it promised a higher one: the writer is fenced. The second
         argument names the call ("heartbeat", "sendEdits", ...)."""
-        self._started = time.monotonic()
+        self._started = clock.monotonic()
         self._metrics = LOGGER_METRICS.for_logger(journal_id, self.node_id, channel.address)
         # Read at each scrape: a stalled JournalNode (SIGSTOP) answers nothing, so no event
         # would ever set them (issue 28 item 7). The newest logger of a label set reports.
@@ -234,7 +235,7 @@ class AsyncLogger:
         also does not count as contact for the idle heartbeats: it tells the JournalNode
         neither our epoch nor the committed txid)."""
         if not bypass:
-            self.last_call_time = time.monotonic()
+            self.last_call_time = clock.monotonic()
         if self._closed:
             call.future.set_exception(JournalUnavailableError(f"logger {self.address} closed"))
         elif self.direct:
@@ -569,7 +570,7 @@ class AsyncLogger:
                 self._mark_out_of_sync_locked(behind)
                 return _failed(behind)
             self.queued_bytes += size
-            self.last_call_time = time.monotonic()
+            self.last_call_time = clock.monotonic()
             batch = _Batch(
                 args=(
                     segment_txid,
@@ -673,7 +674,7 @@ class AsyncLogger:
         self._metrics.rpc_seconds.observe(now - (started or batch.submitted))
         self._metrics.write_seconds.observe(now - batch.submitted)
         self.highest_acked_txid = batch.last_txid
-        self.last_ack_time = time.monotonic()
+        self.last_ack_time = clock.monotonic()
         self._contacted()
         batch.future.set_result(None)
 
@@ -699,7 +700,7 @@ class AsyncLogger:
         """Seconds since this JournalNode last answered (since this logger started, when it
         never has)."""
         last = self.last_contact if self.last_contact is not None else self._started
-        return max(0.0, time.monotonic() - last)
+        return max(0.0, clock.monotonic() - last)
 
     @property
     def out_of_contact(self) -> bool:
@@ -718,8 +719,8 @@ class AsyncLogger:
         return float("nan") if self._closed else self.seconds_since_contact()
 
     def _contacted(self) -> None:
-        self.last_contact = time.monotonic()
-        self.last_contact_wall = time.time()
+        self.last_contact = clock.monotonic()
+        self.last_contact_wall = clock.time()
 
     def heartbeat(self) -> Future[None]:
         call = _Call(
@@ -805,7 +806,7 @@ class AsyncLogger:
     def update_lag(self, quorum_txid: int) -> None:
         lag = max(0, quorum_txid - self.highest_acked_txid)
         self._metrics.lag_txns.set(lag)
-        self._metrics.lag_seconds.set(0.0 if lag == 0 else time.monotonic() - self.last_ack_time)
+        self._metrics.lag_seconds.set(0.0 if lag == 0 else clock.monotonic() - self.last_ack_time)
 
 
 @dataclass

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from conf import TLSSettings
+from conf import TLSSettings, clock
 from conf.mutants import Mutant, active
 from journalnode.errors import EpochError, JournalUnavailableError
 from proto import edits_pb2, records
@@ -244,7 +244,7 @@ class QuorumJournalManager:
         again every ``FORMAT_RETRY_SECONDS`` until ``format_timeout``, because a blip is no
         answer; any other error, or the deadline, raises QuorumException naming each
         JournalNode's ("could not <what> on every JournalNode")."""
-        deadline = time.monotonic() + self.timeouts.format_timeout
+        deadline = clock.monotonic() + self.timeouts.format_timeout
         answers: dict[AsyncLogger, T] = {}
         todo = list(self.loggers.loggers)
         logged: set[AsyncLogger] = set()
@@ -254,7 +254,7 @@ class QuorumJournalManager:
                 len(todo),
                 len(todo),
                 -1,
-                max(0.0, deadline - time.monotonic()),
+                max(0.0, deadline - clock.monotonic()),
                 operation_name=operation,
             )
             answers.update(call.successes())
@@ -263,7 +263,7 @@ class QuorumJournalManager:
                 return answers
             unreachable = all(isinstance(e, JournalUnavailableError) for e in failed.values())
             if self.loggers.direct or not unreachable or (
-                time.monotonic() + FORMAT_RETRY_SECONDS >= deadline
+                clock.monotonic() + FORMAT_RETRY_SECONDS >= deadline
             ):
                 raise QuorumException(
                     f"could not {what} on every JournalNode", answers, failed
@@ -275,7 +275,7 @@ class QuorumJournalManager:
                     operation=operation,
                     journalnodes=sorted(lg.address for lg in failed),
                     error=describe_exception(next(iter(failed.values()))),
-                    until_seconds=round(deadline - time.monotonic(), 1),
+                    until_seconds=round(deadline - clock.monotonic(), 1),
                 )
             todo = list(failed)
             await asyncio.sleep(FORMAT_RETRY_SECONDS)
@@ -552,7 +552,7 @@ class QuorumJournalManager:
         if self.epoch == 0:
             return
         idle_for = self.timeouts.heartbeat_interval if idle_for is None else idle_for
-        now = time.monotonic()
+        now = clock.monotonic()
         for lg in self.loggers.loggers:
             if now - lg.last_call_time >= idle_for:
                 lg.heartbeat().add_done_callback(self._log_heartbeat_failure(lg))

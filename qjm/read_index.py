@@ -20,9 +20,9 @@ quorum round trip per batch of reads, not per read.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
+from conf import clock
 from qjm.errors import QJMError
 
 
@@ -49,7 +49,7 @@ class ReadIndex:
     def confirm(self, timeout: float) -> None:
         """Return once a round that started after this call finished well; raise the error
         of the newest finished round when it failed, ReadIndexTimeout after ``timeout``."""
-        deadline = time.monotonic() + timeout
+        deadline = clock.monotonic() + timeout
         with self._cond:
             # A round in flight may have been answered before we arrived: wait for a later one.
             needed = self._started + 1
@@ -64,7 +64,7 @@ class ReadIndex:
                     needed = self._started
                     self._running = True
                     break
-                left = deadline - time.monotonic()
+                left = deadline - clock.monotonic()
                 if left <= 0:
                     raise ReadIndexTimeout(
                         f"no quorum confirmation round finished within {timeout:.1f}s"
