@@ -169,6 +169,7 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
         "tailing_gap_ms_max_idle": round(_max_gap(idle) * 1000, 1),
         "checkpoint_s": round(took, 2),
         "checkpoint_fork_ms": round(result.tailing_held_seconds * 1000, 1),
+        "checkpoint_fork_cpu_ms": round(result.fork_cpu_seconds * 1000, 1),
         "checkpoint_ops_applied_during": float(sum(began <= t <= began + took for t in busy)),
     }
 
@@ -341,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         "image_save_speedup_vs_layout3", "image_load_speedup_vs_layout3",
         "image_save_cpu_speedup_vs_layout3", "image_load_cpu_speedup_vs_layout3",
         "checkpoint_tailing_held_ms_max",
-        "tailing_gap_ms_max_idle", "checkpoint_fork_ms", "checkpoint_s", "startup_to_serving_s",
+        "tailing_gap_ms_max_idle", "checkpoint_fork_ms", "checkpoint_fork_cpu_ms",
+        "checkpoint_s", "startup_to_serving_s",
         "big_dir_list_page_ms", "big_dir_stat_us", "load_average_1m",
     ) if key in result]
     print_table(f"A namespace of {result['inodes']:,} inodes", ["key", "value"], rows)

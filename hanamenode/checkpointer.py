@@ -50,13 +50,15 @@ _CHECK_INTERVAL = 1.0
 @dataclass(frozen=True, slots=True)
 class CheckpointResult:
     """One checkpoint: the image saved, and the purge bound sent to the active (None when
-    nothing could be purged); how long tailing was held for it (the fork of its writer)."""
+    nothing could be purged); how long tailing was held for it (the fork of its writer) and
+    the CPU that fork took."""
 
     txid: int
     image: Path
     uploaded_to: str | None
     purged_before: int | None
     tailing_held_seconds: float = 0.0
+    fork_cpu_seconds: float = 0.0
 
 
 def image_chunks(path: Path, chunk_bytes: int = IMAGE_CHUNK_BYTES) -> Iterator[bytes]:
@@ -209,10 +211,13 @@ class StandbyCheckpointer:
                 writer_pid=save.pid,
                 seconds=round(elapsed, 3),
                 tailing_held_seconds=round(save.fork_seconds, 4),
+                fork_cpu_seconds=round(save.fork_cpu_seconds, 4),
             )
             uploaded_to = self._upload(image, txid)
             purged = self._purge() if uploaded_to is not None else None
-            result = CheckpointResult(txid, image, uploaded_to, purged, save.fork_seconds)
+            result = CheckpointResult(
+                txid, image, uploaded_to, purged, save.fork_seconds, save.fork_cpu_seconds
+            )
             self.last_result = result
             self.last_error = None
             return result
