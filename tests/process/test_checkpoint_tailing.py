@@ -36,7 +36,14 @@ CONF = {
     "dfs.namenode.checkpoint.period": "3600s",
 }
 POLICY = RetryPolicy(max_attempts=5, rpc_timeout=30.0)
-SAVED = re.compile(r"saved checkpoint.*?seconds=([0-9.]+).*?tailing_held_seconds=([0-9.e-]+)")
+SAVED = re.compile(r"saved checkpoint.*")
+
+
+def logged_seconds(line: str, key: str) -> float:
+    """The value of ``key=`` (a whole key, not the end of a longer one) in a log line."""
+    found = re.search(rf"(?:^|\s){key}=([0-9.e-]+)", line)
+    assert found is not None, f"no {key} in {line!r}"
+    return float(found.group(1))
 
 
 def large_namespace() -> Namespace:
@@ -115,7 +122,8 @@ def test_the_standby_keeps_applying_while_it_checkpoints_a_large_namespace(
         log = (tmp_path / "nn2.log").read_text(errors="replace")
         match = SAVED.search(re.sub(r"\x1b\[[0-9;]*m", "", log))
         assert match is not None, "nn2 logged no 'saved checkpoint' line"
-        took, held = float(match.group(1)), float(match.group(2))
+        took = logged_seconds(match.group(0), "seconds")
+        held = logged_seconds(match.group(0), "tailing_held_seconds")
         print(f"nn2 held its tailer {held * 1000:.1f} ms of a {took:.2f} s checkpoint")
         assert held < took / 10
         newest = NameDirectory(cluster.name_dir("nn2")).newest_image()
