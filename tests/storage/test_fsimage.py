@@ -13,6 +13,8 @@ import os
 import random
 import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from hadev.daemon import child_environment
 from hanamenode import fsimage
 from hanamenode.errors import (
     CheckpointCancelledError,
@@ -608,3 +611,42 @@ def test_a_child_that_fails_is_an_image_error_and_leaves_nothing(
     with pytest.raises(FSImageError, match=r"exited with 1: OSError: \[Errno 28\] No space left"):
         save.wait(lambda: False)
     assert list(tmp_path.iterdir()) == []
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for a parent that does not reap is not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_the_writer_child_dies_with_the_thread_that_forked_it(tmp_path: Path) -> None:
+    """A NameNode killed while its checkpoint is written leaves no writer behind: the child
+    asked for SIGKILL when the forking thread ends (PR_SET_PDEATHSIG)."""
+    script = f"""
+import time
+from pathlib import Path
+from hanamenode import fsimage
+from hanamenode.namespace import Namespace
+from proto.values import NamespaceInfo
+sections = fsimage._sections
+def slowly(*args):
+    time.sleep(60)
+    yield from sections(*args)
+fsimage._sections = slowly
+save = fsimage.fork_save_image(Namespace(), Path({str(tmp_path)!r}), NamespaceInfo("c", 1))
+print(save.pid, flush=True)
+time.sleep(1)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+        env=child_environment(),
+    )
+    assert done.returncode == 0, done.stderr
+    child = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while _running(child):
+        assert time.monotonic() < deadline, f"the writer {child} outlived its parent"
+        time.sleep(0.05)
