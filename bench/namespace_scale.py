@@ -50,6 +50,7 @@ import sqlalchemy as sa
 
 from bench.common import print_json, print_table
 from conf.logging import setup_logging
+from durable.files import fsync_file
 from hadev.namenodes import NameNodeProcessCluster
 from hanamenode import fsimage
 from hanamenode.checkpointer import StandbyCheckpointer
@@ -229,7 +230,7 @@ def save_layout3(ns: Namespace, name_dir: Path) -> Path:
                 conn.execute(fsimage.inodes.insert(), rows[start : start + 20_000])
     finally:
         engine.dispose()
-    os.fsync(os.open(final, os.O_RDONLY))
+    fsync_file(final)
     digest = fsimage._md5_of(final)
     fsimage.md5_path(final).write_text(f"{digest}  {final.name}\n")
     return final
