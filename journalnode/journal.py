@@ -573,7 +573,8 @@ class Journal:
         """``journal`` when it can only wait on this batch's own write and sync, and the last
         append took under ``SLOW_APPEND_SECONDS``; False, with nothing done, when another
         call holds the journal (a finalize, a recovery, a sync) or the disk was slow last
-        time (``slow_append_seconds``, ``SLOW_APPEND_SECONDS`` unless changed). A server's event loop calls this and hands a declined batch to a thread."""
+        time (``slow_append_seconds``, ``SLOW_APPEND_SECONDS`` unless changed). A server's
+        event loop calls this and hands a declined batch to a thread."""
         if self._last_append_seconds > self.slow_append_seconds:
             return False
         if not self._lock.acquire(blocking=False):
