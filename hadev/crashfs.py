@@ -127,6 +127,8 @@ class CrashFS:
             directory.mkdir(parents=True)
         self._mutex = threading.RLock()
         self.dead = False
+        self.hold_pattern: str | None = None
+        self.held = threading.Event()
         self._next_fid = 0
         self.fid_of_ino: dict[int, int] = {}
         self.kind: dict[int, str] = {}  # "f", "d" or "l"
@@ -313,7 +315,18 @@ class CrashFS:
             self._save(undo, fh, offset, len(data))
             written = os.pwrite(fh, data, offset)
             undo.last_write = (offset, bytes(data[:written]))
-            return written
+            hold = (self.hold_pattern is not None and self.hold_pattern in path
+                    and bool(_sector_cuts(offset, data[:written])))
+            if hold:
+                self.hold_pattern = None  # one write only
+        if hold:
+            # The write is on the disk's cache, and its caller waits for the answer (it
+            # cannot fsync yet): the moment for a cut that can tear it (``hold``).
+            self.held.set()
+            while not self.dead:
+                time.sleep(0.002)
+            raise _fuse_error(errno.EIO)
+        return written
 
     def _truncate(self, fd: int, length: int) -> None:
         fid = self._fid(os.fstat(fd))
@@ -581,6 +594,16 @@ def _control(fs: CrashFS, mountpoint: str) -> None:
                 reply: dict[str, Any] = fs.cut(bool(command["torn"]), int(command["seed"]))
             elif command["cmd"] == "status":
                 reply = fs.status()
+            elif command["cmd"] == "off":
+                with fs._mutex:  # after the operation in progress, none reaches the disk
+                    fs.dead = True
+                reply = {}
+            elif command["cmd"] == "hold":
+                fs.held.clear()
+                fs.hold_pattern = str(command["pattern"])
+                reply = {}
+            elif command["cmd"] == "wait_held":
+                reply = {"held": fs.held.wait(float(command["seconds"]))}
             else:
                 reply = {"error": f"unknown command {command['cmd']!r}"}
         except Exception as exc:  # the parent gets it as the answer, not a dead channel
@@ -713,6 +736,24 @@ class CrashMount:
     def status(self) -> dict[str, Any]:
         return self.command(cmd="status")
 
+    def power_off(self) -> None:
+        """Stop answering (EIO) at once, before the cut rolls the disk back: a process in a
+        held write (``hold_next_write``) can die only once its write is answered."""
+        self.command(cmd="off")
+
+    def hold_next_write(self, pattern: str) -> None:
+        """Hold the next write to a file whose path contains ``pattern`` (one that a cut
+        can tear: it crosses a sector boundary) unanswered, after it reached the backing
+        directory, until the cut: the writer cannot fsync it, so a cut then loses it or,
+        with ``torn``, keeps part of it. ``wait_held`` says when it came."""
+        self.command(cmd="hold", pattern=pattern)
+
+    def wait_held(self, timeout: float) -> bool:
+        """Whether the write ``hold_next_write`` asked for is held (waits up to
+        ``timeout``)."""
+        reply = self.command(timeout + COMMAND_TIMEOUT, cmd="wait_held", seconds=timeout)
+        return bool(reply["held"])
+
     def unmount(self, timeout: float = UNMOUNT_TIMEOUT) -> None:
         """``fusermount3 -u`` (lazily, ``-uz``, if busy), then wait for the server to exit
         (SIGKILL after ``timeout``)."""
@@ -771,12 +812,16 @@ def cut_power(
     mounts: Iterable[CrashMount], pids: Sequence[int] = (), *, torn: bool = False,
     seed: int = 0, kill: Callable[[], None] | None = None, timeout: float = 10.0,
 ) -> list[CutReport]:
-    """Cut the power of ``mounts`` at once: SIGKILL ``pids`` (and call ``kill``, a launcher's
-    own kill that reaps its processes), wait until they are dead, then ``cut`` every mount
-    (a torn write on each, drawn from ``seed``, when ``torn``)."""
+    """Cut the power of ``mounts`` at once: SIGKILL ``pids``, stop every mount answering
+    (``power_off``), call ``kill`` (a launcher's own kill that reaps its processes), wait
+    until they are dead, then ``cut`` every mount (a torn write on each, drawn from
+    ``seed``, when ``torn``)."""
+    mounts = list(mounts)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    for mount in mounts:
+        mount.power_off()  # a request still in flight fails: its process can die
     if kill is not None:
         kill()
     for pid in pids:

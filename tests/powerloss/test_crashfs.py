@@ -180,3 +180,26 @@ def test_atomic_write_under_power_cuts(mount: CrashMount) -> None:
         assert version >= acked, f"cut {cut_no}: acknowledged {acked}, found {version} ({seed=})"
         leftovers = [name for name in os.listdir(mount.mountpoint) if name != "value"]
         assert all(is_temp_name(name) for name in leftovers), leftovers
+
+
+def test_a_held_write_is_torn_by_the_cut(mount: CrashMount) -> None:
+    """``hold_next_write``: a write that crosses a sector stays unanswered until the cut, so
+    its writer cannot fsync it, and a torn cut keeps a sector-aligned prefix of it."""
+    root = mount.mountpoint
+    write_file(root / "seg", b"H" * 100, sync=True)
+    fsync_dir(root)
+    mount.hold_next_write("seg")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | "
+         "os.O_APPEND); os.write(fd, bytes(range(256)) * 4); os.fsync(fd); print('synced')",
+         str(root / "seg")], stdout=subprocess.PIPE, text=True,
+    )
+    assert mount.wait_held(10.0), "the write never came"
+    report = cut_power([mount], [writer.pid], torn=True, seed=5)[0]
+    assert writer.wait(10) == -9 and writer.stdout is not None and writer.stdout.read() == ""
+    writer.stdout.close()
+    mount.remount()
+    assert report.torn is not None and report.torn["offset"] == 100
+    kept = report.torn["kept"]
+    assert (100 + kept) % 512 == 0 and 0 < kept < 1024
+    assert (root / "seg").read_bytes() == b"H" * 100 + (bytes(range(256)) * 4)[:kept]
