@@ -287,7 +287,8 @@ class NNSimulation:
         self.clock = VirtualClock()
         self.trace = Trace(echo=echo)
         self.faults = FaultInjector(self.rng, NN_FAULT_PLAN)
-        self.net = SimNetwork(n_journalnodes, JOURNAL_ID, NAMESPACE, self.faults, self.trace)
+        with use_clock(self.clock):  # the JournalNodes load (and read the clock) here
+            self.net = SimNetwork(n_journalnodes, JOURNAL_ID, NAMESPACE, self.faults, self.trace)
         self.net.on_unexpected = lambda what: self._unexpected(what)
         self.zk = ZooKeeper(self.clock, SESSION_TIMEOUT)
         self.settings = nn_settings()

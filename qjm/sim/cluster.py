@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from conf import clock
 from journalnode.edits_cache import CachedEdits
 from journalnode.errors import JournalError, JournalInconsistentError, JournalUnavailableError
 from journalnode.journal import Journal, SegmentFetcher
@@ -157,7 +158,11 @@ class SimJournalNode:
     def restart(self) -> None:
         """A new JournalNode process over the same storage (load repairs torn tails)."""
         self.storage.disarm()
-        self.journal = Journal(self.journal_id, self.storage, from_url=self.address)
+        # The run's clock (conf.clock.use_clock), not the machine's: a writer's hold on the
+        # journal then lasts the same in every run of a seed.
+        self.journal = Journal(
+            self.journal_id, self.storage, from_url=self.address, clock=clock.monotonic
+        )
         self.incarnation += 1
 
 

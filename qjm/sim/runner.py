@@ -3,10 +3,12 @@
 ``run_simulation(seed, steps)`` builds ``n_journalnodes`` simulated JournalNodes and lets
 writers take over from each other for ``steps`` steps while ``FaultInjector`` breaks RPCs,
 JournalNodes and writers. One ``random.Random(seed)`` makes every choice (faults, which writer
-acts, batch sizes, interleavings), nothing reads a clock or iterates a set, and everything runs
-in the calling thread, so a seed is a complete description of a run: the trace, and its
-``trace_digest``, are the same on every machine. Invariants (``qjm.sim.invariants``) are checked
-after every step; the first violation ends the run, and ``SimResult.replay_command`` replays it.
+acts, batch sizes, interleavings), nothing reads the machine's clock (the run hands its
+``StepClock`` to the QJM and the JournalNodes with ``conf.clock.use_clock``) or iterates a
+set, and everything runs in the calling thread, so a seed is a complete description of a
+run: the trace, and its ``trace_digest``, are the same on every machine. Invariants
+(``qjm.sim.invariants``) are checked after every step; the first violation ends the run, and
+``SimResult.replay_command`` replays it.
 
 A step: restart JournalNodes whose downtime is over, maybe restart or read, maybe start a new
 writer (a failover while the old one is alive), then one action of one live writer:
@@ -40,6 +42,7 @@ from typing import TypeVar
 
 import structlog
 
+from conf.clock import use_clock
 from conf.mutants import planted
 from journalnode.errors import JournalError
 from journalnode.journal import Journal
@@ -210,6 +213,28 @@ def replay_command(
     if not buggify:
         argv.append("--no-buggify")
     return shlex.join(argv)
+
+
+class StepClock:
+    """The QJM simulator's clock (a ``conf.clock.Clock``): it moves one microsecond at each
+    reading. The times a run reads then follow from its seed alone, and code that waits for a
+    deadline still sees it pass."""
+
+    TICK = 1e-6
+    WALL_BASE = 1_700_000_000.0
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += self.TICK
+        return self.now
+
+    def time(self) -> float:
+        return self.WALL_BASE + self.monotonic()
+
+    def time_ns(self) -> int:
+        return int(self.time() * 1e9)
 
 
 @contextlib.contextmanager
@@ -870,6 +895,7 @@ def run_simulation(
     with (
         quiet_protocol_logs() if quiet else contextlib.nullcontext(),
         planted(*mutants) as now,
+        use_clock(StepClock()),
     ):
         sim = Simulation(
             seed,

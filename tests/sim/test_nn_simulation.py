@@ -12,16 +12,10 @@ simulation changes and a range stops catching its mutant, rerun that command wit
 from __future__ import annotations
 
 import json
-import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from conf.clock import SystemClock
 from conf.mutants import Mutant
 from nnsim import NN_INVARIANTS, run_nn_simulation, run_nn_simulations
 from nnsim.__main__ import main
@@ -29,7 +23,6 @@ from nnsim.runner import nn_seed_outcome
 from qjm.sim.__main__ import main as qjm_sim_main
 from qjm.sim.mutants import MASKED_BY, NAMENODE
 
-ROOT = Path(__file__).resolve().parents[2]
 STEPS = 200
 CLEAN_SEEDS = range(0, 8)
 
@@ -62,32 +55,6 @@ def test_a_seed_replays_the_same_run() -> None:
     assert first.txns_acknowledged == second.txns_acknowledged > 0
     assert first.failovers > 0, "the run elected an active"
     assert first.replay_command.startswith("python -m nnsim --seed 3")
-
-
-def test_the_namenodes_read_only_the_virtual_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The run hands its VirtualClock to the NameNodes and the QJM (conf.clock.use_clock),
-    patching nothing: no code of ours that the run reaches reads the system's clock, through
-    conf.clock or straight from the time module (which this test alone wraps, to see)."""
-    ours = str(ROOT)
-    readers: set[str] = set()
-
-    def watch(name: str, real: Callable[[], Any]) -> Callable[[], Any]:
-        def read() -> Any:
-            caller = sys._getframe(1).f_code.co_filename
-            if caller.startswith(ours) and "/.venv/" not in caller and "/tests/" not in caller:
-                readers.add(f"{name} from {caller.removeprefix(ours)}")
-            return real()
-
-        return read
-
-    for name in ("monotonic", "time", "time_ns"):
-        monkeypatch.setattr(time, name, watch(f"time.{name}", getattr(time, name)))
-        monkeypatch.setattr(
-            SystemClock, name, watch(f"conf.clock.{name}", getattr(SystemClock, name))
-        )
-    result = run_nn_simulation(2, 80)
-    assert result.ok, result.message
-    assert not readers, f"the simulation read the system clock: {sorted(readers)}"
 
 
 def test_the_clean_namenode_layer_has_no_violation() -> None:
