@@ -13,6 +13,7 @@ up.
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from collections.abc import Iterator
 
@@ -228,7 +229,8 @@ def test_the_status_pages_and_metrics_show_the_observer(cluster: NameNodeProcess
     assert url is not None
     with urllib.request.urlopen(url, timeout=10) as answer:
         page = answer.read().decode()
-    assert "class='state warn'>observer</span>" in page and "id='observer'" in page
+    assert re.search(r"<span id='ha-state' class='state warn'[^>]*>observer</span>", page), page
+    assert "id='observer'" in page
     assert metric(cluster, "nn3", "hanamenode_ha_state", state="observer") == 1
     assert metric(cluster, "nn1", "hanamenode_ha_state", state="observer") == 0
 
