@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -95,19 +96,56 @@ def start_error_from_log(
     return error_type(f"{label} {what}: {last} (log: {log_path})", output)
 
 
-def free_ports(n: int = 1, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports that were free a moment ago (bound to port 0, then closed).
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10_000
+_pick = random.SystemRandom()
 
-    Another process may take one before the JournalNode binds it; a first ``start`` retries
+
+def daemon_port_range() -> range:
+    """The ports ``free_ports`` picks from: below the kernel's ephemeral range (the source
+    ports of outgoing connections and of binds to port 0), or above it when too little lies
+    below.
+
+    A daemon's port inside that range can be lost while the daemon is down: a client that
+    keeps reconnecting to it from an ephemeral port may be given that very port as its
+    source and connect to itself (TCP's simultaneous open), and then holds the port. The
+    restarted daemon fails with "address already in use", and the client reads its own
+    bytes (a TLS client: WRONG_VERSION_NUMBER). Seen in a busy ``make test``: the README
+    demo's restart of a killed NameNode, and a stopped ZooKeeper that still "answered"."""
+    try:
+        low, high = (int(part) for part in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32_768, 60_999  # Linux's default
+    if low - LOWEST_PORT >= 4_096:
+        return range(LOWEST_PORT, low)
+    return range(high + 1, 65_536)
+
+
+def free_ports(n: int = 1, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports of ``daemon_port_range`` that were free a moment ago (bound, then
+    closed), chosen at random so that parallel test workers rarely try the same one.
+
+    Another process may take one before the daemon binds it; a first ``start`` retries
     with fresh ports when that happens.
     """
+    candidates = daemon_port_range()
+    ports: list[int] = []
     with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(n):
+        for _ in range(n * 200):
+            if len(ports) == n:
+                return ports
+            port = _pick.choice(candidates)
+            if port in ports:
+                continue
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            ports.append(sock.getsockname()[1])
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            ports.append(port)
+    if len(ports) == n:
         return ports
+    raise OSError(f"no {n} free ports on {host} in {candidates.start}-{candidates.stop - 1}")
 
 
 def child_environment(conf_env: Path | None = None) -> dict[str, str]:

@@ -33,6 +33,7 @@ from types import TracebackType
 
 import structlog
 
+from hadev.daemon import free_ports
 from zk.errors import ZooKeeperNotInstalledError, ZooKeeperStartError
 
 __all__ = [
@@ -124,9 +125,7 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> s
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, host)[0]  # outside the ephemeral range: see daemon_port_range
 
 
 def runs(pid: int, command: Sequence[str] = (MAIN_CLASS,)) -> bool:

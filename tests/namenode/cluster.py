@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,6 +25,7 @@ import grpc
 from conf import Settings
 from conf.rpc import make_channel
 from failover.elector import ActiveStandbyElector
+from hadev.daemon import free_ports
 from hadev.minicluster import MiniJournalCluster
 from hanamenode.bootstrap import bootstrap_standby, format_namenode
 from hanamenode.namesystem import FSNamesystem
@@ -58,9 +58,7 @@ CLIENT_ID = os.urandom(16)
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]  # outside the ephemeral range (hadev.daemon.daemon_port_range)
 
 
 def header(
