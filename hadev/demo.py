@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import conf.quiet_grpc  # noqa: F401 - before grpc: no gRPC core line on the terminal
 from conf import TLSSettings, parse_duration
 from conf.logging import setup_logging
 from hadev.devcluster import (
