@@ -139,8 +139,13 @@ def channel_options(max_message_bytes: int = _DEFAULTS.max_message_bytes) -> lis
         # A restarted JournalNode or NameNode is reachable again within a second or two; the
         # default backoff grows to two minutes, longer than any failover we want to measure.
         ("grpc.initial_reconnect_backoff_ms", 100),
-        ("grpc.min_reconnect_backoff_ms", 100),
         ("grpc.max_reconnect_backoff_ms", 2_000),
+        # gRPC's core also takes this as the least time a connection attempt gets to finish
+        # its TCP, TLS and HTTP/2 handshakes. At 100 ms a loaded machine's TLS handshake
+        # failed ("Handshake read failed"): a healthy active's fresh-connection health probe
+        # failed and it gave up the lock, and tools named a TLS mismatch as a timeout. A
+        # call's own deadline still ends it sooner; a refused connection fails at once.
+        ("grpc.min_reconnect_backoff_ms", 1_000),
     ]
 
 

@@ -70,9 +70,9 @@ _CONNECT_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          TLS_REJECTED),
         (r"Failed parsing HTTP/2", NOT_GRPC),
         (r"errors resolving|DNS resolution failed|Domain name not found", UNKNOWN_HOST),
-        # A new connection gets 0.1 s to complete its handshake (conf.rpc's
-        # min_reconnect_backoff); a stopped process completes the TCP one (its kernel
-        # does), never the HTTP/2 or TLS one.
+        # A new connection gets 1 s to complete its handshakes (conf.rpc's
+        # min_reconnect_backoff), or less when the call's deadline comes first; a stopped
+        # process completes the TCP one (its kernel does), never the HTTP/2 or TLS one.
         (r"timed out|Deadline Exceeded|Handshake read failed|Endpoint closing|"
          r"handshaker shutdown", TIMED_OUT),
         (r"Connection reset", "connection reset by the server"),

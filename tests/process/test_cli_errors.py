@@ -184,6 +184,9 @@ def test_a_stopped_a_dead_and_no_namenode_are_named(dev: DevCluster) -> None:
     finally:
         os.kill(nn.pid, signal.SIGCONT)
 
+    # The freeze outlived the 1 s ZooKeeper session: the standby may have taken over.
+    active = dev.wait_active()
+    standby = next(nn for nn in dev.namenode_ids if nn != active)
     dev.kill(standby, signal.SIGKILL)
     other = dev.namenode(standby)
     assert run("hactl", "--conf", conf, "failover", active, standby) == (
@@ -192,6 +195,7 @@ def test_a_stopped_a_dead_and_no_namenode_are_named(dev: DevCluster) -> None:
     assert run("hactl", "--conf", conf, "get-service-state", standby) == (
         255, "", f"Operation failed: NameNode {standby} at {other.address}: {REFUSED}\n"
     )
+    assert dev.wait_active(exclude=standby) == active  # the survivor holds the lock again
     width = max(len(dev.namenode(n).address) for n in dev.namenode_ids)
     states = {active: "active", standby: f"Failed to connect: {REFUSED}"}
     assert run("hactl", "--conf", conf, "get-all-service-state") == (0, "".join(
