@@ -8,7 +8,7 @@ chaos tests scale with it).
 ``--idle-connections N``: idle connections the flood test opens to each of three daemons
 (default 1000; the issue's attack was 20000).
 ``--power-cuts N``: power cuts of real daemons on crash filesystems in ``tests/powerloss``
-(default 6, one of each kind; ``POWERCUT_SEED`` replays a run's choices).
+(default 20, each kind once and then drawn; ``POWERCUT_SEED`` replays a run's choices).
 ``--spark-standalone``: run the tests marked ``@pytest.mark.standalone``, which start a Spark
 standalone master and workers (about 8 minutes on 2 cores; ``--soak`` runs them too).
 """
@@ -54,8 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--power-cuts",
         type=int,
-        default=6,
-        help="power cuts of real daemons in tests/powerloss (default 6, one of each kind)",
+        default=20,
+        help="power cuts of real daemons in tests/powerloss (default 20: each kind once, "
+        "then drawn at random)",
     )
     parser.addoption(
         "--fuzz-minutes",
