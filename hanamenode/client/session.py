@@ -117,7 +117,7 @@ class ClientSession:
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._failure: SessionCallError | None = None
         stub = namenode_pb2_grpc.ClientProtocolStub(channel)
-        self._stream = stub.Session(self._requests())
+        self._stream: Any = stub.Session(self._requests())
         self._reader = threading.Thread(target=self._read, name=f"session-{name}", daemon=True)
         self._reader.start()
 
@@ -161,6 +161,11 @@ class ClientSession:
                 log.warning(
                     "session reader still running after close", nn=self.name, waited_s=CLOSE_WAIT
                 )
+        # Let the call object go now, while every thread runs. Left to the interpreter's
+        # exit, its finalizer takes the call's lock after the daemon threads were frozen,
+        # and one frozen holding it hangs the exit for good (a busy make test: `hafs
+        # -mkdir` aborted after 60 s inside grpc's _Rendezvous.__del__).
+        self._stream = None
 
     def _requests(self) -> Iterator[Any]:
         """The stream's messages: each call waiting in the outbox when the stream can send,
@@ -196,6 +201,9 @@ class ClientSession:
             )
         except grpc.RpcError as err:
             failure = _stream_failure(err)
+            # The exception is the call object itself: its traceback's frames hold it, a
+            # cycle only the garbage collector frees, maybe at the interpreter's exit.
+            err.__traceback__ = None
         except Exception as exc:  # a bug here must not leave callers waiting forever
             log.exception("session reader failed", nn=self.name, error=str(exc))
             failure = SessionCallError(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")

@@ -15,6 +15,7 @@ import itertools
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -292,8 +293,13 @@ def test_closing_the_client_leaves_no_session_thread_behind(cluster: NameNodeClu
     for _ in range(20):
         with HaFsClient(cluster.settings) as fs:
             fs.mkdirs("/closing", parents=True)
+            calls = [weakref.ref(s._stream) for s in fs.proxy._sessions.values()]
+            assert calls
         readers = [t for t in threading.enumerate() if t.name.startswith("session-")]
         assert not readers, readers
+        # The call object is gone too: its finalizer ran here, not at the interpreter's
+        # exit, where a daemon thread frozen holding the call's lock would hang it.
+        assert [ref() for ref in calls] == [None] * len(calls)
 
 
 # -- multi --------------------------------------------------------------------------------------
