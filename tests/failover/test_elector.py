@@ -57,7 +57,9 @@ def test_one_namenode_becomes_active_the_other_waits(
                 5,
                 "both members registered",
             )
-            assert len(client.get_children(paths.lock)) == 2  # the holder and one waiting
+            # The holder and one waiting (nn2 says WAITING just before its contender znode
+            # is made: a loaded machine shows the gap).
+            wait_for(lambda: len(client.get_children(paths.lock)) == 2, 5, "two contenders")
             # Writes work on the elected active.
             assert c.mkdir("nn1", "/elected").txid > 0
             metrics = c.server("nn1").metrics
