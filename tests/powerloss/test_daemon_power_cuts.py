@@ -7,8 +7,8 @@ mkdirs), of:
 
 - one JournalNode; two at once; the whole rack (three JournalNodes and both NameNodes);
 - the active NameNode alone; the active NameNode while an image is being written into its
-  name directory (a checkpoint upload); the rack while a JournalNode opens a new segment
-  (a roll);
+  name directory (a checkpoint upload); the active NameNode alone, and the rack, while a
+  JournalNode opens a new segment (a roll);
 - the rack in a recovery: the active NameNode first, then everything else the moment the
   new active's recovery writes an accepted recovery (a paxos file) on a JournalNode;
 - the rack in a write: while a JournalNode's append to its open segment waits, unanswered,
@@ -69,6 +69,7 @@ KINDS = (
     "rack",
     "active NameNode",
     "active NameNode in a checkpoint upload",
+    "active NameNode in a roll",
     "rack in a roll",
     "rack in a recovery",
     "rack in a write",

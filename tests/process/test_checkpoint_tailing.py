@@ -118,7 +118,12 @@ def test_the_standby_keeps_applying_while_it_checkpoints_a_large_namespace(
         advances = sum(b > a for a, b in itertools.pairwise(window))
         print(f"checkpoint of {seconds:.2f} s: nn2's applied txid advanced {advances} times in "
               f"{len(window)} samples, from {window[0]:.0f} to {window[-1]:.0f}")
-        assert advances >= 3, "the standby stopped applying while it checkpointed"
+        # Every pair of samples when a busy machine fits fewer than four in the checkpoint
+        # (a final run at load 7 fit three in 0.25 s: advanced 2 of 2), else three times.
+        assert len(window) >= 2, f"{len(window)} sample(s) in a {seconds:.2f} s checkpoint"
+        assert advances >= min(3, len(window) - 1), (
+            "the standby stopped applying while it checkpointed"
+        )
         log = (tmp_path / "nn2.log").read_text(errors="replace")
         match = SAVED.search(re.sub(r"\x1b\[[0-9;]*m", "", log))
         assert match is not None, "nn2 logged no 'saved checkpoint' line"
