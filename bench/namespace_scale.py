@@ -206,6 +206,7 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
         time.sleep(1.0)
         idle = nn_loop.run(finish(stop, task))
         figures = {
+            "load_average_1m_checkpoints": round(os.getloadavg()[0], 2),
             "tailing_gap_ms_max_idle": round(_max_gap(idle.applied) * 1000, 1),
             "tailing_apply_us_p99_idle": round(_p99(idle.took) * 1e6, 1),
         }
@@ -391,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         *(f"{prefix}_{key}" for prefix in ("checkpoint_4k", "checkpoint_first", "checkpoint")
           for key in ("tailing_held_ms_max", "fork_ms", "fork_cpu_ms", "heap_collapse_s",
                       "huge_page_mb", "apply_us_p99", "minor_faults", "s")),
-        "startup_to_serving_s",
+        "load_average_1m_checkpoints", "startup_to_serving_s",
         "big_dir_list_page_ms", "big_dir_stat_us", "load_average_1m",
     ) if key in result]
     print_table(f"A namespace of {result['inodes']:,} inodes", ["key", "value"], rows)
