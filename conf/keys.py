@@ -724,7 +724,21 @@ KEYS: tuple[Key, ...] = (
         None,
         "ConfiguredFailoverProxyProvider (every call to the active) or "
         "ObserverReadProxyProvider (reads to observers); default: the latter when a "
-        "NameNode is configured as an observer",
+        "NameNode is configured as an observer, or the client resolves from ZooKeeper",
+    ),
+    Key(
+        "dfs.client.failover.zookeeper.quorum",
+        parse_zk_quorum,
+        "",
+        "the client finds the active NameNode and the observers in the election znodes of "
+        "this ZooKeeper (host:port,...[/chroot]) instead of dfs.ha.namenodes.<ns>",
+    ),
+    Key(
+        "dfs.client.failover.zookeeper.auth",
+        parse_zk_auth,
+        "",
+        "the client's read-only ZooKeeper credentials, digest:user:password (never "
+        "ha.zookeeper.auth)",
     ),
 )
 

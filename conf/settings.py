@@ -173,6 +173,11 @@ class ClientSettings:
     sessions: bool = True
     """Calls travel pipelined on one Session stream per NameNode (docs/protocol.md §13);
     False: one unary call each."""
+    zookeeper_quorum: str = ""
+    """``dfs.client.failover.zookeeper.quorum``: find the NameNodes in the election znodes of
+    this ZooKeeper instead of the configured list (docs/operations.md §3.5); "" is off."""
+    zookeeper_auth: tuple[tuple[str, str], ...] = ()
+    """``dfs.client.failover.zookeeper.auth``: the client's own (read-only) credentials."""
 
 
 @dataclass(frozen=True)
@@ -540,6 +545,8 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
             rpc_timeout=get("dfs.client.rpc-timeout.ms"),
             observer_reads=_observer_reads(values, nameservice, namenode_ids),
             sessions=get("dfs.client.sessions.enabled"),
+            zookeeper_quorum=get("dfs.client.failover.zookeeper.quorum"),
+            zookeeper_auth=get("dfs.client.failover.zookeeper.auth"),
         ),
         gc_freeze_after_start=get("hanamenode.gc.freeze-after-start"),
     )
@@ -549,10 +556,12 @@ def _observer_reads(
     values: Mapping[str, Any], nameservice: str, namenode_ids: tuple[str, ...]
 ) -> bool:
     """Whether the client sends reads to observers: the proxy provider named, else whether a
-    NameNode is configured as an observer."""
+    NameNode is configured as an observer or the client finds them in ZooKeeper."""
     provider = values.get(f"dfs.client.failover.proxy.provider.{nameservice}")
     if provider is not None:
         return bool(provider == "ObserverReadProxyProvider")
+    if values.get("dfs.client.failover.zookeeper.quorum"):
+        return True
     return any(values.get(f"dfs.namenode.observer.{nameservice}.{nn}") for nn in namenode_ids)
 
 

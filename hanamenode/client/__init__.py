@@ -1,6 +1,8 @@
 """The NameNode's client side (docs/architecture.md §1 and §5.6): ``FailoverProxy`` (the
 configured NameNodes plus one retry policy, reusing ``(client_id, call_id)`` on every retry),
-``HaFsClient`` (mkdirs/create/delete/rename/list/stat through it) and ``shell`` (``hafs``).
+``HaFsClient`` (mkdirs/create/delete/rename/list/stat through it), ``resolver`` and
+``zk_resolver`` (the NameNodes found in the election znodes instead of configured) and
+``shell`` (``hafs``).
 
     from hanamenode.client import HaFsClient
     with HaFsClient(settings) as fs:
@@ -19,7 +21,8 @@ from hanamenode.client.client import (
     RenameOp,
     status_from_pb,
 )
-from hanamenode.client.failover_proxy import FailoverProxy, NameNodeAddress, RetryPolicy
+from hanamenode.client.failover_proxy import FailoverProxy, RetryPolicy
+from hanamenode.client.resolver import NameNodeAddress, NameNodeResolver, Resolution
 
 __all__ = [
     "CreateOp",
@@ -29,7 +32,9 @@ __all__ = [
     "ListingsAhead",
     "MkdirsOp",
     "NameNodeAddress",
+    "NameNodeResolver",
     "RenameOp",
+    "Resolution",
     "RetryPolicy",
     "status_from_pb",
 ]

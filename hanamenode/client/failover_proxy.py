@@ -24,6 +24,13 @@ the read then goes to the active as any call does. Writes always go to the activ
 its first observer read a proxy calls ``msync`` (as HDFS's proxy does), so it never reads
 older state than what was acknowledged before it started.
 
+Resolving from ZooKeeper (``dfs.client.failover.zookeeper.quorum``; docs/operations.md §3.5):
+the list is not configured but followed, by a ``NameNodeResolver`` (``zk_resolver``). Each
+new ``Resolution`` replaces it, makes its active the NameNode the next call tries first, and,
+when the active moved, opens the session to the new one at once and gives up the session to
+the old one: its unanswered calls fail as unreachable and are sent again, with their ids, to
+the new active, as after any failover, without waiting for the old one to answer or time out.
+
     proxy = FailoverProxy.from_settings(settings)
     reply = proxy.call(
         "Mkdirs",
@@ -53,6 +60,7 @@ from conf import ConfigError, Settings, TLSSettings
 from conf.rpc import make_channel
 from conf.rpc_failures import failure_cause, peer_name
 from conf.settings import ClientSettings
+from hanamenode.client.resolver import NameNodeAddress, NameNodeResolver, Resolution
 from hanamenode.client.session import ClientSession, SessionStub
 from hanamenode.errors import (
     EditLogError,
@@ -94,17 +102,6 @@ OBSERVER_PROBE_TIMEOUT = 2.0
 Invoke = Callable[[namenode_pb2_grpc.ClientProtocolStub, namenode_pb2.RpcHeader, float], T]
 """One attempt of a call: ``(stub, header, timeout) -> reply``; it must put ``header`` in
 its request unchanged and pass ``timeout`` to the stub."""
-
-
-@dataclass(frozen=True, slots=True)
-class NameNodeAddress:
-    """One configured NameNode: its id (for messages) and the ``host:port`` to dial."""
-
-    nn_id: str
-    address: str
-
-    def __str__(self) -> str:
-        return self.address if self.nn_id == self.address else f"{self.nn_id} ({self.address})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,8 +219,9 @@ def _naming(error: NamenodeError, nn: NameNodeAddress, cause: str) -> NamenodeEr
 
 
 class FailoverProxy:
-    """Calls ClientProtocol on whichever configured NameNode is active. Thread-safe; a
-    context manager that closes its channels.
+    """Calls ClientProtocol on whichever NameNode is active: one of ``namenodes``, or of
+    those ``resolver`` names as they change. Thread-safe; a context manager that closes its
+    channels (and its resolver).
 
     ``client_id`` (default: 16 random bytes) names this client to the retry cache;
     ``channel_factory(address)`` replaces ``conf.rpc.make_channel`` (tests intercept calls
@@ -243,15 +241,17 @@ class FailoverProxy:
         pinned: bool = False,
         observer_reads: bool = False,
         sessions: bool = True,
+        resolver: NameNodeResolver | None = None,
     ) -> None:
-        if not namenodes:
+        if not namenodes and resolver is None:
             raise ValueError("a failover proxy needs at least one NameNode address")
         self.namenodes = tuple(
             nn if isinstance(nn, NameNodeAddress) else NameNodeAddress(nn, nn)
             for nn in namenodes
         )
+        """The NameNodes calls may go to: configured, or the resolver's latest."""
         self.policy = policy if policy is not None else RetryPolicy()
-        if pinned and len(self.namenodes) != 1:
+        if pinned and (len(self.namenodes) != 1 or resolver is not None):
             raise ValueError(f"a pinned proxy asks one NameNode, not {len(self.namenodes)}")
         self.pinned = pinned
         """Every call goes to the one NameNode, once: its answer (a StandbyError too) is
@@ -263,8 +263,9 @@ class FailoverProxy:
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
         self._lock = threading.Lock()
+        self._resolved_cond = threading.Condition(self._lock)
         self._call_ids = itertools.count(1)
-        self._current = 0
+        self._current: NameNodeAddress | None = self.namenodes[0] if self.namenodes else None
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, Any] = {}
         self.sessions = sessions
@@ -276,12 +277,18 @@ class FailoverProxy:
         """Reads go to an observer first (HDFS's ObserverReadProxyProvider)."""
         self._seen_txid = 0
         self._msynced = False
-        self._observers: tuple[int, ...] = ()
+        self._observers: tuple[NameNodeAddress, ...] = ()
         self._probed_at: float | None = None
-        self._passed_over: dict[int, float] = {}
-        self._next_observer = self._rng.randrange(len(self.namenodes))
+        self._passed_over: dict[str, float] = {}  # by address: until when
+        self._next_observer = self._rng.randrange(max(1, len(self.namenodes)))
         self._interceptor = _TxidInterceptor(lambda: self._seen_txid, self._saw)
         self._log = log.bind(client=self.client_id.hex()[:8])
+        self.resolver = resolver
+        """Follows the NameNodes (``dfs.client.failover.zookeeper.quorum``); None: the
+        configured ``namenodes``."""
+        self._resolution: Resolution | None = None
+        if resolver is not None:
+            resolver.start(self._resolved)
 
     @classmethod
     def from_settings(
@@ -293,19 +300,28 @@ class FailoverProxy:
         channel_factory: Callable[[str], grpc.Channel] | None = None,
         sessions: bool | None = None,
     ) -> FailoverProxy:
-        """The NameNodes of ``dfs.ha.namenodes.<ns>`` in configured order, the policy of
-        ``dfs.client.*``, the channel TLS of ``hanamenode.rpc.tls.*``; ``sessions``
+        """The NameNodes of ``dfs.ha.namenodes.<ns>`` in configured order, or those the
+        election znodes name when ``dfs.client.failover.zookeeper.quorum`` is set; the policy
+        of ``dfs.client.*``, the channel TLS of ``hanamenode.rpc.tls.*``; ``sessions``
         overrides ``dfs.client.sessions.enabled``."""
-        if not settings.namenode_ids:
+        resolver: NameNodeResolver | None = None
+        namenodes: list[NameNodeAddress] = []
+        if settings.client.zookeeper_quorum:
+            from hanamenode.client.zk_resolver import ZooKeeperResolver
+
+            resolver = ZooKeeperResolver.from_settings(settings)
+        elif not settings.namenode_ids:
             raise ConfigError(
-                "no NameNodes configured",
+                "no NameNodes configured (or set dfs.client.failover.zookeeper.quorum to "
+                "find them in ZooKeeper)",
                 source=str(settings.source),
                 key=f"dfs.ha.namenodes.{settings.nameservice}",
             )
-        namenodes = [
-            NameNodeAddress(nn, connect_address(settings.namenode(nn).rpc_address))
-            for nn in settings.namenode_ids
-        ]
+        else:
+            namenodes = [
+                NameNodeAddress(nn, connect_address(settings.namenode(nn).rpc_address))
+                for nn in settings.namenode_ids
+            ]
         if policy is None:
             policy = RetryPolicy.from_settings(settings.client)
         return cls(
@@ -316,6 +332,7 @@ class FailoverProxy:
             channel_factory=channel_factory,
             observer_reads=settings.client.observer_reads,
             sessions=settings.client.sessions if sessions is None else sessions,
+            resolver=resolver,
         )
 
     @classmethod
@@ -342,8 +359,12 @@ class FailoverProxy:
 
     @property
     def current(self) -> NameNodeAddress:
-        """The NameNode the next call tries first: the one that answered last."""
-        return self.namenodes[self._current]
+        """The NameNode the next call tries first: the one that answered last, or the
+        active the resolver named last. ``NamenodeUnavailableError`` while none is known."""
+        current = self._current
+        if current is None:
+            raise NamenodeUnavailableError(f"{self._where()} {self._nothing_resolved()}")
+        return current
 
     def next_call_id(self) -> int:
         """A fresh call id for a new logical call (thread-safe; starts at 1)."""
@@ -398,31 +419,95 @@ class FailoverProxy:
                 self._sessions[nn.address] = session
             return session
 
-    def _fail_over(self, index: int) -> int:
-        """Move past NameNode ``index`` unless another thread already moved; the index the
-        next attempt uses."""
+    def _fail_over(self, nn: NameNodeAddress) -> NameNodeAddress | None:
+        """Move past NameNode ``nn`` unless another thread (or the resolver) already moved;
+        the NameNode the next attempt asks."""
         with self._lock:
-            if self._current == index:
-                self._current = (index + 1) % len(self.namenodes)
+            if self._current == nn and self.namenodes:
+                at = self.namenodes.index(nn) if nn in self.namenodes else -1
+                self._current = self.namenodes[(at + 1) % len(self.namenodes)]
             return self._current
 
-    def _answered(self, index: int) -> None:
+    def _answered(self, nn: NameNodeAddress) -> None:
         with self._lock:
-            self._current = index
+            self._current = nn
 
-    def _hinted(self, err: grpc.RpcError) -> int | None:
-        """The configured NameNode a step-down named as the new active (the trailer
-        ``hn-active`` of an ended session), made current; None without a usable hint."""
+    def _hinted(self, err: grpc.RpcError) -> NameNodeAddress | None:
+        """The NameNode a step-down named as the new active (the trailer ``hn-active`` of an
+        ended session), made current; None without a usable hint."""
         trailers: Any = err.trailing_metadata() if isinstance(err, grpc.Call) else None
         for key, value in trailers or ():
             if key != ACTIVE_HINT_KEY:
                 continue
-            for index, nn in enumerate(self.namenodes):
-                if nn.nn_id == value:
-                    with self._lock:
-                        self._current = index
-                    return index
+            with self._lock:
+                for nn in self.namenodes:
+                    if nn.nn_id == value:
+                        self._current = nn
+                        return nn
         return None
+
+    # -- resolution ----------------------------------------------------------------------------
+
+    def _resolved(self, resolution: Resolution) -> None:
+        """The resolver's new view (from its thread): the NameNodes, the active first."""
+        abandoned: ClientSession | None = None
+        with self._lock:
+            if self._closed:
+                return
+            previous = self._resolution.active if self._resolution is not None else None
+            self._resolution = resolution
+            if set(resolution.namenodes) != set(self.namenodes):
+                # Observers are found again among the new NameNodes at the next read; those
+                # still named serve until then.
+                self._observers = tuple(
+                    nn for nn in self._observers if nn in resolution.namenodes
+                )
+                self._probed_at = None
+            self.namenodes = resolution.namenodes
+            if resolution.active is not None:
+                self._current = resolution.active
+            elif self._current not in self.namenodes:
+                self._current = self.namenodes[0] if self.namenodes else None
+            moved = (
+                resolution.active is not None
+                and previous is not None
+                and previous.address != resolution.active.address
+            )
+            if moved and previous is not None:
+                abandoned = self._sessions.pop(previous.address, None)
+            self._resolved_cond.notify_all()
+        if abandoned is not None:
+            # Its unanswered calls fail as unreachable: each caller sends its call again,
+            # same ids, to the new active (the retry cache answers one that did run).
+            abandoned.abandon(f"the active moved to {resolution.active} ({self._where()})")
+        if moved and self.sessions and resolution.active is not None:
+            try:
+                self._stub(resolution.active)
+                self._session(resolution.active)
+            except NamenodeError:
+                return  # closed meanwhile
+            self._log.info("session moved to the new active", active=str(resolution.active),
+                           previous=str(previous))
+
+    def _where(self) -> str:
+        return self.resolver.describe() if self.resolver is not None else "configured"
+
+    def _nothing_resolved(self) -> str:
+        resolution = self._resolution
+        problem = resolution.problem if resolution is not None else "no answer yet"
+        return f"names no NameNode ({problem or 'none registered'})"
+
+    def _await_namenode(self, timeout: float) -> NameNodeAddress | None:
+        """The NameNode to ask: before the resolver's first view, waits up to ``timeout``
+        for it; None when there is none (an attempt that failed: the policy's backoff
+        follows, and the watches may name one meanwhile)."""
+        with self._resolved_cond:
+            self._resolved_cond.wait_for(
+                lambda: self._current is not None or self._closed
+                or self._resolution is not None,
+                timeout,
+            )
+            return self._current
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -457,40 +542,48 @@ class FailoverProxy:
             if answered:
                 return cast(T, reply)
         policy = self.policy
-        index = self._current
-        answers: dict[NameNodeAddress, str] = {}
+        nn = self._current
+        answers: dict[str, str] = {}
         last: NamenodeError | None = None
         for attempt in range(1, policy.max_attempts + 1):
-            nn = self.namenodes[index]
-            try:
-                reply = invoke(self._stub(nn), header, policy.rpc_timeout)
-            except grpc.RpcError as err:
-                error, retriable = classify(err)
-                cause = failure_cause(err, tls=self._speaks_tls)
-                if not retriable or self.pinned:
-                    raise error if cause is None else _naming(error, nn, cause) from None
-                last = error
-                answers[nn] = f"{type(error).__name__}: {error}" if cause is None else cause
-                hinted = self._hinted(err)
+            if nn is None:
+                nn = self._await_namenode(policy.rpc_timeout)
+            hinted: NameNodeAddress | None = None
+            if nn is None:
+                failed, reason = self._where(), self._nothing_resolved()
             else:
-                self._answered(index)
-                return reply
+                try:
+                    reply = invoke(self._stub(nn), header, policy.rpc_timeout)
+                except grpc.RpcError as err:
+                    error, retriable = classify(err)
+                    cause = failure_cause(err, tls=self._speaks_tls)
+                    if not retriable or self.pinned:
+                        raise error if cause is None else _naming(error, nn, cause) from None
+                    last = error
+                    failed = nn.nn_id
+                    reason = f"{type(error).__name__}: {error}" if cause is None else cause
+                    hinted = self._hinted(err)
+                else:
+                    self._answered(nn)
+                    return reply
+            answers[failed if nn is None else str(nn)] = reason
             if attempt == policy.max_attempts:
                 break
-            index = self._fail_over(index) if hinted is None else hinted
+            if nn is not None:
+                nn = self._fail_over(nn) if hinted is None else hinted
             delay = policy.sleep_before(attempt, self._rng.uniform(0.5, 1.5))
             self._log.info(
                 "failing over",
                 call=name,
                 call_id=header.call_id,
-                failed=nn.nn_id,
-                reason=answers[nn],
-                next=self.namenodes[index].nn_id,
+                failed=failed,
+                reason=reason,
+                next=None if nn is None else nn.nn_id,
                 sleep_ms=round(delay * 1000, 1),
             )
             if delay > 0:
                 self._sleep(delay)
-        summary = "; ".join(f"{nn}: {answer}" for nn, answer in answers.items())
+        summary = "; ".join(f"{where}: {answer}" for where, answer in answers.items())
         raise NamenodeUnavailableError(
             f"{name}: no active NameNode answered in {policy.max_attempts} attempt(s): {summary}"
         ) from last
@@ -517,12 +610,11 @@ class FailoverProxy:
         """One attempt of a read on an observer: ``(True, reply)``, or ``(False, None)`` when
         there is none or it could not answer (the caller goes to the active). A refusal that
         is the namespace's verdict (PathNotFoundError) is raised: it is the answer."""
-        index = self._pick_observer()
-        if index is None:
+        nn = self._pick_observer()
+        if nn is None:
             return False, None
         if not self._msynced:
             self.msync()
-        nn = self.namenodes[index]
         try:
             return True, invoke(self._stub(nn), header, self.policy.rpc_timeout)
         except grpc.RpcError as err:
@@ -532,7 +624,7 @@ class FailoverProxy:
         if not isinstance(error, ObserverBehindError):
             # Dead, paused, or no longer an observer: pass it over until the next probe.
             with self._lock:
-                self._passed_over[index] = time.monotonic() + OBSERVER_PROBE_PERIOD
+                self._passed_over[nn.address] = time.monotonic() + OBSERVER_PROBE_PERIOD
         self._log.info(
             "observer could not answer; asking the active",
             call=name,
@@ -541,13 +633,15 @@ class FailoverProxy:
         )
         return False, None
 
-    def _pick_observer(self) -> int | None:
+    def _pick_observer(self) -> NameNodeAddress | None:
         """The next observer in turn that is not passed over (probing when due), or None."""
         now = time.monotonic()
         if self._probed_at is None or now - self._probed_at >= OBSERVER_PROBE_PERIOD:
             self._probe_observers()
         with self._lock:
-            live = [i for i in self._observers if self._passed_over.get(i, 0.0) <= now]
+            live = [
+                nn for nn in self._observers if self._passed_over.get(nn.address, 0.0) <= now
+            ]
             if not live:
                 return None
             self._next_observer += 1
@@ -555,9 +649,11 @@ class FailoverProxy:
 
     def _probe_observers(self) -> None:
         """Ask every NameNode its HA state; the observers are those that answer OBSERVER."""
-        found: list[int] = []
+        found: list[NameNodeAddress] = []
         timeout = min(self.policy.rpc_timeout, OBSERVER_PROBE_TIMEOUT)
-        for index, nn in enumerate(self.namenodes):
+        with self._lock:
+            namenodes = self.namenodes
+        for nn in namenodes:
             self._stub(nn)  # makes the channel
             channel = self._channels[nn.address]
             try:
@@ -568,12 +664,14 @@ class FailoverProxy:
                 self._log.debug("observer probe: no answer", nn=nn.nn_id, error=str(err.code()))
                 continue
             if status.state == namenode_pb2.OBSERVER:
-                found.append(index)
+                found.append(nn)
         with self._lock:
-            self._observers = tuple(found)
-            self._probed_at = time.monotonic()
+            self._observers = tuple(nn for nn in found if nn in self.namenodes)
             self._passed_over.clear()
-        self._log.debug("observers found", observers=[self.namenodes[i].nn_id for i in found])
+            if set(self.namenodes) == set(namenodes):
+                self._probed_at = time.monotonic()
+            # else the resolver changed them meanwhile: probe again at the next read
+        self._log.debug("observers found", observers=[nn.nn_id for nn in found])
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -585,6 +683,9 @@ class FailoverProxy:
             self._channels.clear()
             self._stubs.clear()
             self._sessions.clear()
+            self._resolved_cond.notify_all()
+        if self.resolver is not None:
+            self.resolver.close()
         for session in sessions:
             session.close()
         for channel in channels:

@@ -167,6 +167,14 @@ class ClientSession:
         # -mkdir` aborted after 60 s inside grpc's _Rendezvous.__del__).
         self._stream = None
 
+    def abandon(self, detail: str) -> None:
+        """Give the session up because its NameNode is no longer the one to ask (the
+        resolver saw another become active): the calls still waiting fail as UNAVAILABLE
+        with ``detail``, which the failover proxy sends again, with their ids, to the next
+        NameNode, as if this one had died; then ``close``."""
+        self._fail(SessionCallError(grpc.StatusCode.UNAVAILABLE, detail))
+        self.close()
+
     def _requests(self) -> Iterator[Any]:
         """The stream's messages: each call waiting in the outbox when the stream can send,
         the first with the others in its ``batch`` (one message, one read on the server)."""

@@ -40,6 +40,7 @@ import structlog
 from click.shell_completion import BashComplete, CompletionItem, add_completion_class
 
 from conf import ConfigError, Settings, load_settings
+from conf.keys import parse_zk_quorum
 from conf.logging import LOG_FORMAT_OPTION, LOG_LEVELS, setup_logging
 from conf.settings import CONF_ENV
 from hanamenode import paths as namespace_paths
@@ -274,11 +275,13 @@ class _Shell:
         namenode: str | None = None,
         fs_address: str | None = None,
         stale_ok: bool = False,
+        zookeeper: str | None = None,
     ) -> None:
         self.conf_path = conf_path
         self.namenode = namenode
         self.fs_address = fs_address
         self.stale_ok = stale_ok
+        self.zookeeper = zookeeper
         self._fs: HaFsClient | None = None
         self.errors = 0
 
@@ -299,6 +302,8 @@ class _Shell:
         ):
             proxy = FailoverProxy.pinned_to(self.fs_address)
             return HaFsClient(proxy, allow_stale_read=self.stale_ok)
+        if self.zookeeper is not None:
+            return HaFsClient(self._zookeeper_settings(), allow_stale_read=self.stale_ok)
         settings: Settings = load_settings(self.conf_path)
         if self.fs_address is None and self.namenode is None:
             return HaFsClient(settings, allow_stale_read=self.stale_ok)
@@ -319,6 +324,20 @@ class _Shell:
             address, RetryPolicy.from_settings(settings.client), tls=settings.tls
         )
         return HaFsClient(proxy, allow_stale_read=self.stale_ok)
+
+    def _zookeeper_settings(self) -> Settings:
+        """The configuration (none: every default, plaintext) with ``--zookeeper`` as
+        ``dfs.client.failover.zookeeper.quorum`` (docs/operations.md §3.5)."""
+        assert self.zookeeper is not None
+        key = "dfs.client.failover.zookeeper.quorum"
+        try:
+            parse_zk_quorum(self.zookeeper)
+        except (ValueError, ConfigError) as exc:
+            raise click.BadParameter(str(exc), param_hint="--zookeeper") from None
+        if self.conf_path is None and not os.environ.get(CONF_ENV):
+            return Settings.from_mapping({key: self.zookeeper}, source="--zookeeper")
+        settings = load_settings(self.conf_path)
+        return Settings.from_mapping({**settings.raw, key: self.zookeeper}, settings.source)
 
     def close(self) -> None:
         if self._fs is not None:
@@ -455,6 +474,14 @@ class DfsGroup(click.Group):
     help="Ask the NameNode at this address alone, as hdfs dfs -fs (no failover).",
 )
 @click.option(
+    "--zookeeper",
+    "zookeeper",
+    metavar="HOST:PORT[,...][/CHROOT]",
+    default=None,
+    help="Find the NameNodes in this ZooKeeper's election znodes, not the configured list "
+    "(dfs.client.failover.zookeeper.quorum).",
+)
+@click.option(
     "--stale-ok",
     "stale_ok",
     is_flag=True,
@@ -468,17 +495,19 @@ def main(
     log_level: str,
     namenode: str | None,
     fs_address: str | None,
+    zookeeper: str | None,
     stale_ok: bool,
 ) -> None:
     """File system shell of the HA nameservice (in the habit of hdfs dfs).
 
     Every answer is linearizable unless --stale-ok is given (docs/consistency.md §4)."""
     setup_logging(log_format, log_level)
-    if namenode is not None and fs_address is not None:
-        raise click.UsageError("give --namenode or -fs, not both")
+    if sum(option is not None for option in (namenode, fs_address, zookeeper)) > 1:
+        raise click.UsageError("give one of --namenode, -fs and --zookeeper, not more")
     if fs_address is not None and ":" not in fs_address:
         raise click.BadParameter(f"{fs_address!r} is not host:port", param_hint="-fs")
-    shell = _Shell(conf_path, namenode=namenode, fs_address=fs_address, stale_ok=stale_ok)
+    shell = _Shell(conf_path, namenode=namenode, fs_address=fs_address, stale_ok=stale_ok,
+                   zookeeper=zookeeper)
     ctx.obj = shell
     ctx.call_on_close(shell.close)
 
