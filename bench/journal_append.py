@@ -22,11 +22,14 @@ reported, never asserted (docs/architecture.md §8.6 ``bench/``).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from bench.common import (
     journal_metrics,
@@ -39,7 +42,7 @@ from bench.namenode.shared import cpu_seconds
 from hadev.journalnodes import JournalNodeProcess, start_journalnode
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo, RequestInfo
-from qjm.channel import GrpcJournalChannel
+from qjm.channel import AioJournalChannel, GrpcJournalChannel
 
 JID = "bench"
 NS = NamespaceInfo("CID-bench", 1)
@@ -108,6 +111,49 @@ class Writer:
         return took
 
 
+class WireWriter:
+    """The writer's batches on the JournalNode's edits wire (docs/protocol.md §13.8), from an
+    ``AioJournalChannel`` on an event loop of its own thread, continuing ``writer``'s txids
+    and serials: the path a NameNode's ``AsyncLogger`` takes."""
+
+    def __init__(self, writer: Writer, address: str) -> None:
+        self.writer = writer
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.channel = AioJournalChannel(address)
+        self._call(self.channel.get_journal_state(JID, NS.cluster_id, RPC_TIMEOUT))
+        if not self.channel.edits_port:
+            raise RuntimeError(f"the JournalNode at {address} announced no edits wire")
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(RPC_TIMEOUT)
+
+    def send(self, first: int, count: int, framed: bytes) -> float:
+        writer = self.writer
+        req = writer.req()
+
+        async def one() -> None:
+            await self.channel.send_journal(
+                req, writer.segment_txid, first, count, framed, RPC_TIMEOUT
+            )
+
+        began = time.perf_counter()
+        self._call(one())
+        took = time.perf_counter() - began
+        writer.next_txid = first + count
+        return took
+
+    def latencies(self, calls: int) -> list[float]:
+        batches = self.writer.batches(1)
+        return [self.send(first, 1, framed) for first, framed in _take(batches, calls)]
+
+    def close(self) -> None:
+        self._call(self.channel.aclose())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
 def _op(txid: int, payload: bytes) -> edits_pb2.EditOp:
     return edits_pb2.EditOp(txid=txid, noop=edits_pb2.NoOp(payload=payload))
 
@@ -174,13 +220,16 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
             # Warm up the connection, the JournalNode's code paths and the raw file.
             journal_latencies(writer, 100)
             stream_latencies(writer, 100)
+            wire = WireWriter(writer, jn.address)
+            wire.latencies(100)
             raw_fdatasync_latencies(raw_path, writer.record_len, 100)
 
             journal: list[float] = []
             stream: list[float] = []
+            on_wire: list[float] = []
             raw: list[float] = []
             rpc: list[float] = []
-            cpu = {"unary": 0.0, "stream": 0.0}
+            cpu = {"unary": 0.0, "stream": 0.0, "wire": 0.0}
             per_block = max(1, calls // BLOCKS)
             for _ in range(BLOCKS):
                 raw += raw_fdatasync_latencies(raw_path, writer.record_len, per_block)
@@ -190,9 +239,13 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
                 began = cpu_seconds(jn.pid)
                 stream += stream_latencies(writer, per_block)
                 cpu["stream"] += cpu_seconds(jn.pid) - began
+                began = cpu_seconds(jn.pid)
+                on_wire += wire.latencies(per_block)
+                cpu["wire"] += cpu_seconds(jn.pid) - began
                 rpc += rpc_latencies(channel, per_block)
             sync_count, sync_sum = scrape_sync(jn)
 
+            wire.close()
             rates = {size: throughput(writer, size, seconds) for size in BATCH_SIZES}
         finally:
             channel.close()
@@ -200,6 +253,7 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
 
     journal.sort()
     stream.sort()
+    on_wire.sort()
     raw.sort()
     rpc.sort()
     result: dict[str, float] = {
@@ -207,6 +261,8 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
         "journal_p99_us": percentile(journal, 0.99) * 1e6,
         "journal_stream_p50_us": percentile(stream, 0.50) * 1e6,
         "journal_stream_p99_us": percentile(stream, 0.99) * 1e6,
+        "journal_wire_p50_us": percentile(on_wire, 0.50) * 1e6,
+        "journal_wire_p99_us": percentile(on_wire, 0.99) * 1e6,
         "raw_fdatasync_p50_us": percentile(raw, 0.50) * 1e6,
         "raw_fdatasync_p99_us": percentile(raw, 0.99) * 1e6,
         "raw_fdatasync_mean_us": sum(raw) / len(raw) * 1e6,
@@ -218,7 +274,11 @@ def run(workdir: Path, calls: int, seconds: float, record_bytes: int) -> dict[st
         # the writer's JournalStream (issue 24 item 4).
         "jn_cpu_us_per_batch_unary": cpu["unary"] / len(journal) * 1e6,
         "jn_cpu_us_per_batch_stream": cpu["stream"] / len(stream) * 1e6,
+        "jn_cpu_us_per_batch_wire": cpu["wire"] / len(on_wire) * 1e6,
     }
+    result["jn_cpu_wire_to_stream_ratio"] = (
+        result["jn_cpu_us_per_batch_wire"] / result["jn_cpu_us_per_batch_stream"]
+    )
     result["jn_cpu_stream_to_unary_ratio"] = (
         result["jn_cpu_us_per_batch_stream"] / result["jn_cpu_us_per_batch_unary"]
     )
@@ -245,6 +305,8 @@ def report(result: dict[str, float]) -> None:
         ["1-edit Journal RPC p99", us("journal_p99_us"), ""],
         ["1-edit JournalStream batch p50 (writer's path)", us("journal_stream_p50_us"), ""],
         ["1-edit JournalStream batch p99", us("journal_stream_p99_us"), ""],
+        ["1-edit batch p50 on the edits wire (asyncio writer)", us("journal_wire_p50_us"), ""],
+        ["1-edit batch p99 on the edits wire", us("journal_wire_p99_us"), ""],
         ["raw write+fdatasync p50", us("raw_fdatasync_p50_us"), ""],
         ["raw write+fdatasync p99", us("raw_fdatasync_p99_us"), ""],
         ["raw write+fdatasync mean", us("raw_fdatasync_mean_us"), ""],
@@ -253,6 +315,8 @@ def report(result: dict[str, float]) -> None:
         ["JournalNode CPU per 1-edit batch, unary Journal", us("jn_cpu_us_per_batch_unary"), ""],
         ["JournalNode CPU per 1-edit batch, JournalStream", us("jn_cpu_us_per_batch_stream"),
          f"{result['jn_cpu_stream_to_unary_ratio']:.2f}x of unary"],
+        ["JournalNode CPU per 1-edit batch, edits wire", us("jn_cpu_us_per_batch_wire"),
+         f"{result['jn_cpu_wire_to_stream_ratio']:.2f}x of JournalStream"],
         [
             "p50 ratio journal/raw",
             f"{result['p50_ratio']:.2f}x",

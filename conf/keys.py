@@ -98,6 +98,17 @@ def parse_address(text: str, *, allow_port_zero: bool = True) -> str:
     return f"{host}:{port}"
 
 
+def parse_edits_address(text: str) -> str | None:
+    """``host:port``; ``auto`` (or empty) for the rpc address's host on any free port, as
+    ""; ``off`` for none, as None."""
+    value = text.strip()
+    if value.lower() == "off":
+        return None
+    if value.lower() in ("", "auto"):
+        return ""
+    return parse_address(value)
+
+
 def parse_path(text: str) -> Path:
     """An absolute local path; Hadoop's ``file://`` URI form is accepted too."""
     value = text.strip()
@@ -390,6 +401,20 @@ KEYS: tuple[Key, ...] = (
         "JournalNode HTTP address (Prometheus /metrics)",
     ),
     Key("dfs.journalnode.http-address.<id>", parse_address, None, "the same, for one JournalNode"),
+    Key(
+        "dfs.journalnode.edits-address",
+        parse_edits_address,
+        "auto",
+        "where the edits wire listens for writers' batches (docs/protocol.md §13.8): "
+        "auto for the rpc-address host on any free port (writers learn it from "
+        "GetJournalState), host:port, or off",
+    ),
+    Key(
+        "dfs.journalnode.edits-address.<id>",
+        parse_edits_address,
+        None,
+        "the same, for one JournalNode",
+    ),
     Key(
         "dfs.journalnode.edits.dir",
         parse_path,

@@ -62,6 +62,8 @@ class JournalNodeSettings:
     sync_enabled: bool = True
     sync_interval: float = 120.0
     sync_format: bool = False
+    edits_address: str | None = ""
+    """The edits wire's address ("": the rpc host, any port; None: no edits wire)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +237,9 @@ class Settings:
             id=jn_id,
             rpc_address=self._lookup(f"{base[0]}.{jn_id}", base[0]),
             http_address=self._lookup(f"{base[1]}.{jn_id}", base[1]),
+            edits_address=self._lookup(
+                f"dfs.journalnode.edits-address.{jn_id}", "dfs.journalnode.edits-address"
+            ),
             edits_dir=self._lookup(
                 f"dfs.journalnode.edits.dir.{jn_id}", "dfs.journalnode.edits.dir"
             ),

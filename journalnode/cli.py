@@ -52,6 +52,7 @@ def run(conf_path: str | None, jn_id: str, log_format: str) -> None:
             jn.edits_dir,
             jn.rpc_address,
             metrics_address=jn.http_address,
+            edits_address=jn.edits_address,
             tls=settings.tls,
             handler_count=settings.rpc.handler_count,
             max_message_bytes=settings.rpc.max_message_bytes,

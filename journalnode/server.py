@@ -45,6 +45,7 @@ from conf.mutants import announce as announce_mutants
 from conf.process_metrics import install_process_metrics
 from conf.rpc import bind, make_aio_server, make_channel, new_event_loop
 from conf.web import WebServer
+from conf.wire import server_ssl_context
 from journalnode import fsutil, status
 from journalnode.errors import (
     ERROR_CLASS_KEY,
@@ -73,6 +74,7 @@ from journalnode.subscriptions import (
     EndReason,
 )
 from journalnode.syncer import JournalSyncer, SyncConfig
+from journalnode.wire import EditsWire
 from proto import journal_pb2, journal_pb2_grpc
 from proto.values import NamespaceInfo, RequestInfo, SegmentState
 
@@ -282,6 +284,19 @@ class JournalMetricsCollector(Collector):
             for jid, journal in journals.items():
                 metric.add_metric([jid], value(journal))
             yield metric
+        wire = self._server.edits_wire
+        if wire is not None:
+            yield GaugeMetricFamily(
+                "journalnode_edits_wire_connections",
+                "Writers' connections open on the edits wire (docs/protocol.md §13.8)",
+                value=len(wire.connections),
+            )
+            yield CounterMetricFamily(
+                "journalnode_edits_wire_refused",
+                "Edits-wire connections closed for their caller's role, their bytes or their "
+                "number",
+                value=wire.refused,
+            )
 
 
 def _status(exc: Exception) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
@@ -474,7 +489,9 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         except Exception as exc:
             await self._abort(context, request, exc, "GetJournalState")
         return journal_pb2.GetJournalStateResponse(
-            last_promised_epoch=epoch, from_url=self._server.address
+            last_promised_epoch=epoch,
+            from_url=self._server.address,
+            edits_port=self._server.edits_port,
         )
 
     def _journal_state(self, request: Any) -> int:
@@ -506,7 +523,7 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
             framed=request.records,
         )
 
-    def _write_batch_if_quick(self, request: Any) -> bool:
+    def write_batch_if_quick(self, request: Any) -> bool:
         """The batch written here, on the event loop, when that cannot wait on anything but
         its own write and sync (``Journal.journal_if_quick``); False, nothing done, when the
         journal is busy, the disk was slow last time or the journal is not loaded yet."""
@@ -524,6 +541,21 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
             )
         )
 
+    async def write_batch(self, request: Any) -> None:
+        """The batch written in the ``journal-io`` pool (a JournalStream's or the edits
+        wire's, when ``write_batch_if_quick`` could not)."""
+        await self._offload(self._write_batch, request)
+
+    def refusal(self, rpc: str, request: Any, exc: Exception) -> Any:
+        """The JournalStreamResponse a failed batch is answered with, the failure logged."""
+        self._server.call_log.failed(rpc, request, exc)
+        code, details, trailers = _status(exc)
+        return journal_pb2.JournalStreamResponse(
+            code=code.value[0],
+            details=details,
+            error_class=dict(trailers).get(ERROR_CLASS_KEY, ""),
+        )
+
     @_unary
     def Journal(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._write_batch(request)
@@ -539,23 +571,17 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         stream with its status.
 
         A batch is written on the event loop when nothing but its own disk can hold it up
-        (``_write_batch_if_quick``): the hop to the ``journal-io`` pool and back costs more
+        (``write_batch_if_quick``): the hop to the ``journal-io`` pool and back costs more
         CPU than a fast fdatasync (docs/protocol.md §13.7). A slow disk or a busy journal
         (finalize, recovery, sync) sends the batch to the pool, so heartbeats, read-index
         questions and status pages never wait on it."""
         try:
             async for request in request_iterator:
                 try:
-                    if not self._write_batch_if_quick(request):
-                        await self._offload(self._write_batch, request)
+                    if not self.write_batch_if_quick(request):
+                        await self.write_batch(request)
                 except Exception as exc:
-                    self._server.call_log.failed("JournalStream", request, exc)
-                    code, details, trailers = _status(exc)
-                    yield journal_pb2.JournalStreamResponse(
-                        code=code.value[0],
-                        details=details,
-                        error_class=dict(trailers).get(ERROR_CLASS_KEY, ""),
-                    )
+                    yield self.refusal("JournalStream", request, exc)
                     continue
                 yield JOURNAL_STREAM_OK
         except InvalidRequestError as exc:
@@ -726,8 +752,13 @@ class JournalNodeServer:
         max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
         connection_bounds: RPCSettings | None = None,
         node_id: str = "",
+        edits_address: str | None = "",
     ) -> None:
         self.node_id = node_id
+        self._edits_address = edits_address
+        """Where the edits wire listens (docs/protocol.md §13.8): "" for the host of
+        ``rpc_address`` on any free port, None for no edits wire."""
+        self._edits_wire: EditsWire | None = None
         """Its configured id (``jn1``; "" when started without one): pages and logs."""
         self._connection_bounds = connection_bounds
         """Handshake timeout and idle limit of its connections (None: the defaults)."""
@@ -851,6 +882,26 @@ class JournalNodeServer:
         )
         self.port = bind(self._server, self._rpc_address, self._tls)
         await self._server.start()
+        if self._edits_address is not None:
+            self._edits_wire = EditsWire(
+                QJournalServicer(self, self._io, self._in_flight),
+                max_message_bytes=self._max_message_bytes,
+                ssl_context=server_ssl_context(tls),
+                bounds_=self._connection_bounds or RPCSettings(),
+                node=self.node_id,
+            )
+            address = self._edits_address or self._rpc_address.rsplit(":", 1)[0] + ":0"
+            host, _, port = address.rpartition(":")
+            await self._edits_wire.start(host.strip("[]"), int(port))
+
+    @property
+    def edits_wire(self) -> EditsWire | None:
+        return self._edits_wire
+
+    @property
+    def edits_port(self) -> int:
+        """The edits wire's port, 0 when it has none."""
+        return self._edits_wire.port if self._edits_wire is not None else 0
 
     async def _astop(self, server: grpc.aio.Server, grace: float | None) -> None:
         """Stop the server, then end every call still running on the loop (a stream whose
@@ -862,6 +913,9 @@ class JournalNodeServer:
         deadline = time.monotonic() + SUBSCRIPTION_END_SECONDS
         while self._subscriptions and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
+        if self._edits_wire is not None:
+            await self._edits_wire.stop()
+            self._edits_wire = None
         await server.stop(grace)
         calls = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for call in calls:

@@ -107,12 +107,14 @@ class GetJournalStateRequest(_message.Message):
     def __init__(self, journal_id: _Optional[str] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class GetJournalStateResponse(_message.Message):
-    __slots__ = ("last_promised_epoch", "from_url")
+    __slots__ = ("last_promised_epoch", "from_url", "edits_port")
     LAST_PROMISED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     FROM_URL_FIELD_NUMBER: _ClassVar[int]
+    EDITS_PORT_FIELD_NUMBER: _ClassVar[int]
     last_promised_epoch: int
     from_url: str
-    def __init__(self, last_promised_epoch: _Optional[int] = ..., from_url: _Optional[str] = ...) -> None: ...
+    edits_port: int
+    def __init__(self, last_promised_epoch: _Optional[int] = ..., from_url: _Optional[str] = ..., edits_port: _Optional[int] = ...) -> None: ...
 
 class NewEpochRequest(_message.Message):
     __slots__ = ("journal_id", "namespace_info", "epoch")

@@ -30,12 +30,7 @@ import grpc.aio
 from conf import TLSSettings
 from conf.rpc import make_aio_channel, make_channel
 from journalnode.edits_cache import CachedEdits
-from journalnode.errors import (
-    JournalUnavailableError,
-    from_rpc_error,
-    from_status,
-    status_code,
-)
+from journalnode.errors import JournalUnavailableError, from_rpc_error
 from proto import journal_pb2, journal_pb2_grpc
 from proto.values import (
     NamespaceInfo,
@@ -44,6 +39,7 @@ from proto.values import (
     RequestInfo,
     SegmentState,
 )
+from qjm.wire import WireJournalStream, complete_from_answer
 
 
 class JournalChannel(Protocol):
@@ -200,7 +196,7 @@ class JournalStream:
                     if not self._unanswered:
                         raise _StreamProtocolError("an answer to a batch that was never sent")
                     future, _ = self._unanswered.popleft()
-                _complete(future, response)
+                complete_from_answer(future, response)
             self._fail(JournalUnavailableError(f"journal stream to {self.address} ended"))
         except (grpc.RpcError, _StreamProtocolError) as exc:
             self._fail(_stream_error(self.address, exc))
@@ -277,13 +273,15 @@ class _JournalCalls:
 
     address: str
     _closed: bool
-    _stream: JournalStream | AioJournalStream | None
+    _stream: JournalStream | AioJournalStream | WireJournalStream | None
     _stream_lock: threading.Lock
+    edits_port: int = 0
+    """The JournalNode's edits wire port, from its last GetJournalState answer (0: none)."""
 
     def _do(self, rpc: _Rpc, timeout: float) -> Any:
         raise NotImplementedError
 
-    def _open_stream(self) -> JournalStream | AioJournalStream:
+    def _open_stream(self) -> JournalStream | AioJournalStream | WireJournalStream:
         raise NotImplementedError
 
     def _refused(self, error: Exception) -> Any:
@@ -302,10 +300,11 @@ class _JournalCalls:
 
     def get_journal_state(self, journal_id: str, cluster_id: str, timeout: float) -> Any:
         request = journal_pb2.GetJournalStateRequest(journal_id=journal_id, cluster_id=cluster_id)
-        return self._do(
-            _Rpc("GetJournalState", request, lambda r: (r.last_promised_epoch, r.from_url)),
-            timeout,
-        )
+        return self._do(_Rpc("GetJournalState", request, self._journal_state_answer), timeout)
+
+    def _journal_state_answer(self, r: Any) -> tuple[int, str]:
+        self.edits_port = r.edits_port
+        return r.last_promised_epoch, r.from_url
 
     def new_epoch(self, journal_id: str, ns: NamespaceInfo, epoch: int, timeout: float) -> Any:
         request = journal_pb2.NewEpochRequest(
@@ -435,16 +434,6 @@ class _JournalCalls:
 
 class _StreamProtocolError(Exception):
     """The JournalNode answered a JournalStream out of step with the requests."""
-
-
-def _complete(future: Future[None] | asyncio.Future[None], response: Any) -> None:
-    """A batch's Future from its JournalStream answer: None, or the exception the unary
-    Journal call would have raised."""
-    if response.code == 0:
-        future.set_result(None)
-    else:
-        code = status_code(response.code)
-        future.set_exception(from_status(code, response.details, response.error_class or None))
 
 
 def _stream_error(address: str, exc: Exception) -> Exception:
@@ -580,7 +569,7 @@ class AioJournalStream:
                 future, _ = self._unanswered.popleft()
                 if future.done():
                     continue
-                _complete(future, response)
+                complete_from_answer(future, response)
             self._fail(JournalUnavailableError(f"journal stream to {self.address} ended"))
         except (grpc.RpcError, _StreamProtocolError) as exc:
             self._fail(_stream_error(self.address, exc))
@@ -623,7 +612,7 @@ class AioJournalChannel(_JournalCalls):
         self._stub_: journal_pb2_grpc.QJournalServiceStub | None = None
         # Taken on the loop's thread only, never contended: _JournalCalls.send_journal's.
         self._stream_lock = threading.Lock()
-        self._stream: AioJournalStream | None = None
+        self._stream: AioJournalStream | WireJournalStream | None = None
         self._blocking: GrpcJournalChannel | None = None
         self._blocking_lock = threading.Lock()
         self._closed = False
@@ -647,7 +636,16 @@ class AioJournalChannel(_JournalCalls):
             raise from_rpc_error(err) from None
         return rpc.parse(answer)
 
-    def _open_stream(self) -> AioJournalStream:
+    def _open_stream(self) -> AioJournalStream | WireJournalStream:
+        """The JournalNode's edits wire when it announced one (docs/protocol.md §13.8), with
+        a JournalStream to fall back on; the JournalStream otherwise."""
+        if self.edits_port:
+            port, self.edits_port = self.edits_port, 0  # learned again from GetJournalState
+            host = self.address.rsplit(":", 1)[0].strip("[]")
+            return WireJournalStream(host, port, self._tls, self._grpc_stream)
+        return self._grpc_stream()
+
+    def _grpc_stream(self) -> AioJournalStream:
         self._stub  # noqa: B018 (opens the channel)
         assert self._channel is not None
         return AioJournalStream(self._channel, self.address)

@@ -1,0 +1,220 @@
+"""The JournalNodes' edits wire (docs/protocol.md §13.8): a writer's batches on a plain
+asyncio connection instead of a gRPC JournalStream, with the same outcomes.
+
+In-process ``JournalNodeServer``s on loopback, an ``AioJournalChannel`` (the NameNode's
+``AsyncLogger`` path) on the test's event loop, and raw sockets for what no writer sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conf.guard import Role
+from conf.wire import frame
+from hadev.minicluster import MiniJournalCluster
+from hadev.pki import make_pki
+from journalnode.errors import AccessDeniedError, EpochError
+from journalnode.server import JournalNodeServer
+from proto import journal_pb2
+from proto.values import NamespaceInfo, RemoteEditLog, RequestInfo
+from qjm.channel import AioJournalChannel
+from qjm.wire import WireJournalStream
+from tests.cluster.test_journal_stream import batch
+
+pytestmark = pytest.mark.timeout(60)
+
+JID = "ns1"
+NS = NamespaceInfo("CID-wire", 5)
+TIMEOUT = 10.0
+
+
+class Writer:
+    """Epoch 2, segment 1 open, on one AioJournalChannel; ``learn`` asks GetJournalState,
+    which tells the channel the edits wire's port."""
+
+    def __init__(self, address: str, tls: object = None) -> None:
+        self.channel = AioJournalChannel(address, tls)  # type: ignore[arg-type]
+        self.serial = 0
+        self.next_txid = 1
+
+    def req(self, epoch: int = 2) -> RequestInfo:
+        self.serial += 1
+        return RequestInfo(JID, NS.cluster_id, epoch, self.serial)
+
+    async def open(self) -> None:
+        await self.channel.format(JID, NS, True, TIMEOUT)
+        await self.channel.new_epoch(JID, NS, 2, TIMEOUT)
+        await self.channel.start_log_segment(self.req(), 1, TIMEOUT)
+
+    async def learn(self) -> int:
+        await self.channel.get_journal_state(JID, NS.cluster_id, TIMEOUT)
+        return self.channel.edits_port
+
+    def send(self, count: int = 1, epoch: int = 2) -> asyncio.Future[None]:
+        first = self.next_txid
+        future: asyncio.Future[None] = self.channel.send_journal(
+            self.req(epoch), 1, first, count, batch(first, count), TIMEOUT
+        )
+        if epoch == 2:
+            self.next_txid += count
+        return future
+
+    async def manifest(self) -> list[RemoteEditLog]:
+        logs, _ = await self.channel.get_edit_log_manifest(JID, NS.cluster_id, 0, True, TIMEOUT)
+        return list(logs)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[MiniJournalCluster]:
+    with MiniJournalCluster(1, tmp_path) as c:
+        yield c
+
+
+def test_batches_go_on_the_wire_in_order_and_a_refused_one_is_answered_with_its_error(
+    cluster: MiniJournalCluster,
+) -> None:
+    node = cluster.node(0)
+
+    async def scenario() -> None:
+        writer = Writer(cluster.addresses[0])
+        await writer.open()
+        assert await writer.learn() == node.edits_port != 0
+        sent = [writer.send(count) for count in (1, 7, 1, 30) * 10]
+        assert await asyncio.gather(*sent) == [None] * len(sent)
+        assert isinstance(writer.channel._stream, WireJournalStream)
+        assert writer.channel._stream.on_wire
+        assert node.edits_wire is not None and len(node.edits_wire.connections) == 1
+        # A batch of a deposed writer's epoch gets the unary call's own error, and the
+        # connection goes on carrying the next batch.
+        with pytest.raises(EpochError, match="less than the last promised epoch 2"):
+            await writer.send(1, epoch=1)
+        await writer.send(2)
+        assert len(node.edits_wire.connections) == 1
+        await writer.channel.finalize_log_segment(writer.req(), 1, writer.next_txid - 1, TIMEOUT)
+        assert await writer.manifest() == [RemoteEditLog(1, 392, False)]
+        await writer.channel.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_wire_that_cannot_be_reached_falls_back_to_the_journalstream(
+    cluster: MiniJournalCluster,
+) -> None:
+    node = cluster.node(0)
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+
+    async def scenario() -> None:
+        writer = Writer(cluster.addresses[0])
+        await writer.open()
+        writer.channel.edits_port = closed_port
+        sent = [writer.send(3) for _ in range(20)]
+        assert await asyncio.gather(*sent) == [None] * 20
+        stream = writer.channel._stream
+        assert isinstance(stream, WireJournalStream) and not stream.on_wire
+        assert node.edits_wire is not None and not node.edits_wire.connections
+        await writer.channel.finalize_log_segment(writer.req(), 1, 60, TIMEOUT)
+        assert await writer.manifest() == [RemoteEditLog(1, 60, False)]
+        await writer.channel.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_journalnode_without_a_wire_announces_none_and_batches_take_the_journalstream(
+    tmp_path: Path,
+) -> None:
+    with JournalNodeServer(tmp_path / "jn", "127.0.0.1:0", edits_address=None) as node:
+        assert node.edits_port == 0
+
+        async def scenario() -> None:
+            writer = Writer(node.address)
+            await writer.open()
+            assert await writer.learn() == 0
+            await writer.send(4)
+            assert not isinstance(writer.channel._stream, WireJournalStream)
+            await writer.channel.aclose()
+
+        asyncio.run(scenario())
+
+
+def _answers(sock: socket.socket) -> list[journal_pb2.JournalStreamResponse]:
+    """Every answer frame until the JournalNode closes the connection."""
+    data = b""
+    sock.settimeout(TIMEOUT)
+    while chunk := sock.recv(65536):
+        data += chunk
+    out = []
+    while data:
+        (length,) = struct.unpack(">I", data[:4])
+        out.append(journal_pb2.JournalStreamResponse.FromString(data[4 : 4 + length]))
+        data = data[4 + length :]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        (struct.pack(">I", 1 << 30), "above the limit"),
+        (frame(b"\xff\xff\xff"), "undecodable"),
+        (
+            frame(
+                journal_pb2.JournalRequest(
+                    req_info=journal_pb2.RequestInfo(journal_id="x" * 5000)
+                ).SerializeToString()
+            ),
+            "journal_id",
+        ),
+    ],
+    ids=["oversized-frame", "undecodable", "out-of-bounds"],
+)
+def test_bad_bytes_get_invalid_argument_naming_what_was_wrong_and_the_connection_ends(
+    cluster: MiniJournalCluster, payload: bytes, why: str
+) -> None:
+    node = cluster.node(0)
+    with socket.create_connection(("127.0.0.1", node.edits_port), TIMEOUT) as sock:
+        sock.sendall(payload)
+        answers = _answers(sock)
+    assert len(answers) == 1
+    assert answers[0].code == 3  # INVALID_ARGUMENT
+    assert why in answers[0].details
+    assert node.edits_wire is not None and node.edits_wire.refused == 1
+
+
+def test_with_mutual_tls_only_the_namenode_role_may_write(tmp_path: Path) -> None:
+    pki = make_pki(
+        tmp_path / "pki",
+        {
+            "jn": [Role.JOURNALNODE],
+            "nn": [Role.NAMENODE, Role.ADMIN],  # admin: to Format
+            "client": [Role.CLIENT],
+        },
+    )
+    with JournalNodeServer(tmp_path / "jn", "127.0.0.1:0", tls=pki.tls("jn")) as node:
+
+        async def scenario() -> None:
+            writer = Writer(node.address, pki.tls("nn"))
+            await writer.open()
+            assert await writer.learn() == node.edits_port
+            await writer.send(2)
+            stream = writer.channel._stream
+            assert isinstance(stream, WireJournalStream) and stream.on_wire
+            await writer.channel.aclose()
+
+            # A client certificate reaches the wire (the CA signed it) but may not write.
+            stranger = AioJournalChannel(node.address, pki.tls("client"))
+            stranger.edits_port = node.edits_port
+            with pytest.raises(AccessDeniedError, match="needs the role namenode"):
+                await stranger.send_journal(
+                    RequestInfo(JID, NS.cluster_id, 2, 99), 1, 3, 1, batch(3, 1), TIMEOUT
+                )
+            await stranger.aclose()
+
+        asyncio.run(scenario())
+        assert node.edits_wire is not None and node.edits_wire.refused == 1
