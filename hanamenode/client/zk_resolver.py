@@ -57,6 +57,9 @@ RETRY_AFTER = 0.5
 """Seconds before reading again after a failed read (a watch or a reconnection wakes it
 sooner)."""
 
+CLOSE_WAIT = 2.0
+"""Seconds ``close`` waits for kazoo to end the session."""
+
 _LOCK_MARK = "__lock__"
 
 
@@ -172,7 +175,8 @@ class ZooKeeperResolver:
         if self._thread.is_alive():
             self._thread.join(5.0)
         self._watcher.close()
-        close_client(self.client)
+        # Never held up by an unreachable ZooKeeper: the server expires the session.
+        close_client(self.client, timeout=CLOSE_WAIT)
 
     # -- kazoo's threads: record and wake, never block -----------------------------------------
 
@@ -192,9 +196,8 @@ class ZooKeeperResolver:
                 return
             self._wake.clear()
             if not self._watcher.connected:
-                if self._watcher.wait_connected(self.zk.session_timeout):
-                    self._wake.set()
-                else:
+                # A state change (or close) wakes it; kazoo keeps reconnecting meanwhile.
+                if not self._wake.wait(self.zk.session_timeout):
                     self._publish(None, f"no answer from {self.describe()}")
                 continue
             try:
