@@ -366,6 +366,12 @@ class FailoverProxy:
             raise NamenodeUnavailableError(f"{self._where()} {self._nothing_resolved()}")
         return current
 
+    @property
+    def open_sessions(self) -> tuple[str, ...]:
+        """The addresses this proxy holds an unbroken session to, sorted."""
+        with self._lock:
+            return tuple(sorted(a for a, s in self._sessions.items() if not s.broken))
+
     def next_call_id(self) -> int:
         """A fresh call id for a new logical call (thread-safe; starts at 1)."""
         with self._lock:

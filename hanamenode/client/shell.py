@@ -28,6 +28,7 @@ failover proxy; when none answers as active the line names every NameNode's last
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import time
@@ -502,6 +503,10 @@ def main(
 
     Every answer is linearizable unless --stale-ok is given (docs/consistency.md §4)."""
     setup_logging(log_format, log_level)
+    if logging.getLevelName(log_level.upper()) >= logging.WARNING:
+        # kazoo warns at each reconnect attempt while ZooKeeper is unreachable (--zookeeper);
+        # the resolver's own line says it once, and names the quorum.
+        logging.getLogger("kazoo").setLevel(logging.ERROR)
     if sum(option is not None for option in (namenode, fs_address, zookeeper)) > 1:
         raise click.UsageError("give one of --namenode, -fs and --zookeeper, not more")
     if fs_address is not None and ":" not in fs_address:

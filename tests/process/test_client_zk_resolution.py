@@ -156,6 +156,13 @@ def test_a_zookeeper_only_client_follows_failovers_and_reads_from_the_observer(
         assert result.returncode == 0, result.stderr
         wait_for("the idle client follows the election",
                  lambda: fs.proxy.current.nn_id == second)
+        # Its session moved with it, before any call: open to the new active, given up on
+        # the old one, kept on the observer.
+        address = {nn: dev.namenode(nn).address for nn in (first, second, OBSERVER)}
+        wait_for("the session follows the election",
+                 lambda: address[second] in fs.proxy.open_sessions)
+        assert address[first] not in fs.proxy.open_sessions
+        assert address[OBSERVER] in fs.proxy.open_sessions
         assert load.wait_acks(30, timeout=60)
 
         # kill -9 of the active: the client rides through to the other one.
