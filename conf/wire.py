@@ -22,6 +22,8 @@ from conf.settings import TLSSettings
 
 __all__ = [
     "HEADER",
+    "KIND_JOURNAL",
+    "KIND_SUBSCRIBE",
     "FrameReader",
     "FrameTooLargeError",
     "client_ssl_context",
@@ -32,6 +34,12 @@ __all__ = [
 
 HEADER = struct.Struct(">I")
 """The length in front of every frame."""
+
+KIND_JOURNAL = b"J"
+"""The first byte of a writer's connection: JournalStream's batches follow."""
+
+KIND_SUBSCRIBE = b"S"
+"""The first byte of a reader's connection: one SubscribeEdits request follows."""
 
 
 class FrameTooLargeError(Exception):

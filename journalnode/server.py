@@ -25,7 +25,14 @@ import os
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+)
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -74,7 +81,7 @@ from journalnode.subscriptions import (
     EndReason,
 )
 from journalnode.syncer import JournalSyncer, SyncConfig
-from journalnode.wire import EditsWire
+from journalnode.wire import EditsWire, SubscriptionRefused
 from proto import journal_pb2, journal_pb2_grpc
 from proto.values import NamespaceInfo, RequestInfo, SegmentState
 
@@ -673,8 +680,24 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         self, request: Any, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
         """Each batch this node writes from ``since_txid`` on, once synced, then one last
-        message saying why the subscription ended (docs/protocol.md §11). The queue between
-        the Journal's thread and this stream is bounded (``EditSubscription``)."""
+        message saying why the subscription ended (docs/protocol.md §11)."""
+
+        async def subscribed() -> None:
+            await context.send_initial_metadata(((SUBSCRIBED_KEY, str(request.since_txid)),))
+
+        try:
+            async for message in self.subscription(request, subscribed):
+                yield message
+        except SubscriptionRefused as refused:
+            await self._abort(context, request, refused.cause, "SubscribeEdits")
+
+    async def subscription(
+        self, request: Any, subscribed: Callable[[], Awaitable[None]]
+    ) -> AsyncGenerator[Any, None]:
+        """The messages of one subscription, for ``SubscribeEdits`` and the edits wire: raises
+        ``SubscriptionRefused`` when it cannot be opened, awaits ``subscribed()`` once the
+        node holds it, then yields each batch and the last message (``end`` set). The queue
+        between the Journal's thread and the subscriber is bounded (``EditSubscription``)."""
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
 
@@ -687,14 +710,14 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
                 journal.subscribe_edits, request.cluster_id, request.since_txid, wake
             )
         except Exception as exc:
-            await self._abort(context, request, exc, "SubscribeEdits")
+            raise SubscriptionRefused(exc) from exc
         self._server.subscription_opened(sub)
         if self._server.stopping:
             sub.end(EndReason.SHUTTING_DOWN, "the JournalNode is stopping")
         try:
             # The reader counts the subscription as open from here: the node holds it, and a
             # stop ends it with SHUTTING_DOWN rather than cancelling a call still being set up.
-            await context.send_initial_metadata(((SUBSCRIBED_KEY, str(request.since_txid)),))
+            await subscribed()
             while True:
                 await ready.wait()
                 ready.clear()

@@ -343,3 +343,13 @@ class SubscribedEdits(_message.Message):
     end: SubscriptionEnd
     end_details: str
     def __init__(self, writer_epoch: _Optional[int] = ..., segment_txid: _Optional[int] = ..., first_txid: _Optional[int] = ..., txn_count: _Optional[int] = ..., records: _Optional[bytes] = ..., end: _Optional[_Union[SubscriptionEnd, str]] = ..., end_details: _Optional[str] = ...) -> None: ...
+
+class WirePush(_message.Message):
+    __slots__ = ("subscribed_since", "edits", "refused")
+    SUBSCRIBED_SINCE_FIELD_NUMBER: _ClassVar[int]
+    EDITS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    subscribed_since: int
+    edits: SubscribedEdits
+    refused: JournalStreamResponse
+    def __init__(self, subscribed_since: _Optional[int] = ..., edits: _Optional[_Union[SubscribedEdits, _Mapping]] = ..., refused: _Optional[_Union[JournalStreamResponse, _Mapping]] = ...) -> None: ...

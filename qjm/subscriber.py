@@ -5,9 +5,10 @@ docs/protocol.md §11), and the reader applies what a majority holds in one writ
 ``PushedFeeds`` is the pure part: what each JournalNode pushed from the reader's next txid
 on, and ``decide``, which asks ``qjm.reader.journaled_edits_quorum`` (the rule the polling
 reader uses, the one place it is written) which txids are safe and returns those ops.
-``EditSubscriber`` is the I/O shell: one grpc.aio stream per JournalNode on the caller's
-event loop, re-subscribing from the reader's next txid whenever a stream ends, and telling
-its owner (``hanamenode.tailer``) after each push, and why a stream ended.
+``EditSubscriber`` is the I/O shell: one subscription per JournalNode on the caller's event
+loop, on the node's edits wire when it has one (docs/protocol.md §13.8) and on a grpc.aio
+stream otherwise, re-subscribing from the reader's next txid whenever a stream ends, and
+telling its owner (``hanamenode.tailer``) after each push, and why a stream ended.
 
     feeds = PushedFeeds(["jn0", "jn1", "jn2"])
     feeds.reset("jn0", since_txid=11)
@@ -29,8 +30,9 @@ import structlog
 
 from conf import TLSSettings
 from conf.rpc import make_aio_channel
+from conf.wire import HEADER, KIND_SUBSCRIBE, client_ssl_context, frame
 from journalnode.edits_cache import NOTHING, CachedEdits
-from journalnode.errors import from_rpc_error
+from journalnode.errors import from_rpc_error, from_status, status_code
 from journalnode.subscriptions import SUBSCRIBED_KEY, PushedEdits
 from proto import edits_pb2, journal_pb2, journal_pb2_grpc
 from qjm.errors import describe_exception
@@ -39,6 +41,12 @@ from qjm.reader import EditLogReadError, holders_needed, safe_journaled_ops
 log = structlog.get_logger(__name__)
 
 K = TypeVar("K", bound=Hashable)
+
+WIRE_CONNECT_SECONDS = 5.0
+"""How long opening a subscription on the edits wire may take before gRPC is used."""
+
+MAX_PUSH_BYTES = 64 << 20
+"""The largest push frame a reader takes from the edits wire."""
 
 DEFAULT_MAX_HELD_TXNS = 100_000
 """Pushed txids one feed holds at most, not yet safe to apply; past it the feed is dropped
@@ -205,6 +213,9 @@ class EditSubscriber:
         """Addresses whose JournalNode holds a subscription of ours now (it said so in the
         stream's initial metadata), not those merely asked."""
         self.pushed_txns = 0
+        self.on_wire: set[str] = set()
+        """Addresses whose subscription is held on the edits wire now."""
+        self._wire_ports: dict[str, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._channels: list[grpc.aio.Channel] = []
 
@@ -234,10 +245,17 @@ class EditSubscriber:
     async def _stream(
         self, target: SubscriptionTarget, channel: grpc.aio.Channel, since: int
     ) -> AsyncIterator[journal_pb2.SubscribedEdits]:
+        """The subscription's messages, on the edits wire when the node has one and it can
+        be reached, on gRPC otherwise."""
         stub = journal_pb2_grpc.QJournalServiceStub(channel)
         request = journal_pb2.SubscribeEditsRequest(
             journal_id=target.journal_id, cluster_id=target.cluster_id, since_txid=since
         )
+        opened = await self._open_wire(target, stub)
+        if opened is not None:
+            async for message in self._wire_stream(target, request, *opened):
+                yield message
+            return
         call = stub.SubscribeEdits(request)
         try:
             # The node sends this once it holds the subscription (an aborted call sends none).
@@ -250,6 +268,88 @@ class EditSubscriber:
             raise from_rpc_error(err) from None
         finally:
             call.cancel()
+
+    async def _open_wire(
+        self, target: SubscriptionTarget, stub: journal_pb2_grpc.QJournalServiceStub
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection to the node's edits wire, or None for gRPC: the node announces no
+        wire, or it could not be reached (then it is asked again next time)."""
+        address = target.address
+        port = self._wire_ports.get(address)
+        if port is None:
+            try:
+                state = await stub.GetJournalState(
+                    journal_pb2.GetJournalStateRequest(
+                        journal_id=target.journal_id, cluster_id=target.cluster_id
+                    ),
+                    timeout=WIRE_CONNECT_SECONDS,
+                )
+            except grpc.RpcError as err:
+                log.info(
+                    "edits wire not asked for; subscribing on gRPC",
+                    journalnode=address,
+                    error=describe_exception(from_rpc_error(err)),
+                )
+                return None
+            port = self._wire_ports[address] = state.edits_port
+        if not port:
+            return None
+        host = address.rsplit(":", 1)[0].strip("[]")
+        context = client_ssl_context(target.tls)
+        try:
+            return await asyncio.wait_for(
+                asyncio.open_connection(
+                    host, port, ssl=context,
+                    server_hostname=host if context is not None else None,
+                ),
+                WIRE_CONNECT_SECONDS,
+            )
+        except (OSError, TimeoutError) as exc:
+            del self._wire_ports[address]
+            log.warning(
+                "edits wire unavailable; subscribing on gRPC",
+                journalnode=address,
+                port=port,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return None
+
+    async def _wire_stream(
+        self,
+        target: SubscriptionTarget,
+        request: journal_pb2.SubscribeEditsRequest,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> AsyncIterator[journal_pb2.SubscribedEdits]:
+        """``SubscribeEdits`` on the edits wire: the request, then ``WirePush`` frames."""
+        address = target.address
+        try:
+            writer.write(KIND_SUBSCRIBE + frame(request.SerializeToString()))
+            while True:
+                try:
+                    (length,) = HEADER.unpack(await reader.readexactly(HEADER.size))
+                    if length > MAX_PUSH_BYTES:
+                        raise FeedError(f"a push frame of {length} bytes from {address}")
+                    push = journal_pb2.WirePush.FromString(await reader.readexactly(length))
+                except asyncio.IncompleteReadError:
+                    return  # the node closed the connection: the stream ended
+                kind = push.WhichOneof("kind")
+                if kind == "subscribed_since":
+                    self.subscribed.add(address)
+                    self.on_wire.add(address)
+                elif kind == "edits":
+                    yield push.edits
+                else:
+                    refused = push.refused
+                    raise from_status(
+                        status_code(refused.code), refused.details, refused.error_class or None
+                    )
+        except OSError:
+            self._wire_ports.pop(address, None)
+            raise
+        finally:
+            self.on_wire.discard(address)
+            writer.close()
 
     async def _follow(self, target: SubscriptionTarget, channel: grpc.aio.Channel) -> None:
         address = target.address

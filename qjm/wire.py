@@ -24,7 +24,13 @@ from typing import Any, cast
 import structlog
 
 from conf.settings import TLSSettings
-from conf.wire import FrameReader, FrameTooLargeError, client_ssl_context, frame
+from conf.wire import (
+    KIND_JOURNAL,
+    FrameReader,
+    FrameTooLargeError,
+    client_ssl_context,
+    frame,
+)
 from journalnode.errors import JournalUnavailableError, from_status, status_code
 from proto import journal_pb2
 
@@ -135,6 +141,7 @@ class WireJournalStream(asyncio.Protocol):
             transport.abort()
             return
         self._transport = transport
+        transport.write(KIND_JOURNAL)
         waiting, self._waiting = self._waiting, []
         for request, future, deadline in waiting:
             self._unanswered.append((future, deadline))

@@ -12,11 +12,12 @@ import socket
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conf.guard import Role
-from conf.wire import frame
+from conf.wire import KIND_JOURNAL, KIND_SUBSCRIBE, client_ssl_context, frame
 from hadev.minicluster import MiniJournalCluster
 from hadev.pki import make_pki
 from journalnode.errors import AccessDeniedError, EpochError
@@ -25,12 +26,17 @@ from proto import journal_pb2
 from proto.values import NamespaceInfo, RemoteEditLog, RequestInfo
 from qjm.channel import AioJournalChannel
 from qjm.wire import WireJournalStream
+from tests.cluster.test_edit_subscription import PushReader, wait_until
 from tests.cluster.test_journal_stream import batch
+from tests.cluster.test_qjm_cluster import HOLD, assert_ops, start_writer, write_batch
+from tests.cluster.test_qjm_cluster import NS as QJM_NS
+from tests.cluster.test_qjm_cluster import Writer as QjmWriter
 
 pytestmark = pytest.mark.timeout(60)
 
 JID = "ns1"
 NS = NamespaceInfo("CID-wire", 5)
+NS_CLUSTER = QJM_NS.cluster_id  # the journal the QJM writer formats
 TIMEOUT = 10.0
 
 
@@ -179,7 +185,7 @@ def test_bad_bytes_get_invalid_argument_naming_what_was_wrong_and_the_connection
 ) -> None:
     node = cluster.node(0)
     with socket.create_connection(("127.0.0.1", node.edits_port), TIMEOUT) as sock:
-        sock.sendall(payload)
+        sock.sendall(KIND_JOURNAL + payload)
         answers = _answers(sock)
     assert len(answers) == 1
     assert answers[0].code == 3  # INVALID_ARGUMENT
@@ -216,5 +222,101 @@ def test_with_mutual_tls_only_the_namenode_role_may_write(tmp_path: Path) -> Non
                 )
             await stranger.aclose()
 
+            # Nor subscribe: that needs the namenode or admin role.
+            context = client_ssl_context(pki.tls("client"))
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", node.edits_port, ssl=context, server_hostname="127.0.0.1"
+            )
+            request = journal_pb2.SubscribeEditsRequest(
+                journal_id=JID, cluster_id=NS.cluster_id, since_txid=1
+            )
+            writer.write(KIND_SUBSCRIBE + frame(request.SerializeToString()))
+            (length,) = struct.unpack(">I", await reader.readexactly(4))
+            push = journal_pb2.WirePush.FromString(await reader.readexactly(length))
+            assert push.refused.code == 7  # PERMISSION_DENIED
+            assert "needs the role admin or namenode" in push.refused.details
+            assert await reader.read() == b""  # and the connection is closed
+            writer.close()
+
         asyncio.run(scenario())
-        assert node.edits_wire is not None and node.edits_wire.refused == 1
+        assert node.edits_wire is not None and node.edits_wire.refused == 2
+
+
+# ---------------------------------------------------------------------- subscriptions
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Iterator[MiniJournalCluster]:
+    with MiniJournalCluster(3, tmp_path, writer_hold_seconds=HOLD) as c:
+        yield c
+
+
+def test_a_reader_follows_the_log_on_the_wire(three: MiniJournalCluster) -> None:
+    with PushReader(three) as reader, QjmWriter(three) as w:
+        start_writer(w)
+        wait_until(lambda: len(reader.subscriber.subscribed) == 3, "three subscriptions")
+        assert reader.subscriber.on_wire == set(three.addresses)
+        out = w.qjm.start_log_segment(1)
+        for first in range(1, 200, 10):
+            write_batch(out, 1, first, first + 9)
+        wait_until(lambda: reader.last == 200, "txids 1-200 applied from pushes")
+        assert_ops(reader.applied, 1, lambda t: 1)
+        pushed = sum(
+            node.existing_journal(JID).stats.edits_pushed  # type: ignore[union-attr]
+            for node in (three.node(i) for i in range(3))
+        )
+        assert pushed >= 400  # at least a majority pushed every txid
+
+
+def test_a_reader_that_cannot_reach_the_wire_subscribes_on_grpc(
+    three: MiniJournalCluster,
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    reader = PushReader(three)
+    for address in three.addresses:
+        reader.subscriber._wire_ports[address] = closed_port
+    with QjmWriter(three) as w:
+        start_writer(w)  # formatted first: the reader's first subscription is held
+        with reader:
+            wait_until(lambda: len(reader.subscriber.subscribed) == 3, "three subscriptions")
+            assert reader.subscriber.on_wire == set()
+            out = w.qjm.start_log_segment(1)
+            write_batch(out, 1, 1, 10)
+            wait_until(lambda: reader.last == 10, "txids 1-10 applied from gRPC pushes")
+
+
+def _wire_subscribe(port: int, since: int, cluster_id: str, journal_id: str = JID) -> Any:
+    """The first WirePush a raw subscription on the wire gets."""
+    request = journal_pb2.SubscribeEditsRequest(
+        journal_id=journal_id, cluster_id=cluster_id, since_txid=since
+    )
+    with socket.create_connection(("127.0.0.1", port), TIMEOUT) as sock:
+        sock.settimeout(TIMEOUT)
+        sock.sendall(KIND_SUBSCRIBE + frame(request.SerializeToString()))
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
+            chunk = sock.recv(65536)
+            assert chunk, "the JournalNode closed the subscription without a frame"
+            data += chunk
+    (length,) = struct.unpack(">I", data[:4])
+    return journal_pb2.WirePush.FromString(data[4 : 4 + length])
+
+
+def test_a_subscription_on_the_wire_checks_its_request(three: MiniJournalCluster) -> None:
+    with QjmWriter(three) as w:
+        start_writer(w)
+    port = three.node(0).edits_port
+    cases = [
+        ((1, "other-journal", NS_CLUSTER), 9, "journal 'other-journal' is not formatted"),
+        ((0, JID, NS_CLUSTER), 3, "since_txid must be positive, got 0"),
+        ((1, JID, "CID-other"), 7, "request is for cluster 'CID-other'"),
+    ]
+    for (since, jid, cid), code, message in cases:
+        push = _wire_subscribe(port, since, cid, jid)
+        assert push.WhichOneof("kind") == "refused", (since, jid, cid)
+        assert push.refused.code == code, push.refused
+        assert message in push.refused.details
+    held = _wire_subscribe(port, 1, NS_CLUSTER)
+    assert held.WhichOneof("kind") == "subscribed_since" and held.subscribed_since == 1
