@@ -6,6 +6,8 @@ ZooKeeper, JournalNodes and NameNodes with automatic failover (the elector insid
     D/conf/admin-site.xml  the same for hactl and hanamenode format (admin certificate)
     D/conf/tls/            the CA and a certificate per daemon, client and admin (hadev.pki)
     D/conf/zk-auth         the ZooKeeper digest secret (ha.zookeeper.auth = @D/conf/zk-auth)
+    D/conf/zk-reader       the clients' read-only ZooKeeper identity, for resolving the
+                           NameNodes from it (dfs.client.failover.zookeeper.auth)
     D/conf/hadev.json      the shape it was made with (how many JournalNodes, NameNodes)
     D/conf/ports.json      each loopback daemon's ports, taken again by the next start on D
     D/run/<name>.pid       zk.pid, jn1.pid, ..., nn1.pid, ... while they run
@@ -86,6 +88,8 @@ START_TIMEOUT = 60.0
 ACTIVE_TIMEOUT = 30.0
 NAMESERVICE = "ns1"
 ZK_USER = "hadev"
+ZK_READER = "hafs-reader"
+"""The clients' ZooKeeper identity: the HA znodes' ACL grants it ``r`` alone."""
 """The digest user of the dev cluster's ZooKeeper clients (``conf/zk-auth``)."""
 JOURNAL_ID = "ns1"
 
@@ -425,23 +429,33 @@ class DevCluster:
     def zk_auth_path(self) -> Path:
         return self.base_dir / "conf" / "zk-auth"
 
+    @property
+    def zk_reader_path(self) -> Path:
+        return self.base_dir / "conf" / "zk-reader"
+
     def zk_acl_conf(self) -> dict[str, ConfigValue]:
         """Digest authentication of every ZooKeeper client of the cluster and the ACL of the
         HA znodes (``ha.zookeeper.auth``, ``ha.zookeeper.acl``; docs/operations.md §9.3): a
         secret made on first use in ``conf/zk-auth`` (mode 0600, read through ``@``
         indirection, so the XML files hold no password), the ACL granting every permission
-        to its digest identity alone."""
-        path = self.zk_auth_path
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(f"digest:{ZK_USER}:{secrets.token_urlsafe(24)}\n")
-        ((_, credential),) = parse_zk_auth(f"@{path}")
-        user, _, password = credential.partition(":")
+        to its digest identity and ``r`` to the clients' (``conf/zk-reader``, given to them
+        as ``dfs.client.failover.zookeeper.auth``, docs/operations.md §3.5)."""
+        acl = []
+        for path, user, perms in (
+            (self.zk_auth_path, ZK_USER, "rwcda"), (self.zk_reader_path, ZK_READER, "r")
+        ):
+            if not path.is_file():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(f"digest:{user}:{secrets.token_urlsafe(24)}\n")
+            ((_, credential),) = parse_zk_auth(f"@{path}")
+            name, _, password = credential.partition(":")
+            acl.append(f"digest:{make_digest_acl_credential(name, password)}:{perms}")
         return {
-            "ha.zookeeper.auth": f"@{path}",
-            "ha.zookeeper.acl": f"digest:{make_digest_acl_credential(user, password)}:rwcda",
+            "ha.zookeeper.auth": f"@{self.zk_auth_path}",
+            "ha.zookeeper.acl": ",".join(acl),
+            "dfs.client.failover.zookeeper.auth": f"@{self.zk_reader_path}",
         }
 
     @property

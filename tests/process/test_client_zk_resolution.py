@@ -2,8 +2,9 @@
 the dev cluster's real processes: nn1 and nn2 elect, nn3 is an observer, one JournalNode.
 
 The clients' configuration names no NameNode: only the nameservice, the TLS files and
-``dfs.client.failover.zookeeper.quorum``, with a read-only ZooKeeper identity that the HA
-znodes' ACL grants ``r`` beside the NameNodes' ``rwcda``. The tests:
+``dfs.client.failover.zookeeper.quorum``, with the dev cluster's read-only ZooKeeper identity
+(``conf/zk-reader``), which the HA znodes' ACL grants ``r`` beside the NameNodes' ``rwcda``.
+The tests:
 
 - a call in flight on an active frozen with SIGSTOP (an RPC deadline of 10 minutes) is
   answered by the new active while the old one is still frozen: the client followed the
@@ -19,7 +20,6 @@ znodes' ACL grants ``r`` beside the NameNodes' ``rwcda``. The tests:
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -29,11 +29,10 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
-from kazoo.security import make_digest_acl_credential
 
 from conf import Settings, load_settings
 from conf.xmlconf import ConfigValue, write_xml
-from hadev.devcluster import ZK_USER, DevCluster, MkdirLoad
+from hadev.devcluster import ZK_READER, DevCluster, MkdirLoad
 from hadev.namenodes import run_hafs
 from hadev.scrape import metric_value
 from hanamenode.client import HaFsClient, RetryPolicy
@@ -45,7 +44,6 @@ from zk.paths import ActiveNodeInfo, ElectorPaths
 
 pytestmark = pytest.mark.timeout(300)
 
-READER = ("hafs-reader", "read-only-secret")
 OBSERVER = "nn3"
 ELECTED = ("nn1", "nn2")
 POLICY = RetryPolicy(max_attempts=60, sleep_base=0.01, sleep_max=0.25, rpc_timeout=10.0)
@@ -53,22 +51,9 @@ POLICY = RetryPolicy(max_attempts=60, sleep_base=0.01, sleep_max=0.25, rpc_timeo
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    base = tmp_path_factory.mktemp("zk-clients")
-    # The NameNodes' secret, provisioned before the cluster makes one, so that the ACL can
-    # name both identities: the NameNodes' with every permission, the clients' with r.
-    secret = "nn-secret"
-    auth = base / "conf" / "zk-auth"
-    auth.parent.mkdir(parents=True)
-    fd = os.open(auth, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"digest:{ZK_USER}:{secret}\n")
-    acl = (
-        f"digest:{make_digest_acl_credential(ZK_USER, secret)}:rwcda,"
-        f"digest:{make_digest_acl_credential(*READER)}:r"
-    )
     with DevCluster(
-        base, journalnodes=1, namenodes=2, observers=1, session_timeout=1.0,
-        extra_conf={"ha.zookeeper.acl": acl},
+        tmp_path_factory.mktemp("zk-clients"), journalnodes=1, namenodes=2, observers=1,
+        session_timeout=1.0,
     ) as cluster:
         yield cluster
 
@@ -82,7 +67,7 @@ def client_conf(dev: DevCluster, path: Path, **extra: ConfigValue) -> Settings:
         "dfs.nameservices": users.nameservice,
         **tls,
         "dfs.client.failover.zookeeper.quorum": dev.zookeeper.connect_string,
-        "dfs.client.failover.zookeeper.auth": f"digest:{READER[0]}:{READER[1]}",
+        "dfs.client.failover.zookeeper.auth": f"@{dev.zk_reader_path}",
         **extra,
     }
     settings = load_settings(write_xml(conf, path))
@@ -180,8 +165,11 @@ def test_a_zookeeper_only_client_follows_failovers_and_reads_from_the_observer(
 
 
 def test_the_reader_identity_reads_but_cannot_write(dev: DevCluster, tmp_path: Path) -> None:
-    paths = ElectorPaths.from_settings(dev.settings())
-    reader = KazooClient(dev.zookeeper.connect_string, auth_data=[("digest", ":".join(READER))])
+    settings = dev.settings()
+    paths = ElectorPaths.from_settings(settings)
+    assert settings.client.zookeeper_auth[0][1].startswith(f"{ZK_READER}:")
+    reader = KazooClient(dev.zookeeper.connect_string,
+                         auth_data=list(settings.client.zookeeper_auth))
     reader.start(timeout=10)
     try:
         members = reader.get_children(paths.members)
@@ -204,6 +192,10 @@ def test_the_reader_identity_reads_but_cannot_write(dev: DevCluster, tmp_path: P
     assert made.returncode == 0, made.stderr
     listed = run_hafs(tmp_path / "client.xml", "-ls", "/via-hafs")
     assert listed.returncode == 0 and "/via-hafs/a" in listed.stdout, listed.stderr
+    # hafs --zookeeper with the dev cluster's own file (its reader identity in it).
+    flagged = run_hafs(dev.conf_path, "--zookeeper", dev.zookeeper.connect_string,
+                       "-ls", "/via-hafs")
+    assert flagged.returncode == 0 and "/via-hafs/a" in flagged.stdout, flagged.stderr
 
     # Without the reader identity the client cannot read, and is told what to set.
     anonymous: dict[str, ConfigValue] = {
