@@ -507,8 +507,12 @@ def main(
         # kazoo warns at each reconnect attempt while ZooKeeper is unreachable (--zookeeper);
         # the resolver's own line says it once, and names the quorum.
         logging.getLogger("kazoo").setLevel(logging.ERROR)
-    if sum(option is not None for option in (namenode, fs_address, zookeeper)) > 1:
-        raise click.UsageError("give one of --namenode, -fs and --zookeeper, not more")
+    if namenode is not None and fs_address is not None:
+        raise click.UsageError("give --namenode or -fs, not both")
+    if zookeeper is not None and (namenode is not None or fs_address is not None):
+        raise click.UsageError(
+            "--zookeeper finds the NameNodes, --namenode and -fs ask one: give one, not both"
+        )
     if fs_address is not None and ":" not in fs_address:
         raise click.BadParameter(f"{fs_address!r} is not host:port", param_hint="-fs")
     shell = _Shell(conf_path, namenode=namenode, fs_address=fs_address, stale_ok=stale_ok,

@@ -134,7 +134,7 @@ def test_hafs_names_a_bad_zookeeper_option() -> None:
     assert result.exit_code == 2
     assert "--zookeeper" in result.output and "expected host:port" in result.output
     both = CliRunner().invoke(hafs, ["--zookeeper", "zk1:2181", "-fs", "nn:8020", "ls", "/"])
-    assert both.exit_code == 2 and "not more" in both.output
+    assert both.exit_code == 2 and "give one, not both" in both.output, both.output
 
 
 # -- the proxy following a resolver -----------------------------------------------------------
