@@ -12,6 +12,7 @@ copy of another NameNode's), as the ``hanamenode`` CLI and the tests call them.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,12 +23,16 @@ import structlog
 from conf import Settings
 from hanamenode import fsimage
 from hanamenode.errors import NamenodeError, NamenodeUnavailableError, from_rpc_error
+from hanamenode.journal import connect_journal
 from hanamenode.namespace import Namespace
 from hanamenode.peers import NameNodePeers, Peer, until_reached
 from hanamenode.storage import NameDirectory, new_namespace_info
+from hanamenode.tailer import EditsUnavailableError as EditsUnavailableError
+from hanamenode.tailer import check_edits_available as check_edits_available
+from hanamenode.tailer import edit_source_for
 from proto import namenode_pb2
-from proto.values import NamespaceInfo, RemoteEditLog
-from qjm.journal_manager import QuorumJournalManager, connect_from_settings
+from proto.values import NamespaceInfo
+from qjm.journal_manager import QuorumJournalManager
 
 log = structlog.get_logger(__name__)
 
@@ -43,10 +48,6 @@ while the one it copies from is still starting (HDFS's IPC client retries connec
 
 class FormatAbortedError(Exception):
     """Existing data was found and neither forced nor confirmed away."""
-
-
-class EditsUnavailableError(Exception):
-    """The JournalNodes do not hold every edit after an image."""
 
 
 def _never(what: str) -> bool:
@@ -68,8 +69,9 @@ def format_namenode(
         ns_info = NamespaceInfo(
             cluster_id, ns_info.namespace_id, ns_info.ctime, ns_info.layout_version
         )
-    with name_dir.locked(), connect_from_settings(settings, ns_info) as qjm:
-        holders = [f"JournalNode {a}" for a, held in sorted(qjm.is_formatted().items()) if held]
+    with name_dir.locked(), contextlib.closing(connect_journal(settings, ns_info)) as qjm:
+        where = "JournalNode" if isinstance(qjm, QuorumJournalManager) else "ZooKeeper journal"
+        holders = [f"{where} {a}" for a, held in sorted(qjm.is_formatted().items()) if held]
         if name_dir.has_data():
             holders.append(f"name directory {name_dir.path}")
         if holders and not force:
@@ -90,29 +92,6 @@ def format_namenode(
         journal=str(settings.journal_uri),
     )
     return ns_info
-
-
-def check_edits_available(qjm: QuorumJournalManager, since_txid: int) -> None:
-    """EditsUnavailableError unless the JournalNodes' segments (finalized or in progress, as
-    a quorum reports them) chain without a gap from ``since_txid`` on."""
-    call = qjm.loggers.get_edit_log_manifest(since_txid, True)
-    manifests = qjm.loggers.wait_for_write_quorum(
-        call, qjm.timeouts.select_input_streams_timeout, f"getEditLogManifest({since_txid})"
-    )
-    segments: list[RemoteEditLog] = sorted(
-        (entry for logs, _ in manifests.values() for entry in logs),
-        key=lambda e: (e.start_txid, e.end_txid),
-    )
-    next_txid = since_txid
-    for entry in segments:
-        if entry.end_txid < next_txid:
-            continue
-        if entry.start_txid > next_txid:
-            raise EditsUnavailableError(
-                f"the JournalNodes do not hold txids {next_txid}-{entry.start_txid - 1}, which "
-                "the image does not cover (purged?): this NameNode could never catch up"
-            )
-        next_txid = entry.end_txid + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +177,8 @@ def bootstrap_standby(
                 what = f"name directory {name_dir.path} already holds data"
                 if not confirm(what):
                     raise FormatAbortedError(f"{what}; not overwritten (use --force)")
-            with connect_from_settings(settings, ns_info) as qjm:
-                check_edits_available(qjm, checkpoint.txid + 1)
+            with contextlib.closing(connect_journal(settings, ns_info)) as journal:
+                edit_source_for(journal).check_edits_available(checkpoint.txid + 1)
             name_dir.clear()
             fsimage.install_image(
                 name_dir.path, checkpoint.txid, _download(peers, source, checkpoint.txid),

@@ -64,10 +64,10 @@ import structlog
 
 from conf.keys import MIB
 from hanamenode.errors import EditLogError, SegmentOverrunError
+from hanamenode.journal import JournalManager, JournalOutputStream
 from hanamenode.metrics import NameNodeMetrics
 from proto import edits_pb2, records
 from qjm.errors import describe_exception
-from qjm.journal_manager import QuorumJournalManager, QuorumOutputStream
 
 log = structlog.get_logger(__name__)
 
@@ -113,7 +113,8 @@ class _Sync:
 
 
 class FSEditLog:
-    """The write side of the edit log for one active period (one QJM writer epoch).
+    """The write side of the edit log for one active period (one writer epoch of the
+    journal: ``hanamenode.journal.JournalManager``, the QJM or the ZooKeeper journal).
 
     Made, used and closed on one event loop. Not reusable: once closed or failed, the next
     active period makes a new one. ``sync_wait_timeout`` bounds how long a caller waits for
@@ -122,7 +123,7 @@ class FSEditLog:
 
     def __init__(
         self,
-        qjm: QuorumJournalManager,
+        qjm: JournalManager,
         *,
         on_failure: Callable[[str], None] | None = None,
         metrics: NameNodeMetrics | None = None,
@@ -145,7 +146,7 @@ class FSEditLog:
         self.sync_wait_timeout = (
             sync_wait_timeout if sync_wait_timeout is not None else 2 * write_timeout + 5.0
         )
-        self._stream: QuorumOutputStream | None = None
+        self._stream: JournalOutputStream | None = None
         self._pending: deque[tuple[int, bytes]] = deque()
         self._last_written_txid = 0
         self._synced_txid = 0
@@ -441,7 +442,7 @@ class FSEditLog:
         finally:
             self._gather_target = 0
 
-    def _start_sync(self, stream: QuorumOutputStream, *, in_task: bool = False) -> Awaitable[None]:
+    def _start_sync(self, stream: JournalOutputStream, *, in_task: bool = False) -> Awaitable[None]:
         """Ship the next batch: the sync to await, or with ``in_task`` a task of its own
         (``_in_flight``) that the caller need not await."""
         batch = take_batch(self._pending, self.max_batch_bytes)
@@ -459,7 +460,7 @@ class FSEditLog:
         return sync.task
 
     async def _sync(
-        self, sync: _Sync, stream: QuorumOutputStream, first: int, count: int, framed: bytes
+        self, sync: _Sync, stream: JournalOutputStream, first: int, count: int, framed: bytes
     ) -> None:
         started = time.perf_counter()
         try:

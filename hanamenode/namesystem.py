@@ -82,6 +82,7 @@ from hanamenode.errors import (
     StandbyError,
 )
 from hanamenode.ha import TAILING_STATES, HAState, ServiceStatus
+from hanamenode.journal import JournalFactory, JournalManager, connect_journal
 from hanamenode.loop import AppliedTxid, NameNodeLoop, SharedRounds
 from hanamenode.metrics import NameNodeMetrics, StateSnapshot
 from hanamenode.namespace import (
@@ -96,18 +97,19 @@ from hanamenode.peers import NameNodePeers
 from hanamenode.retry_cache import CacheEntry, RetryCache
 from hanamenode.startup import Phase, PhaseStatus, StartupProgress, describe
 from hanamenode.storage import NameDirectory
-from hanamenode.tailer import EditLogTailer, LoadResult
+from hanamenode.tailer import EditLogTailer, LoadResult, edit_source_for
 from hanamenode.transitions import Cause, TransitionHistory, edit_log_failure_cause
 from proto import edits_pb2
-from proto.values import NamespaceInfo
 from qjm.errors import QJMError, describe_exception
-from qjm.journal_manager import QuorumJournalManager, connect_from_settings
+from qjm.journal_manager import QuorumJournalManager
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
-QJMFactory = Callable[[NamespaceInfo], QuorumJournalManager]
+QJMFactory = JournalFactory
+"""Makes the journal manager of the configured journal (the name predates the second
+backend: ``hanamenode.journal.JournalFactory``)."""
 
 LISTING_PAGE_BYTES = 1 << 20
 """About the most one listing page holds in paths, far below every gRPC message limit."""
@@ -163,7 +165,8 @@ class Mutation(Generic[T]):
 class FSNamesystem:
     """One NameNode's namesystem. ``start`` it, transition it, ``stop`` it.
 
-    ``qjm_factory`` makes a QuorumJournalManager for the configured journal (tests may wrap
+    ``qjm_factory`` makes a journal manager for the configured journal
+    (``hanamenode.journal.connect_journal``: the QJM or the ZooKeeper journal; tests may wrap
     it); the namesystem makes one reader for the tailer and one writer per active period.
     """
 
@@ -186,7 +189,7 @@ class FSNamesystem:
         self.metrics = metrics if metrics is not None else NameNodeMetrics()
         self.peers = peers if peers is not None else NameNodePeers.from_settings(settings, nn_id)
         self._qjm_factory: QJMFactory = qjm_factory or (
-            lambda ns_info: connect_from_settings(settings, ns_info)
+            lambda ns_info: connect_journal(settings, ns_info)
         )
         self._retry_cache_capacity = retry_cache_capacity
         self._owns_loop = nn_loop is None
@@ -215,11 +218,11 @@ class FSNamesystem:
         self._retry_cache = self._new_retry_cache()
         self._namespace = Namespace(retry_cache=self._retry_cache)
         self._edit_log: FSEditLog | None = None
-        self._writer_qjm: QuorumJournalManager | None = None
+        self._writer_qjm: JournalManager | None = None
         self._read_index: SharedRounds | None = None
         self._auto_roll: asyncio.Task[None] | None = None
         """The active's own roll of a segment grown past the threshold (none when it is 0)."""
-        self._reader_qjm: QuorumJournalManager | None = None
+        self._reader_qjm: JournalManager | None = None
         self._tailer: EditLogTailer | None = None
         self._checkpointer: StandbyCheckpointer | None = None
         self._tailing_enabled = False
@@ -287,7 +290,7 @@ class FSNamesystem:
             self._tailer = EditLogTailer(
                 self.apply_tailed,
                 lambda: self._namespace.last_applied_txid,
-                reader,
+                edit_source_for(reader),
                 tail_period=ha_settings.tail_edits_period,
                 roll_period=ha_settings.log_roll_period,
                 peers=self.peers,
@@ -436,8 +439,8 @@ class FSNamesystem:
         """The active writer's JournalNodes and why each is out of sync ("" when in sync):
         a full disk on a JournalNode shows here as "...No space left on device [ENOSPC]"."""
         writer = self._writer_qjm
-        if writer is None or self._state is not HAState.ACTIVE:
-            return ()
+        if not isinstance(writer, QuorumJournalManager) or self._state is not HAState.ACTIVE:
+            return ()  # the ZooKeeper journal has no JournalNodes
         return tuple(
             (lg.address, lg.out_of_sync_cause if lg.out_of_sync else "")
             for lg in writer.loggers.loggers
@@ -449,7 +452,9 @@ class FSNamesystem:
         """``journal_status`` with each JournalNode's configured id first (its address when
         none is configured): the metric's labels."""
         writer = self._writer_qjm
-        names = {} if writer is None else {lg.address: lg.node_id for lg in writer.loggers.loggers}
+        if not isinstance(writer, QuorumJournalManager):
+            return ()
+        names = {lg.address: lg.node_id for lg in writer.loggers.loggers}
         return tuple((names.get(address, address), address, cause) for address, cause in status)
 
     # -- transitions are serialized ------------------------------------------------------------
@@ -1049,7 +1054,7 @@ class FSNamesystem:
             )
             await self._stop_standby_services()
             blocking = self.nn_loop.blocking
-            qjm: QuorumJournalManager | None = None
+            qjm: JournalManager | None = None
             edit_log: FSEditLog | None = None
             step = "connecting to the JournalNodes"
             try:
@@ -1204,7 +1209,7 @@ class FSNamesystem:
         if qjm is not None:
             await qjm.aclose()
 
-    def _on_edit_log_failure(self, writer: QuorumJournalManager, reason: str) -> None:
+    def _on_edit_log_failure(self, writer: JournalManager, reason: str) -> None:
         """Called by the failing edit log, on the loop: leave ACTIVE from a task of its own,
         since the failing coroutine may be part of a transition."""
         self.last_failure = reason
@@ -1213,7 +1218,7 @@ class FSNamesystem:
         )
         self._abort_tasks = {t for t in self._abort_tasks if not t.done()} | {task}
 
-    async def _abort_active(self, writer: QuorumJournalManager, reason: str) -> None:
+    async def _abort_active(self, writer: JournalManager, reason: str) -> None:
         try:
             async with self._transition():
                 if self._writer_qjm is not writer or self._state is not HAState.ACTIVE:

@@ -20,6 +20,7 @@ import structlog
 from conf.mutants import planted_status
 from conf.web import esc, planted_banner, table
 from hanamenode.ha import TAILING_STATES, HAState
+from qjm.journal_manager import QuorumJournalManager
 from qjm.metrics import contact_threshold  # the same rule as qjm_logger_out_of_sync's
 
 if TYPE_CHECKING:
@@ -167,9 +168,11 @@ def collect(server: NameNodeServer) -> dict[str, Any]:
             "failure": edit_log.failure,
             "out_of_contact_after_seconds": threshold,
         }
-        status["journals"] = [
-            _journal_row(lg, edit_log.synced_txid, threshold, now) for lg in qjm.loggers.loggers
-        ]
+        if isinstance(qjm, QuorumJournalManager):  # the ZooKeeper journal has no JournalNodes
+            status["journals"] = [
+                _journal_row(lg, edit_log.synced_txid, threshold, now)
+                for lg in qjm.loggers.loggers
+            ]
     tailer = fsn.tailer
     if tailer is not None and fsn.state in TAILING_STATES:
         error = tailer.last_exception

@@ -14,8 +14,11 @@ rule of ``qjm.reader.safe_journaled_ops``, shared with the polling read). Rounds
 fallback: one starts at once when a subscription ends for another reason than a roll, and
 one runs every ``PUSH_POLL_PERIOD`` anyway.
 
-``load_edits`` is the one reading loop; the transition to active uses it through
-``catch_up`` to read the log up to the end that recovery found, after stopping the tailer.
+The tailer reads through an ``EditSource`` (``hanamenode.journal``): for the QJM,
+``QuorumEditSource`` over ``load_edits``, the one reading loop of the JournalNodes'
+segments; the ZooKeeper journal is its own source (``zkjournal``, docs/architecture.md §9).
+The transition to active reads the log up to the end that recovery found through
+``catch_up``, from its new writer's journal, after stopping the tailer.
 
 The tailer is a task on the NameNode's event loop (``edit-log-tailer-<nn>``, issue 12): it
 sleeps, and runs each round's blocking reads (the reader QJM, the segment streams) and the
@@ -24,8 +27,8 @@ applied on the loop in batches (``apply_many`` is ``FSNamesystem.apply_tailed``:
 into the loop per batch, ``BatchedApply``).
 
     tailer = EditLogTailer(namesystem.apply_tailed, lambda: namesystem.last_applied_txid,
-                           reader_qjm, tail_period=1.0, roll_period=120.0, peers=peers,
-                           nn_loop=nn_loop)
+                           edit_source_for(reader), tail_period=1.0, roll_period=120.0,
+                           peers=peers, nn_loop=nn_loop)
     tailer.start()          # on the loop
     ...
     await tailer.stop()
@@ -37,11 +40,18 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
 from conf import clock
+from hanamenode.journal import (
+    ApplyTailed,
+    EditSource,
+    JournalManager,
+    LoadResult,
+    PushFeed,
+)
 from hanamenode.loop import NameNodeLoop
 from hanamenode.metrics import NameNodeMetrics
 from hanamenode.peers import NameNodePeers, Peer
@@ -54,8 +64,17 @@ from qjm.subscriber import EditSubscriber, subscription_targets
 
 log = structlog.get_logger(__name__)
 
-ApplyTailed = Callable[[edits_pb2.EditOp], bool]
-"""Apply one op read from the log; False means stop (tailing was disabled meanwhile)."""
+__all__ = [
+    "ApplyTailed",
+    "BatchedApply",
+    "EditLogTailer",
+    "EditsUnavailableError",
+    "LoadResult",
+    "QuorumEditSource",
+    "check_edits_available",
+    "edit_source_for",
+    "load_edits",
+]
 
 ApplyMany = Callable[[list[edits_pb2.EditOp]], int]
 """Apply ops in order; how many were applied (fewer than given: stop, tailing was disabled)."""
@@ -103,16 +122,6 @@ catches what no push brought (say a JournalNode majority of which one lags until
 roll). Reasons to fall back (a cache miss, a dropped or broken stream) start one at once."""
 
 
-@dataclass(frozen=True, slots=True)
-class LoadResult:
-    """What one pass over the log did: ``applied`` ops, the last txid applied (0 if none),
-    and the highest txid any JournalNode knows of (in-progress segments included)."""
-
-    applied: int
-    last_txid: int
-    highest_known_txid: int
-
-
 def load_edits(
     qjm: QuorumJournalManager,
     since_txid: int,
@@ -154,6 +163,98 @@ def load_edits(
     return LoadResult(applied, last, highest)
 
 
+class EditsUnavailableError(Exception):
+    """The journal does not hold every edit after an image."""
+
+
+def check_edits_available(qjm: QuorumJournalManager, since_txid: int) -> None:
+    """EditsUnavailableError unless the JournalNodes' segments (finalized or in progress, as
+    a quorum reports them) chain without a gap from ``since_txid`` on."""
+    call = qjm.loggers.get_edit_log_manifest(since_txid, True)
+    manifests = qjm.loggers.wait_for_write_quorum(
+        call, qjm.timeouts.select_input_streams_timeout, f"getEditLogManifest({since_txid})"
+    )
+    segments: list[RemoteEditLog] = sorted(
+        (entry for logs, _ in manifests.values() for entry in logs),
+        key=lambda e: (e.start_txid, e.end_txid),
+    )
+    next_txid = since_txid
+    for entry in segments:
+        if entry.end_txid < next_txid:
+            continue
+        if entry.start_txid > next_txid:
+            raise EditsUnavailableError(
+                f"the JournalNodes do not hold txids {next_txid}-{entry.start_txid - 1}, which "
+                "the image does not cover (purged?): this NameNode could never catch up"
+            )
+        next_txid = entry.end_txid + 1
+
+
+class _QuorumPushFeed:
+    """The QJM's pushed edits (``EditSubscriber``: a SubscribeEdits stream per JournalNode)
+    as a ``PushFeed``: ``decide`` applies the majority rule of ``PushedFeeds``."""
+
+    def __init__(self, subscriber: EditSubscriber) -> None:
+        self._subscriber = subscriber
+
+    @property
+    def subscribed(self) -> set[str]:
+        return self._subscriber.subscribed
+
+    def start(self) -> None:
+        self._subscriber.start()
+
+    async def stop(self) -> None:
+        await self._subscriber.stop()
+
+    def decide(self, next_txid: int) -> list[edits_pb2.EditOp]:
+        return self._subscriber.feeds.decide(next_txid)
+
+
+class QuorumEditSource:
+    """The tailer's reads of a QJM journal: finalized segments through the manifests
+    (``load_edits``), the open segment's edits a majority holds (``GetJournaledEdits``), and
+    the SubscribeEdits pushes (docs/architecture.md §5.4)."""
+
+    def __init__(self, qjm: QuorumJournalManager) -> None:
+        self.qjm = qjm
+
+    def load_edits(self, since_txid: int, apply: ApplyTailed, **options: Any) -> LoadResult:
+        """``load_edits`` of this QJM (its keyword options)."""
+        return load_edits(self.qjm, since_txid, apply, **options)
+
+    def read_journaled_edits(self, since_txid: int, max_txns: int) -> list[edits_pb2.EditOp]:
+        return self.qjm.read_journaled_edits(since_txid, max_txns)
+
+    def push_feed(
+        self,
+        next_txid: Callable[[], int],
+        on_push: Callable[[], None],
+        on_ended: Callable[[str, str], None],
+    ) -> PushFeed:
+        return _QuorumPushFeed(
+            EditSubscriber(
+                subscription_targets(self.qjm.loggers.loggers, self.qjm.journal_id),
+                next_txid,
+                on_push,
+                on_ended,
+            )
+        )
+
+    def check_edits_available(self, since_txid: int) -> None:
+        check_edits_available(self.qjm, since_txid)
+
+
+def edit_source_for(journal: JournalManager) -> EditSource:
+    """How the tailer reads ``journal``: a QJM through ``QuorumEditSource``; a journal that
+    is its own edit source (the ZooKeeper journal) as it is."""
+    if isinstance(journal, QuorumJournalManager):
+        return QuorumEditSource(journal)
+    if isinstance(journal, EditSource):
+        return journal
+    raise TypeError(f"{type(journal).__name__} is no edit source the tailer can read")
+
+
 class EditLogTailer:
     """The standby's tailing task (``edit-log-tailer-<nn>``), with its roll requests.
 
@@ -166,7 +267,7 @@ class EditLogTailer:
         self,
         apply_many: ApplyMany,
         last_applied: Callable[[], int],
-        qjm: QuorumJournalManager,
+        source: EditSource,
         *,
         tail_period: float,
         roll_period: float,
@@ -190,7 +291,7 @@ class EditLogTailer:
         read, and what each round that ran to its end applied (the startup progress)."""
         self.nn_loop = nn_loop
         self._last_applied = last_applied
-        self.qjm = qjm
+        self.source = source
         self.tail_period = max(tail_period, _MIN_PERIOD)
         self.roll_period = roll_period
         self.peers = peers
@@ -202,7 +303,7 @@ class EditLogTailer:
         self.push = push and in_progress
         """Apply the edits every JournalNode pushes (SubscribeEdits) as they come; rounds
         are the fallback (dfs.ha.tail-edits.push, with in-progress tailing)."""
-        self._subscriber: EditSubscriber | None = None
+        self._subscriber: PushFeed | None = None
         self._fallback = asyncio.Event()
         self.pushed_txns_applied = 0
         self._stop = threading.Event()
@@ -252,8 +353,7 @@ class EditLogTailer:
         )
         if self.push:
             self._fallback = asyncio.Event()
-            self._subscriber = EditSubscriber(
-                subscription_targets(self.qjm.loggers.loggers, self.qjm.journal_id),
+            self._subscriber = self.source.push_feed(
                 lambda: self._last_applied() + 1,
                 self._apply_pushed,
                 self._subscription_ended,
@@ -338,7 +438,7 @@ class EditLogTailer:
         if subscriber is None or self._stop.is_set():
             return
         try:
-            ops = subscriber.feeds.decide(self._last_applied() + 1)
+            ops = subscriber.decide(self._last_applied() + 1)
         except EditLogReadError as exc:
             self._log.warning("pushed edits refused", error=str(exc))
             self._fall_back("bad_push")
@@ -376,8 +476,8 @@ class EditLogTailer:
         since = self._last_applied() + 1
         should_stop = stop.is_set if stop is not None else (lambda: False)
         batched = BatchedApply(self._apply_many)
-        read = load_edits(
-            self.qjm, since, batched, should_stop=should_stop, on_target=self._on_target
+        read = self.source.load_edits(
+            since, batched, should_stop=should_stop, on_target=self._on_target
         )
         batched.flush()
         result = LoadResult(batched.applied, batched.last_txid, read.highest_known_txid)
@@ -392,7 +492,7 @@ class EditLogTailer:
         self, finalized: LoadResult, should_stop: Callable[[], bool]
     ) -> LoadResult:
         applied, last = finalized.applied, finalized.last_txid
-        ops = self.qjm.read_journaled_edits(self._last_applied() + 1, self.max_txns)
+        ops = self.source.read_journaled_edits(self._last_applied() + 1, self.max_txns)
         if ops and not should_stop():
             done = self._apply_many(ops)
             if done:
@@ -400,12 +500,14 @@ class EditLogTailer:
                 last = ops[done - 1].txid
         return LoadResult(applied, last, max(finalized.highest_known_txid, last))
 
-    def catch_up(self, qjm: QuorumJournalManager, up_to: int | None, apply: ApplyTailed) -> int:
-        """Apply everything through ``up_to`` (the transition to active, after recovery
-        finalized the last segment); return how many ops were applied."""
+    def catch_up(self, journal: JournalManager, up_to: int | None, apply: ApplyTailed) -> int:
+        """Apply everything through ``up_to`` from ``journal`` (the transition to active reads
+        its new writer's journal, after recovery finalized the last segment); return how
+        many ops were applied."""
         if up_to is None or up_to <= self._last_applied():
             return 0
-        result = load_edits(qjm, self._last_applied() + 1, apply, up_to=up_to)
+        source = edit_source_for(journal)
+        result = source.load_edits(self._last_applied() + 1, apply, up_to=up_to)
         self._after_load(result)
         self._log.info(
             "caught up with the recovered log", applied=result.applied, up_to=up_to

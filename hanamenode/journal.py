@@ -1,0 +1,161 @@
+"""The shared edit log as the NameNode uses it: the ``JournalManager`` protocol, what the
+tailer reads through (``EditSource``), and ``connect_journal``, the one place that picks the
+backend from ``dfs.namenode.shared.edits.dir`` (docs/architecture.md §5.2, §9).
+
+Two backends satisfy these protocols:
+
+- ``qjournal://h1:8485;h2:8485;h3:8485/<journal-id>``: ``qjm.journal_manager``'s
+  ``QuorumJournalManager`` (HDFS-3077), read by the tailer through
+  ``hanamenode.tailer.QuorumEditSource``;
+- ``zookeeper://h1:2181,h2:2181/<path>``: ``zkjournal.manager.ZKJournalManager``, the live
+  log in ZooKeeper of the 2011 "Name Node Redundancy" design, which is its own edit source.
+
+The NameNode never names either class outside this module and the tailer's adapter::
+
+    journal = connect_journal(settings, ns_info)
+    end = await journal.arecover_unfinalized_segments()    # fences every older writer
+    out = await journal.astart_log_segment((end or 0) + 1)
+    out.write_framed(txid, framed)
+    await out.asend_batch(*out.take_written())            # durable once it returns
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sized
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from conf import Settings
+from proto import edits_pb2
+from proto.values import NamespaceInfo
+from qjm.journal_manager import connect_from_settings
+
+__all__ = [
+    "ApplyTailed",
+    "EditSource",
+    "JournalFactory",
+    "JournalManager",
+    "JournalOutputStream",
+    "LoadResult",
+    "PushFeed",
+    "connect_journal",
+]
+
+ApplyTailed = Callable[[edits_pb2.EditOp], bool]
+"""Apply one op read from the log; False means stop (tailing was disabled meanwhile)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """What one pass over the log did: ``applied`` ops, the last txid applied (0 if none),
+    and the highest txid the journal knows of (in-progress segments included)."""
+
+    applied: int
+    last_txid: int
+    highest_known_txid: int
+
+
+class JournalOutputStream(Protocol):
+    """One open segment of the active's edit log (``QuorumOutputStream``,
+    ``ZKOutputStream``): edits are written framed, taken as a batch, and sent; a batch is
+    durable once ``asend_batch`` returns, and batches sent together stay in order."""
+
+    @property
+    def segment_txid(self) -> int: ...
+
+    def write_framed(self, txid: int, framed: bytes) -> None: ...
+
+    def take_written(self) -> tuple[int, int, bytes]: ...
+
+    async def asend_batch(self, first: int, count: int, framed: bytes) -> None: ...
+
+
+class JournalManager(Protocol):
+    """The writer's side of the shared edit log for one active period, as ``FSEditLog`` and
+    ``FSNamesystem`` use it. Made per active period (and for format); a fenced writer tells
+    its fence listeners once, from any thread, and fails every later call."""
+
+    @property
+    def journal_id(self) -> str: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def timeouts(self) -> Any: ...
+
+    def add_fence_listener(self, listener: Callable[[str], None]) -> None: ...
+
+    async def arecover_unfinalized_segments(self) -> int | None: ...
+
+    async def astart_log_segment(self, txid: int) -> JournalOutputStream: ...
+
+    async def afinalize_log_segment(self, start: int, end: int) -> None: ...
+
+    async def apurge_logs_older_than(self, min_txid_to_keep: int) -> None: ...
+
+    async def aconfirm_epoch(self) -> None: ...
+
+    def start_heartbeats(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def format(self, *, force: bool = False) -> None: ...
+
+    def is_formatted(self) -> dict[str, bool]: ...
+
+
+class PushFeed(Protocol):
+    """Edits pushed to a follower as they are written (the QJM's SubscribeEdits streams, the
+    ZooKeeper journal's watch): ``start`` and ``stop`` on the NameNode's loop; after each
+    push the loop is told, and ``decide`` returns the ops that may be applied from
+    ``next_txid`` on (``EditLogReadError`` when they cannot be: the tailer falls back to a
+    round)."""
+
+    @property
+    def subscribed(self) -> Sized: ...
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def decide(self, next_txid: int) -> list[edits_pb2.EditOp]: ...
+
+
+@runtime_checkable
+class EditSource(Protocol):
+    """What the tailer reads the shared log through (blocking calls: a bridge thread makes
+    them), and what ``bootstrap-standby`` checks."""
+
+    def load_edits(
+        self,
+        since_txid: int,
+        apply: ApplyTailed,
+        *,
+        up_to: int | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+        on_target: Callable[[int], None] | None = None,
+    ) -> LoadResult: ...
+
+    def read_journaled_edits(self, since_txid: int, max_txns: int) -> list[edits_pb2.EditOp]: ...
+
+    def push_feed(
+        self,
+        next_txid: Callable[[], int],
+        on_push: Callable[[], None],
+        on_ended: Callable[[str, str], None],
+    ) -> PushFeed: ...
+
+    def check_edits_available(self, since_txid: int) -> None: ...
+
+
+JournalFactory = Callable[[NamespaceInfo], JournalManager]
+"""Makes a journal manager for the configured journal (``connect_journal``; tests wrap it)."""
+
+
+def connect_journal(settings: Settings, namespace_info: NamespaceInfo) -> JournalManager:
+    """The journal manager of ``dfs.namenode.shared.edits.dir``: the QJM for
+    ``qjournal://``, the ZooKeeper journal for ``zookeeper://``."""
+    return connect_from_settings(settings, namespace_info)
