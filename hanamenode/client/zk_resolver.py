@@ -115,7 +115,7 @@ class _Moved(Exception):
 class ZooKeeperResolver:
     """Follows the NameNodes of one nameservice in ZooKeeper (see the module docstring).
     ``zk`` holds the quorum, session timeout and the client's own credentials; ``paths`` the
-    election znodes; ``keys`` names the configuration keys in messages."""
+    election znodes. It only reads: nothing it does creates or changes a znode."""
 
     def __init__(self, zk: ZKSettings, paths: ElectorPaths) -> None:
         if not zk.quorum:
