@@ -23,6 +23,7 @@ from conf.settings import TLSSettings
 __all__ = [
     "HEADER",
     "KIND_JOURNAL",
+    "KIND_STATE",
     "KIND_SUBSCRIBE",
     "FrameReader",
     "FrameTooLargeError",
@@ -40,6 +41,9 @@ KIND_JOURNAL = b"J"
 
 KIND_SUBSCRIBE = b"S"
 """The first byte of a reader's connection: one SubscribeEdits request follows."""
+
+KIND_STATE = b"Q"
+"""The first byte of a writer's read-index connection: GetJournalState requests follow."""
 
 
 class FrameTooLargeError(Exception):

@@ -488,13 +488,25 @@ class QJournalServicer(journal_pb2_grpc.QJournalServiceServicer):
         every linearizable read: no thread hop, no wait behind a sync holding the Journal's
         lock); in the pool otherwise (loading a journal reads its directory)."""
         try:
-            journal = self._server.loaded_journal(request.journal_id)
-            if journal is None:
-                epoch = await self._offload(self._journal_state, request)
-            else:
-                epoch = journal.promised_epoch_now(request.cluster_id)
+            return await self.journal_state(request)
         except Exception as exc:
             await self._abort(context, request, exc, "GetJournalState")
+
+    def journal_state_if_loaded(self, request: Any) -> Any:
+        """GetJournalState's answer from the event loop, or None when the journal is not
+        loaded yet (``journal_state`` then reads it in the pool)."""
+        journal = self._server.loaded_journal(request.journal_id)
+        if journal is None:
+            return None
+        return self._state_answer(journal.promised_epoch_now(request.cluster_id))
+
+    async def journal_state(self, request: Any) -> Any:
+        answer = self.journal_state_if_loaded(request)
+        if answer is None:
+            answer = self._state_answer(await self._offload(self._journal_state, request))
+        return answer
+
+    def _state_answer(self, epoch: int) -> Any:
         return journal_pb2.GetJournalStateResponse(
             last_promised_epoch=epoch,
             from_url=self._server.address,

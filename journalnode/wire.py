@@ -9,6 +9,8 @@ A connection starts with one byte saying what it carries, then frames (``conf.wi
   the event loop when only its own disk can hold it up, in the ``journal-io`` pool
   otherwise), and a failed batch is answered with the status the unary call would have
   failed with; the connection goes on.
+* ``KIND_STATE``: ``GetJournalState`` calls, the read-index question of linearizable reads,
+  answered in order with ``WireStateAnswer`` frames.
 * ``KIND_SUBSCRIBE``: what ``SubscribeEdits`` carries. One ``SubscribeEditsRequest`` from the
   reader, then ``WirePush`` frames back: ``subscribed_since`` once the node holds the
   subscription, each ``SubscribedEdits``, and the last one (its ``end`` set), or ``refused``
@@ -16,8 +18,9 @@ A connection starts with one byte saying what it carries, then frames (``conf.wi
 
 What ends a connection, with an answer naming why where there is a request to answer:
 
-* a caller whose certificate lacks the role (``namenode`` to write; ``namenode`` or
-  ``admin`` to subscribe), as soon as it says what it carries (PERMISSION_DENIED, as the gRPC
+* a caller whose certificate lacks the role of the calls it carries (``namenode`` to
+  write; ``namenode`` or ``journalnode`` to ask the state; ``namenode`` or ``admin`` to
+  subscribe), as soon as it says what it carries (PERMISSION_DENIED, as the gRPC
   guard answers; with TLS off every caller is let in, as on gRPC);
 * no first byte within the handshake timeout, or a first byte that is no kind;
 * a frame above ``max_message_bytes``, bytes that are not a ``JournalRequest``, or a request
@@ -48,6 +51,7 @@ from conf.guard import Role
 from conf.settings import RPCSettings
 from conf.wire import (
     KIND_JOURNAL,
+    KIND_STATE,
     KIND_SUBSCRIBE,
     FrameReader,
     FrameTooLargeError,
@@ -68,11 +72,22 @@ deposed one) and the subscriptions of standbys and observers
 
 ROLES = {
     KIND_JOURNAL: frozenset({Role.NAMENODE.value}),
+    KIND_STATE: frozenset({Role.NAMENODE.value, Role.JOURNALNODE.value}),
     KIND_SUBSCRIBE: frozenset({Role.NAMENODE.value, Role.ADMIN.value}),
 }
-"""Who may open each kind of connection: the rules of JournalStream and SubscribeEdits."""
+"""Who may open each kind of connection: the rules of the calls it carries."""
 
-NAMES = {KIND_JOURNAL: "JournalStream", KIND_SUBSCRIBE: "SubscribeEdits"}
+NAMES = {
+    KIND_JOURNAL: "JournalStream",
+    KIND_STATE: "GetJournalState",
+    KIND_SUBSCRIBE: "SubscribeEdits",
+}
+
+REQUESTS = {
+    KIND_JOURNAL: journal_pb2.JournalRequest,
+    KIND_STATE: journal_pb2.GetJournalStateRequest,
+}
+"""The request of each kind of connection that carries calls answered in order."""
 
 MAX_UNANSWERED = 64
 """Requests one connection may have waiting for the disk before its reading pauses."""
@@ -103,6 +118,10 @@ class WireServicer(Protocol):
     def subscription(
         self, request: Any, subscribed: Callable[[], Awaitable[None]]
     ) -> AsyncGenerator[Any, None]: ...
+
+    def journal_state_if_loaded(self, request: Any) -> Any: ...
+
+    async def journal_state(self, request: Any) -> Any: ...
 
 
 class EditsWire:
@@ -229,10 +248,10 @@ class _Connection(asyncio.Protocol):
         for payload in frames:
             if self._transport is None:
                 return
-            if self._kind == KIND_JOURNAL:
-                self._received(payload)
-            else:
+            if self._kind == KIND_SUBSCRIBE:
                 self._subscribe(payload)
+            else:
+                self._received(payload)
 
     # ------------------------------------------------------------------ kind and role
 
@@ -261,7 +280,7 @@ class _Connection(asyncio.Protocol):
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
-        if kind == KIND_JOURNAL:
+        if kind != KIND_SUBSCRIBE:
             self._arm_idle()
         return True
 
@@ -276,7 +295,7 @@ class _Connection(asyncio.Protocol):
             )
             self._transport.close()
 
-    # ------------------------------------------------------------------ a writer's batches
+    # ------------------------------------------------------------------ calls answered in order
 
     def _decode(self, message: Any, payload: bytes) -> Any:
         """``payload`` parsed into ``message`` and within bounds, or None (the connection
@@ -294,16 +313,17 @@ class _Connection(asyncio.Protocol):
         return message
 
     def _received(self, payload: bytes) -> None:
-        request = self._decode(journal_pb2.JournalRequest(), payload)
+        request = self._decode(REQUESTS[self._kind or KIND_JOURNAL](), payload)
         if request is None:
             return
         if not self._waiting:
             try:
-                if self._wire._sink.write_batch_if_quick(request):
-                    self._answer(OK_FRAME)
-                    return
+                answer = self._quick(request)
             except Exception as exc:
                 self._answer_failure(request, exc)
+                return
+            if answer is not None:
+                self._answer(answer)
                 return
         self._waiting.append(request)
         if self._worker is None:
@@ -312,19 +332,34 @@ class _Connection(asyncio.Protocol):
             self._paused = True
             self._transport.pause_reading()
 
+    def _quick(self, request: Any) -> bytes | None:
+        """The answer from the event loop, or None when the call must wait for the pool."""
+        sink = self._wire._sink
+        if self._kind == KIND_JOURNAL:
+            return OK_FRAME if sink.write_batch_if_quick(request) else None
+        state = sink.journal_state_if_loaded(request)
+        return None if state is None else _state_frame(state)
+
+    async def _slow(self, request: Any) -> bytes:
+        sink = self._wire._sink
+        if self._kind == KIND_JOURNAL:
+            await sink.write_batch(request)
+            return OK_FRAME
+        return _state_frame(await sink.journal_state(request))
+
     async def _drain(self) -> None:
-        """Write the waiting batches one after another in the pool, answering each."""
+        """Run the waiting calls one after another in the pool, answering each."""
         try:
             while self._waiting:
                 request = self._waiting[0]
                 try:
-                    await self._wire._sink.write_batch(request)
+                    answer = await self._slow(request)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
                     self._answer_failure(request, exc)
                 else:
-                    self._answer(OK_FRAME)
+                    self._answer(answer)
                 if self._waiting:
                     self._waiting.popleft()
                 if self._paused and len(self._waiting) < MAX_UNANSWERED // 2 and self._transport:
@@ -385,6 +420,8 @@ class _Connection(asyncio.Protocol):
         response = self._wire._sink.refusal(NAMES[self._kind or KIND_JOURNAL], request, exc)
         if self._kind == KIND_SUBSCRIBE:
             self._send(journal_pb2.WirePush(refused=response))
+        elif self._kind == KIND_STATE:
+            self._send(journal_pb2.WireStateAnswer(refused=response))
         else:
             self._answer(frame(response.SerializeToString()))
 
@@ -426,3 +463,7 @@ class _Connection(asyncio.Protocol):
             idle_seconds=self._wire._bounds.max_connection_idle,
         )
         self._transport.close()
+
+
+def _state_frame(state: Any) -> bytes:
+    return frame(journal_pb2.WireStateAnswer(state=state).SerializeToString())

@@ -353,3 +353,11 @@ class WirePush(_message.Message):
     edits: SubscribedEdits
     refused: JournalStreamResponse
     def __init__(self, subscribed_since: _Optional[int] = ..., edits: _Optional[_Union[SubscribedEdits, _Mapping]] = ..., refused: _Optional[_Union[JournalStreamResponse, _Mapping]] = ...) -> None: ...
+
+class WireStateAnswer(_message.Message):
+    __slots__ = ("state", "refused")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    state: GetJournalStateResponse
+    refused: JournalStreamResponse
+    def __init__(self, state: _Optional[_Union[GetJournalStateResponse, _Mapping]] = ..., refused: _Optional[_Union[JournalStreamResponse, _Mapping]] = ...) -> None: ...

@@ -39,7 +39,7 @@ from proto.values import (
     RequestInfo,
     SegmentState,
 )
-from qjm.wire import WireJournalStream, complete_from_answer
+from qjm.wire import WireJournalStream, WireStateCalls, complete_from_answer
 
 
 class JournalChannel(Protocol):
@@ -613,6 +613,7 @@ class AioJournalChannel(_JournalCalls):
         # Taken on the loop's thread only, never contended: _JournalCalls.send_journal's.
         self._stream_lock = threading.Lock()
         self._stream: AioJournalStream | WireJournalStream | None = None
+        self._state_wire: WireStateCalls | None = None
         self._blocking: GrpcJournalChannel | None = None
         self._blocking_lock = threading.Lock()
         self._closed = False
@@ -640,15 +641,38 @@ class AioJournalChannel(_JournalCalls):
         """The JournalNode's edits wire when it announced one (docs/protocol.md §13.8), with
         a JournalStream to fall back on; the JournalStream otherwise."""
         if self.edits_port:
-            port, self.edits_port = self.edits_port, 0  # learned again from GetJournalState
-            host = self.address.rsplit(":", 1)[0].strip("[]")
-            return WireJournalStream(host, port, self._tls, self._grpc_stream)
+            return WireJournalStream(self._host, self.edits_port, self._tls, self._grpc_stream)
         return self._grpc_stream()
 
+    @property
+    def _host(self) -> str:
+        return self.address.rsplit(":", 1)[0].strip("[]")
+
     def _grpc_stream(self) -> AioJournalStream:
+        self.edits_port = 0  # unreachable: asked again with the next GetJournalState on gRPC
         self._stub  # noqa: B018 (opens the channel)
         assert self._channel is not None
         return AioJournalStream(self._channel, self.address)
+
+    def get_journal_state(self, journal_id: str, cluster_id: str, timeout: float) -> Any:
+        """``GetJournalState`` on the edits wire once the JournalNode announced one (the
+        read-index round of every linearizable read), on gRPC otherwise; a coroutine."""
+        request = journal_pb2.GetJournalStateRequest(journal_id=journal_id, cluster_id=cluster_id)
+        wire = self._state_wire
+        if (wire is None or wire.broken) and self.edits_port and not self._closed:
+            wire = self._state_wire = WireStateCalls(
+                self._host, self.edits_port, self._tls, self._grpc_state_calls
+            )
+        if wire is None or wire.broken:
+            return self._do(_Rpc("GetJournalState", request, self._journal_state_answer), timeout)
+        return self._state_on_wire(wire, request, timeout)
+
+    async def _state_on_wire(self, wire: WireStateCalls, request: Any, timeout: float) -> Any:
+        return self._journal_state_answer(await wire.send(request, timeout))
+
+    def _grpc_state_calls(self) -> _UnaryCalls:
+        self.edits_port = 0
+        return _UnaryCalls(self, "GetJournalState")
 
     def _refused(self, error: Exception) -> asyncio.Future[None]:
         failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -670,6 +694,9 @@ class AioJournalChannel(_JournalCalls):
         stream, self._stream = self._stream, None
         if stream is not None:
             stream.close()
+        state_wire, self._state_wire = self._state_wire, None
+        if state_wire is not None:
+            state_wire.close()
         self.close_blocking()
         if self._channel is not None:
             await self._channel.close()
@@ -682,6 +709,24 @@ class AioJournalChannel(_JournalCalls):
 
     def close(self) -> None:
         raise TypeError("AioJournalChannel is closed with 'await channel.aclose()'")
+
+
+class _UnaryCalls:
+    """Unary calls of one method made like a wire's calls (``send`` returns a Future), for a
+    wire that could not be opened to fall back on."""
+
+    def __init__(self, channel: AioJournalChannel, method: str) -> None:
+        self._channel = channel
+        self._method = method
+        self.broken = False
+
+    def send(self, request: Any, timeout: float) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(
+            self._channel._do(_Rpc(self._method, request, lambda answer: answer), timeout)
+        )
+
+    def close(self) -> None:
+        self.broken = True
 
 
 AnyJournalChannel = JournalChannel | AioJournalChannel

@@ -1,16 +1,16 @@
-"""The writer's side of a JournalNode's edits wire (docs/protocol.md §13.8).
+"""The NameNode's side of a JournalNode's edits wire (docs/protocol.md §13.8).
 
-``WireJournalStream`` is an ``AioJournalStream`` on a plain asyncio connection framed by
-``conf.wire``: ``send`` (on the loop's thread) frames one ``JournalRequest`` and returns an
-asyncio Future that its answer completes, answers come back in the order sent, and the
-outcomes are the same: None, the exception the unary Journal call would have raised, or
-``JournalUnavailableError`` for every unanswered batch once the connection broke, missed a
-deadline or was closed.
+``WireCalls`` is one connection of one kind, calls answered in order: ``send`` (on the
+loop's thread) frames one request and returns an asyncio Future that its answer completes,
+or that fails with ``JournalUnavailableError`` once the connection broke, missed a deadline
+or was closed. ``WireJournalStream`` carries a writer's batches (an ``AioJournalStream``
+without gRPC: the answers are the unary Journal call's outcomes); ``WireStateCalls`` the
+read-index question, ``GetJournalState``.
 
-The connection is opened in the background. Batches sent before it is up wait in order; if
-it cannot be opened (nothing listens there any more, a handshake refused), the waiting
-batches and every later one go on a gRPC ``JournalStream`` made by ``fallback`` instead, so
-a JournalNode whose wire is gone costs speed, never a batch.
+The connection is opened in the background. Calls sent before it is up wait in order; if
+it cannot be opened (nothing listens there any more, a handshake refused), the waiting calls
+and every later one go to what ``fallback`` makes instead (a gRPC ``JournalStream``, unary
+``GetJournalState`` calls), so a JournalNode whose wire is gone costs speed, never a batch.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import structlog
 from conf.settings import TLSSettings
 from conf.wire import (
     KIND_JOURNAL,
+    KIND_STATE,
     FrameReader,
     FrameTooLargeError,
     client_ssl_context,
@@ -36,7 +37,13 @@ from proto import journal_pb2
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["CONNECT_SECONDS", "WireJournalStream", "complete_from_answer"]
+__all__ = [
+    "CONNECT_SECONDS",
+    "WireCalls",
+    "WireJournalStream",
+    "WireStateCalls",
+    "complete_from_answer",
+]
 
 CONNECT_SECONDS = 5.0
 """How long opening the connection (TCP and TLS) may take before the gRPC stream is used."""
@@ -45,8 +52,12 @@ MAX_ANSWER_BYTES = 1 << 20
 """An answer is a status and a message; anything longer is not a JournalNode speaking."""
 
 
-class WireJournalStream(asyncio.Protocol):
-    """Batches to one JournalNode over its edits wire, falling back to ``fallback()``."""
+class WireCalls(asyncio.Protocol):
+    """Calls of one ``kind`` to one JournalNode over its edits wire, each answer decoded by
+    ``complete(future, payload)``; falling back to ``fallback()``."""
+
+    kind = b""
+    what = "calls"
 
     def __init__(
         self,
@@ -61,8 +72,8 @@ class WireJournalStream(asyncio.Protocol):
         self._fallback: Any = None
         self._transport: asyncio.Transport | None = None
         self._reader = FrameReader(MAX_ANSWER_BYTES)
-        self._waiting: list[tuple[journal_pb2.JournalRequest, asyncio.Future[None], float]] = []
-        self._unanswered: collections.deque[tuple[asyncio.Future[None], float]] = (
+        self._waiting: list[tuple[Any, asyncio.Future[Any], float]] = []
+        self._unanswered: collections.deque[tuple[asyncio.Future[Any], float]] = (
             collections.deque()
         )
         self._error: Exception | None = None
@@ -98,8 +109,9 @@ class WireJournalStream(asyncio.Protocol):
             if self._error is not None:
                 return
             log.warning(
-                "edits wire unavailable; batches go on the JournalStream",
+                "edits wire unavailable; falling back to gRPC",
                 journalnode=self.address,
+                calls=self.what,
                 error=f"{type(exc).__name__}: {exc}",
             )
             self._fall_back()
@@ -111,10 +123,11 @@ class WireJournalStream(asyncio.Protocol):
         for request, future, deadline in waiting:
             _chain(self._fallback.send(request, max(0.0, deadline - now)), future)
 
-    def send(self, request: journal_pb2.JournalRequest, timeout: float) -> asyncio.Future[None]:
+    def send(self, request: Any, timeout: float) -> asyncio.Future[Any]:
         if self._fallback is not None:
-            return self._fallback.send(request, timeout)
-        future: asyncio.Future[None] = self._loop.create_future()
+            future_: asyncio.Future[Any] = self._fallback.send(request, timeout)
+            return future_
+        future: asyncio.Future[Any] = self._loop.create_future()
         if self._error is not None:
             future.set_exception(JournalUnavailableError(f"not sent: {self._error}"))
             return future
@@ -127,6 +140,9 @@ class WireJournalStream(asyncio.Protocol):
         if self._timer is None:
             self._arm()
         return future
+
+    def complete(self, future: asyncio.Future[Any], payload: bytes) -> None:
+        raise NotImplementedError
 
     def close(self) -> None:
         if self._fallback is not None:
@@ -141,7 +157,7 @@ class WireJournalStream(asyncio.Protocol):
             transport.abort()
             return
         self._transport = transport
-        transport.write(KIND_JOURNAL)
+        transport.write(self.kind)
         waiting, self._waiting = self._waiting, []
         for request, future, deadline in waiting:
             self._unanswered.append((future, deadline))
@@ -161,11 +177,9 @@ class WireJournalStream(asyncio.Protocol):
                     )
                 )
                 return
-            response = journal_pb2.JournalStreamResponse()
-            response.ParseFromString(payload)
             future, _ = self._unanswered.popleft()
             if not future.done():
-                complete_from_answer(future, response)
+                self.complete(future, payload)
 
     def connection_lost(self, exc: Exception | None) -> None:
         why = f": {exc}" if exc is not None else ""
@@ -222,6 +236,35 @@ class WireJournalStream(asyncio.Protocol):
                 future.set_exception(type(error)(str(error)))
 
 
+class WireJournalStream(WireCalls):
+    """A writer's batches (``JournalRequest``), answered with ``JournalStreamResponse``s."""
+
+    kind = KIND_JOURNAL
+    what = "journal batches"
+
+    def complete(self, future: asyncio.Future[Any], payload: bytes) -> None:
+        complete_from_answer(future, journal_pb2.JournalStreamResponse.FromString(payload))
+
+
+class WireStateCalls(WireCalls):
+    """The read-index question (``GetJournalStateRequest``), answered with
+    ``WireStateAnswer``s: the ``GetJournalStateResponse``, or the status the unary call would
+    have failed with."""
+
+    kind = KIND_STATE
+    what = "GetJournalState"
+
+    def complete(self, future: asyncio.Future[Any], payload: bytes) -> None:
+        answer = journal_pb2.WireStateAnswer.FromString(payload)
+        if answer.WhichOneof("kind") == "state":
+            future.set_result(answer.state)
+        else:
+            refused = answer.refused
+            future.set_exception(
+                from_status(status_code(refused.code), refused.details, refused.error_class or None)
+            )
+
+
 def complete_from_answer(future: Future[None] | asyncio.Future[None], response: Any) -> None:
     """A batch's Future from its JournalStream answer (on a gRPC stream or the wire): None,
     or the exception the unary Journal call would have raised."""
@@ -232,10 +275,10 @@ def complete_from_answer(future: Future[None] | asyncio.Future[None], response: 
         future.set_exception(from_status(code, response.details, response.error_class or None))
 
 
-def _chain(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
+def _chain(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
     """``target`` completes as ``source`` does."""
 
-    def copy(done: asyncio.Future[None]) -> None:
+    def copy(done: asyncio.Future[Any]) -> None:
         if target.done():
             return
         if done.cancelled():
@@ -243,6 +286,6 @@ def _chain(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
         elif done.exception() is not None:
             target.set_exception(done.exception())  # type: ignore[arg-type]
         else:
-            target.set_result(None)
+            target.set_result(done.result())
 
     source.add_done_callback(copy)

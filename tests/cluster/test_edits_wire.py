@@ -20,12 +20,12 @@ from conf.guard import Role
 from conf.wire import KIND_JOURNAL, KIND_SUBSCRIBE, client_ssl_context, frame
 from hadev.minicluster import MiniJournalCluster
 from hadev.pki import make_pki
-from journalnode.errors import AccessDeniedError, EpochError
+from journalnode.errors import AccessDeniedError, EpochError, NamespaceMismatchError
 from journalnode.server import JournalNodeServer
 from proto import journal_pb2
 from proto.values import NamespaceInfo, RemoteEditLog, RequestInfo
 from qjm.channel import AioJournalChannel
-from qjm.wire import WireJournalStream
+from qjm.wire import WireJournalStream, WireStateCalls
 from tests.cluster.test_edit_subscription import PushReader, wait_until
 from tests.cluster.test_journal_stream import batch
 from tests.cluster.test_qjm_cluster import HOLD, assert_ops, start_writer, write_batch
@@ -38,6 +38,13 @@ JID = "ns1"
 NS = NamespaceInfo("CID-wire", 5)
 NS_CLUSTER = QJM_NS.cluster_id  # the journal the QJM writer formats
 TIMEOUT = 10.0
+
+
+def unused_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 class Writer:
@@ -113,9 +120,7 @@ def test_a_wire_that_cannot_be_reached_falls_back_to_the_journalstream(
     cluster: MiniJournalCluster,
 ) -> None:
     node = cluster.node(0)
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
+    closed_port = unused_port()
 
     async def scenario() -> None:
         writer = Writer(cluster.addresses[0])
@@ -271,9 +276,7 @@ def test_a_reader_follows_the_log_on_the_wire(three: MiniJournalCluster) -> None
 def test_a_reader_that_cannot_reach_the_wire_subscribes_on_grpc(
     three: MiniJournalCluster,
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
+    closed_port = unused_port()
     reader = PushReader(three)
     for address in three.addresses:
         reader.subscriber._wire_ports[address] = closed_port
@@ -320,3 +323,54 @@ def test_a_subscription_on_the_wire_checks_its_request(three: MiniJournalCluster
         assert message in push.refused.details
     held = _wire_subscribe(port, 1, NS_CLUSTER)
     assert held.WhichOneof("kind") == "subscribed_since" and held.subscribed_since == 1
+
+
+# ---------------------------------------------------------------------- the read-index question
+
+
+def test_the_read_index_question_goes_on_the_wire_and_sees_a_new_promise(
+    cluster: MiniJournalCluster,
+) -> None:
+    node = cluster.node(0)
+
+    async def scenario() -> None:
+        writer = Writer(cluster.addresses[0])
+        await writer.open()
+        assert await writer.learn() == node.edits_port  # the first answer comes from gRPC
+        epoch, from_url = await writer.channel.get_journal_state(JID, NS.cluster_id, TIMEOUT)
+        assert (epoch, from_url) == (2, node.address)
+        wire = writer.channel._state_wire
+        assert isinstance(wire, WireStateCalls) and wire.on_wire
+        # Another writer's promise is seen by the next question on the wire.
+        rival = Writer(cluster.addresses[0])
+        await rival.channel.new_epoch(JID, NS, 3, TIMEOUT)
+        await rival.channel.aclose()
+        assert (await writer.channel.get_journal_state(JID, NS.cluster_id, TIMEOUT))[0] == 3
+        # An error is the unary call's own, and the connection goes on.
+        with pytest.raises(NamespaceMismatchError, match="CID-other"):
+            await writer.channel.get_journal_state(JID, "CID-other", TIMEOUT)
+        assert (await writer.channel.get_journal_state(JID, NS.cluster_id, TIMEOUT))[0] == 3
+        assert writer.channel._state_wire is wire and wire.on_wire
+        await writer.channel.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_the_read_index_question_falls_back_to_grpc(cluster: MiniJournalCluster) -> None:
+    closed_port = unused_port()
+
+    async def scenario() -> None:
+        writer = Writer(cluster.addresses[0])
+        await writer.open()
+        writer.channel.edits_port = closed_port
+        answers = await asyncio.gather(
+            *(writer.channel.get_journal_state(JID, NS.cluster_id, TIMEOUT) for _ in range(5))
+        )
+        assert [epoch for epoch, _ in answers] == [2] * 5
+        wire = writer.channel._state_wire
+        assert isinstance(wire, WireStateCalls) and not wire.on_wire
+        # The gRPC answers announced the real port again: the next wire is opened there.
+        assert writer.channel.edits_port == cluster.node(0).edits_port
+        await writer.channel.aclose()
+
+    asyncio.run(scenario())
