@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from conf.guard import Role
+from conf.settings import RPCSettings
 from conf.wire import KIND_JOURNAL, KIND_SUBSCRIBE, client_ssl_context, frame
 from hadev.minicluster import MiniJournalCluster
 from hadev.pki import make_pki
@@ -374,3 +375,35 @@ def test_the_read_index_question_falls_back_to_grpc(cluster: MiniJournalCluster)
         await writer.channel.aclose()
 
     asyncio.run(scenario())
+
+
+def test_an_idle_flood_without_a_certificate_neither_blocks_the_writer_nor_stays(
+    tmp_path: Path,
+) -> None:
+    """Connections that never complete their TLS handshake are not counted against the
+    wire's limit (only a handshake's end makes a connection), and they are closed after the
+    handshake timeout: 300 of them leave the writer's wire up."""
+    pki = make_pki(tmp_path / "pki", {"jn": [Role.JOURNALNODE], "nn": [Role.NAMENODE, Role.ADMIN]})
+    bounds = RPCSettings(handshake_timeout=0.5)
+    with JournalNodeServer(
+        tmp_path / "jn", "127.0.0.1:0", tls=pki.tls("jn"), connection_bounds=bounds
+    ) as node:
+        flood = [socket.create_connection(("127.0.0.1", node.edits_port)) for _ in range(300)]
+        try:
+
+            async def scenario() -> None:
+                writer = Writer(node.address, pki.tls("nn"))
+                await writer.open()
+                await writer.learn()
+                assert await asyncio.gather(*(writer.send(2) for _ in range(10))) == [None] * 10
+                stream = writer.channel._stream
+                assert isinstance(stream, WireJournalStream) and stream.on_wire
+                await writer.channel.aclose()
+
+            asyncio.run(scenario())
+            for sock in flood:
+                sock.settimeout(TIMEOUT)
+                assert sock.recv(1) == b""  # closed by the JournalNode
+        finally:
+            for sock in flood:
+                sock.close()
