@@ -25,9 +25,9 @@ from hanamenode import fsimage
 from hanamenode.checkpointer import StandbyCheckpointer
 from hanamenode.hugepages import (
     HUGE_PAGE_BYTES,
-    STEP_BYTES,
     Mapping,
     Range,
+    huge_page_bytes,
     parse_smaps,
     plan_collapse,
     steps,
@@ -137,11 +137,11 @@ def test_smaps_are_read_mapping_by_mapping() -> None:
 
 
 def test_a_collapse_goes_in_steps_a_stop_can_fall_between() -> None:
-    assert steps([Range(0, 2 * STEP_BYTES + HP), Range(10 * STEP_BYTES, 11 * STEP_BYTES)]) == [
-        Range(0, STEP_BYTES),
-        Range(STEP_BYTES, 2 * STEP_BYTES),
-        Range(2 * STEP_BYTES, 2 * STEP_BYTES + HP),
-        Range(10 * STEP_BYTES, 11 * STEP_BYTES),
+    assert steps([Range(0, 2 * HP), Range(10 * HP, 11 * HP)]) == [
+        Range(0, HP), Range(HP, 2 * HP), Range(10 * HP, 11 * HP)
+    ]
+    assert steps([Range(0, 5 * HP)], 2 * HP) == [
+        Range(0, 2 * HP), Range(2 * HP, 4 * HP), Range(4 * HP, 5 * HP)
     ]
 
 
@@ -181,7 +181,7 @@ def test_a_real_collapse_puts_the_heap_in_huge_pages_and_stops_between_steps() -
     pages (or, where the machine has them off, each step failed with EINVAL, reported)."""
     answer = _run_child(COLLAPSE_SCRIPT)
     stopped, whole = answer["stopped"], answer["whole"]
-    assert stopped["stopped"] and stopped["asked_bytes"] == STEP_BYTES
+    assert stopped["stopped"] and stopped["asked_bytes"] == huge_page_bytes()
     assert not whole["stopped"] and whole["asked_bytes"] >= 100 * MB
     if _thp_mode() == "never":
         assert whole["errors"] == ["EINVAL"] and whole["failed_bytes"] == whole["asked_bytes"]
