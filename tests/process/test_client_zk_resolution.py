@@ -15,7 +15,7 @@ The tests:
 - the reader identity cannot write the election znodes, and a client without it is told
   which keys to set; ``hafs`` works from a file that names no NameNode;
 - while ZooKeeper is frozen, a client keeps the NameNodes it knew, and one that never
-  reached it says so.
+  reached it says so; once it is back, the client follows the election again.
 """
 
 from __future__ import annotations
@@ -218,6 +218,9 @@ def test_a_zookeeper_outage_leaves_a_client_the_namenodes_it_knew(
     dev: DevCluster, tmp_path: Path
 ) -> None:
     """Last: it freezes ZooKeeper, after which the election may run again."""
+    for nn in ELECTED:  # the one killed before comes back as a standby
+        if not dev.namenode(nn).running:
+            dev.restart(nn)
     settings = client_conf(dev, tmp_path / "client.xml")
     with HaFsClient(settings, policy=POLICY) as fs:
         fs.mkdirs("/outage")
@@ -235,3 +238,16 @@ def test_a_zookeeper_outage_leaves_a_client_the_namenodes_it_knew(
         finally:
             dev.kill("zk", signal.SIGCONT)
         assert [st.path for st in fs.list("/outage")] == [f"/outage/{n}" for n in range(5)]
+
+        # It follows the election again once ZooKeeper is back (on a new session if the old
+        # one expired meanwhile: the watches are set again).
+        active = dev.wait_active(exclude=[OBSERVER])
+        (other,) = [nn for nn in ELECTED if nn != active]
+        deadline = time.monotonic() + 60
+        while (result := dev.hactl("failover", active, other)).returncode != 0:
+            # The electors may still be finding ZooKeeper again ("failover suspended").
+            assert time.monotonic() < deadline, result.stderr
+            time.sleep(0.5)
+        wait_for("the client follows the election after the outage",
+                 lambda: fs.proxy.current.nn_id == other)
+        fs.mkdirs("/outage/after")
