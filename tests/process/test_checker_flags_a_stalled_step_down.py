@@ -41,6 +41,9 @@ STALL_CONF: dict[str, str | int | float | bool] = {
     # How long nn1's stalled END-op sync may wait before its edit log fails: the window
     # in which the test makes nn2 active, deletes, and asks nn1.
     "dfs.qjournal.write-txns.timeout.ms": "15000",
+    # The relay forwards the JournalNodes' gRPC ports only; an edits wire (docs/protocol.md
+    # §13.8) would be a second path from nn1 to them, around the relay.
+    "dfs.journalnode.edits-address": "off",
 }
 OTHER_FIXES_OFF = (Mutant.ANSWER_WITHOUT_DURABILITY, Mutant.READ_WITHOUT_QUORUM_CONFIRMATION)
 FINDING_2 = (*OTHER_FIXES_OFF, Mutant.STEP_DOWN_SERVES_DURING_IO)
