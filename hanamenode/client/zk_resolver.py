@@ -218,7 +218,10 @@ class ZooKeeperResolver:
         paths = self.paths
         path = paths.lock
         try:
-            children = self.client.get_children(paths.lock, watch=self._watched)
+            # The first elector makes the lock's znode: until then nobody holds it.
+            children: list[str] = []
+            if self.client.exists(paths.lock, watch=self._watched) is not None:
+                children = self.client.get_children(paths.lock, watch=self._watched)
             first = first_contender(children)
             holder = None
             if first is not None:
@@ -242,7 +245,7 @@ class ZooKeeperResolver:
                 "(docs/operations.md §3.5)"
             ) from None
         except NoNodeError:
-            if path in (paths.lock, paths.members):
+            if path == paths.members:
                 raise _Unreadable(
                     f"{path} does not exist: no election there (is automatic failover on, "
                     "`hactl format-zk` run, and are dfs.nameservices and "
