@@ -26,12 +26,14 @@ __all__ = [
     "MIB",
     "Key",
     "QJournalUri",
+    "ZKJournalUri",
     "find_key",
     "parse_address",
     "parse_bool",
     "parse_duration",
     "parse_int",
     "parse_qjournal_uri",
+    "parse_shared_edits_uri",
     "suggest_key",
 ]
 
@@ -157,13 +159,69 @@ def parse_qjournal_uri(uri: str) -> QJournalUri:
     hosts, slash, journal_id = rest.partition("/")
     if not slash or not _JOURNAL_ID_RE.fullmatch(journal_id) or journal_id in (".", ".."):
         raise ConfigError(f"expected a journal id after the addresses, got {uri!r}")
+    return QJournalUri(_uri_addresses(hosts.split(";"), uri, "JournalNode"), journal_id)
+
+
+def _uri_addresses(hosts: list[str], uri: str, what: str) -> tuple[str, ...]:
+    """The ``host:port`` of each of ``hosts`` (in ``uri``), none twice; else ConfigError."""
     try:
-        addresses = tuple(parse_address(a, allow_port_zero=False) for a in hosts.split(";"))
+        addresses = tuple(parse_address(a, allow_port_zero=False) for a in hosts)
     except ValueError as err:
         raise ConfigError(f"{err} (in {uri!r})") from None
     if len(set(addresses)) != len(addresses):
-        raise ConfigError(f"a JournalNode address is listed twice in {uri!r}")
-    return QJournalUri(addresses, journal_id)
+        raise ConfigError(f"a {what} address is listed twice in {uri!r}")
+    return addresses
+
+
+@dataclass(frozen=True, slots=True)
+class ZKJournalUri:
+    """Where a ZooKeeper journal lives (docs/architecture.md §9.2): the ZooKeeper servers
+    and the znode under which its live log is kept; ``journal_id`` is that path."""
+
+    hosts: tuple[str, ...]
+    path: str
+
+    @property
+    def journal_id(self) -> str:
+        return self.path
+
+    @property
+    def connect_string(self) -> str:
+        """kazoo's ``hosts``: ``h1:2181,h2:2181``."""
+        return ",".join(self.hosts)
+
+    def __str__(self) -> str:
+        return f"zookeeper://{self.connect_string}{self.path}"
+
+
+def parse_zookeeper_journal_uri(uri: str) -> ZKJournalUri:
+    """Parse ``zookeeper://h1:2181,h2:2181/path/of/journal``; a bad URI is a ConfigError."""
+    text = uri.strip()
+    _, _, rest = text.partition("://")
+    hosts, slash, path = rest.partition("/")
+    names = path.split("/")
+    if not slash or not path or any(
+        not _JOURNAL_ID_RE.fullmatch(n) or n in (".", "..") for n in names
+    ):
+        raise ConfigError(
+            f"expected a znode path after the ZooKeeper hosts (zookeeper://h1:2181,h2:2181/"
+            f"hanamenode/journal), got {uri!r}"
+        )
+    return ZKJournalUri(_uri_addresses(hosts.split(","), uri, "ZooKeeper"), "/" + path)
+
+
+def parse_shared_edits_uri(uri: str) -> QJournalUri | ZKJournalUri:
+    """``dfs.namenode.shared.edits.dir``: ``qjournal://`` for the QJM, ``zookeeper://`` for
+    the ZooKeeper journal; any other scheme is a ConfigError naming both."""
+    scheme = uri.strip().partition("://")[0]
+    if scheme == "zookeeper":
+        return parse_zookeeper_journal_uri(uri)
+    if scheme != "qjournal":
+        raise ConfigError(
+            f"expected qjournal://host:port;host:port/journal-id or "
+            f"zookeeper://host:port,host:port/path, got {uri!r}"
+        )
+    return parse_qjournal_uri(uri)
 
 
 PROXY_PROVIDERS = ("ConfiguredFailoverProxyProvider", "ObserverReadProxyProvider")
@@ -379,13 +437,21 @@ KEYS: tuple[Key, ...] = (
     Key("dfs.ha.namenodes.<ns>", parse_id_list, None, "NameNode ids of the nameservice (nn1,nn2)"),
     Key(
         "dfs.namenode.shared.edits.dir",
-        parse_qjournal_uri,
+        parse_shared_edits_uri,
         None,
-        "the shared edit log: qjournal://h1:8485;h2:8485;h3:8485/<journal-id>",
+        "the shared edit log: qjournal://h1:8485;h2:8485;h3:8485/<journal-id>, or "
+        "zookeeper://h1:2181,h2:2181/<path> for the ZooKeeper journal",
+    ),
+    Key(
+        "dfs.namenode.zookeeper-journal.max-znode-bytes",
+        _count(4096, 1_000_000),
+        "524288",
+        "the largest batch znode of the ZooKeeper journal's live log, in bytes; a larger "
+        "batch is cut into several (ZooKeeper refuses a request above jute.maxbuffer, 1 MB)",
     ),
     Key(
         "dfs.namenode.shared.edits.dir.<ns>.<id>",
-        parse_qjournal_uri,
+        parse_shared_edits_uri,
         None,
         "the same, for one NameNode: its own addresses of the same JournalNodes (a proxy, "
         "another network), as in Hadoop; the journal id must be the generic key's",

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from conf.keys import KEYS_BY_NAME, MIB, Key, QJournalUri, find_key, suggest_key
+from conf.keys import KEYS_BY_NAME, MIB, Key, QJournalUri, ZKJournalUri, find_key, suggest_key
 from conf.xmlconf import ConfigError, ConfigValue, Property, read_xml, to_config_string
 
 __all__ = [
@@ -91,6 +91,13 @@ class QJMSettings:
     format_timeout: float = 60.0
     heartbeat_interval: float = 1.0
     queued_edits_limit_bytes: int = 10 * MIB
+
+
+@dataclass(frozen=True, slots=True)
+class ZKJournalSettings:
+    """The ZooKeeper journal's limits (``dfs.namenode.zookeeper-journal.*``)."""
+
+    max_znode_bytes: int = 512 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +210,15 @@ class Settings:
     client: ClientSettings = field(default_factory=ClientSettings)
     gc_freeze_after_start: bool = True
     """``hanamenode.gc.freeze-after-start`` (``conf.gcpauses``)."""
+    zk_journal_uri: ZKJournalUri | None = None
+    """``dfs.namenode.shared.edits.dir`` when it is ``zookeeper://``: the ZooKeeper journal
+    (``journal_uri``, the QJM's, is then None; docs/architecture.md §9)."""
+    zk_journal: ZKJournalSettings = field(default_factory=lambda: ZKJournalSettings())
+
+    @property
+    def shared_edits_uri(self) -> QJournalUri | ZKJournalUri | None:
+        """The shared edit log, whichever the backend."""
+        return self.journal_uri if self.journal_uri is not None else self.zk_journal_uri
 
     @classmethod
     def from_mapping(
@@ -284,6 +300,9 @@ class Settings:
         NameNode, its own shared edits URI when ``dfs.namenode.shared.edits.dir.<ns>.<id>``
         is set."""
         own_uri = self.values.get(f"dfs.namenode.shared.edits.dir.{self.nameservice}.{daemon_id}")
+        if isinstance(own_uri, ZKJournalUri):
+            own = dataclasses.replace(self, journal_uri=None, zk_journal_uri=own_uri)
+            return own._with_own_certificate(daemon_id)
         if own_uri is not None:
             return dataclasses.replace(self, journal_uri=own_uri)._with_own_certificate(daemon_id)
         return self._with_own_certificate(daemon_id)
@@ -529,7 +548,11 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         source=source_path,
         raw=MappingProxyType(raw),
         nameservice=nameservice,
-        journal_uri=get("dfs.namenode.shared.edits.dir"),
+        journal_uri=generic_uri if isinstance(generic_uri, QJournalUri) else None,
+        zk_journal_uri=generic_uri if isinstance(generic_uri, ZKJournalUri) else None,
+        zk_journal=ZKJournalSettings(
+            max_znode_bytes=get("dfs.namenode.zookeeper-journal.max-znode-bytes"),
+        ),
         journalnode_ids=journalnode_ids,
         namenode_ids=namenode_ids,
         qjm=qjm,

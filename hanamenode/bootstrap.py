@@ -89,7 +89,7 @@ def format_namenode(
         nn=nn_id,
         cluster=ns_info.cluster_id,
         namespace=ns_info.namespace_id,
-        journal=str(settings.journal_uri),
+        journal=str(settings.shared_edits_uri),
     )
     return ns_info
 

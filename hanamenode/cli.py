@@ -74,10 +74,10 @@ def _settings(conf_path: str | None, nn_id: str) -> Settings:
         settings.namenode(nn_id)
     except ConfigError as exc:
         raise click.ClickException(f"bad configuration: {exc}") from None
-    if settings.journal_uri is None:
+    if settings.shared_edits_uri is None:
         raise click.ClickException(
             "bad configuration: dfs.namenode.shared.edits.dir is not set "
-            "(qjournal://h1:p;h2:p;h3:p/journal-id)"
+            "(qjournal://h1:p;h2:p;h3:p/journal-id or zookeeper://h1:p,h2:p/path)"
         )
     return settings
 
@@ -117,7 +117,7 @@ def format_command(
         raise click.ClickException(f"format failed: {exc}") from None
     click.echo(
         f"formatted namespace {ns_info.namespace_id} of cluster {ns_info.cluster_id} "
-        f"on {settings.journal_uri} and {settings.namenode(nn_id).name_dir}",
+        f"on {settings.shared_edits_uri} and {settings.namenode(nn_id).name_dir}",
         err=True,
     )
 

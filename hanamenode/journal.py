@@ -22,13 +22,15 @@ The NameNode never names either class outside this module and the tailer's adapt
 from __future__ import annotations
 
 from collections.abc import Callable, Sized
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from conf import Settings
+from conf.keys import ZKJournalUri
 from proto import edits_pb2
 from proto.values import NamespaceInfo
 from qjm.journal_manager import connect_from_settings
+from qjm.reader import LoadResult
+from zkjournal.manager import ZKJournalManager
 
 __all__ = [
     "ApplyTailed",
@@ -43,16 +45,6 @@ __all__ = [
 
 ApplyTailed = Callable[[edits_pb2.EditOp], bool]
 """Apply one op read from the log; False means stop (tailing was disabled meanwhile)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LoadResult:
-    """What one pass over the log did: ``applied`` ops, the last txid applied (0 if none),
-    and the highest txid the journal knows of (in-progress segments included)."""
-
-    applied: int
-    last_txid: int
-    highest_known_txid: int
 
 
 class JournalOutputStream(Protocol):
@@ -158,4 +150,7 @@ JournalFactory = Callable[[NamespaceInfo], JournalManager]
 def connect_journal(settings: Settings, namespace_info: NamespaceInfo) -> JournalManager:
     """The journal manager of ``dfs.namenode.shared.edits.dir``: the QJM for
     ``qjournal://``, the ZooKeeper journal for ``zookeeper://``."""
+    uri = settings.shared_edits_uri
+    if isinstance(uri, ZKJournalUri):
+        return ZKJournalManager.from_settings(settings, uri, namespace_info)
     return connect_from_settings(settings, namespace_info)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import structlog
@@ -36,6 +37,17 @@ class SegmentSource(Protocol):
     address: str
 
     def get_segment(self, start: int, end: int | None) -> Iterator[bytes]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """What one pass over the log did: ``applied`` ops, the last txid applied (0 if none),
+    and the highest txid the journal knows of (in-progress segments included). Either
+    backend's reader returns it (``hanamenode.journal.EditSource``)."""
+
+    applied: int
+    last_txid: int
+    highest_known_txid: int
 
 
 class EditLogReadError(QJMError):

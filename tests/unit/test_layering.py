@@ -2,7 +2,8 @@
 
     proto <- conf  <-  zk, journalnode  <-  qjm  <-  hanamenode  <-  failover  <-  namenoded
     (``durable``, on ``proto`` only, sits under ``zk`` and ``journalnode`` beside ``conf``;
-    ``hanamenode`` builds on ``zk`` as well, for the client that reads the election znodes)
+    ``hanamenode`` builds on ``zk`` as well, for the client that reads the election znodes;
+    ``zkjournal``, the ZooKeeper journal, sits on ``qjm`` and ``zk``, below ``hanamenode``)
 
 A package may import its own modules and the packages it reaches by following the arrows
 of ``BUILDS_ON`` (the picture in docs/architecture.md §2); ``zk`` and ``journalnode`` are
@@ -34,8 +35,10 @@ BUILDS_ON: dict[str, frozenset[str]] = {
     "zk": frozenset({"conf", "durable"}),
     "journalnode": frozenset({"conf", "durable"}),
     "qjm": frozenset({"journalnode"}),
+    # the second shared-edits backend: the QJM's interface and errors, kazoo (§9)
+    "zkjournal": frozenset({"qjm", "zk"}),
     # the client library reads the election znodes to find the NameNodes (§2.1)
-    "hanamenode": frozenset({"qjm", "zk"}),
+    "hanamenode": frozenset({"qjm", "zk", "zkjournal"}),
     "failover": frozenset({"hanamenode", "zk"}),
     # the NameNode process: hanamenode's command line with failover's elector handed in
     "namenoded": frozenset({"failover"}),
@@ -116,6 +119,12 @@ def layering_violation(importer: str, imported: str) -> str | None:
         ("hanamenode", "namenoded", "hanamenode is below namenoded"),
         ("failover", "namenoded", "failover is below namenoded"),
         ("qjm", "nnsim", "product package qjm imports no tool"),
+        ("zkjournal", "qjm", None),
+        ("zkjournal", "zk", None),
+        ("hanamenode", "zkjournal", None),
+        ("zkjournal", "hanamenode", "zkjournal is below hanamenode"),
+        ("qjm", "zkjournal", "qjm is below zkjournal"),
+        ("zk", "zkjournal", "zk is below zkjournal"),
     ],
 )
 def test_layering_rule(importer: str, imported: str, expected: str | None) -> None:
