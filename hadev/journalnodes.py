@@ -362,8 +362,8 @@ class JournalNodeProcessCluster:
         hosts: Mapping[str, DaemonHost] | None = None,
         tls: bool = True,
     ) -> None:
-        if n < 1:
-            raise ValueError(f"a journal cluster needs at least one node, got {n}")
+        if n < 0:
+            raise ValueError(f"a journal cluster of {n} nodes")
         self.tls = tls
         self._transport: tuple[Pki | None, dict[str, ConfigValue]] | None = None
         hosts = hosts or {}
@@ -433,7 +433,7 @@ class JournalNodeProcessCluster:
             props[f"dfs.journalnode.rpc-address.{node.jn_id}"] = node.address
             props[f"dfs.journalnode.http-address.{node.jn_id}"] = node.http_address
             props[f"dfs.journalnode.edits.dir.{node.jn_id}"] = node.edits_dir
-        if self.journal_id is not None:
+        if self.journal_id is not None and self.nodes:  # none: the ZooKeeper journal's
             uri = f"qjournal://{';'.join(self.addresses)}/{self.journal_id}"
             props["dfs.namenode.shared.edits.dir"] = uri
         return {**props, **self.extra_conf}

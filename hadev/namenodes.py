@@ -307,6 +307,8 @@ class NameNodeProcessCluster:
     ``base_dir`` keeps the namespace), and starts every NameNode; all are then STANDBY.
     Leaving stops every process it started (and removes ``base_dir`` if it made it).
     ``hosts`` places daemons by id (``nn1``, ``jn2``...) on other hosts (``DaemonHost``).
+    ``journal_nodes=0`` runs none: ``extra_conf`` then names the shared edits, e.g. the
+    ZooKeeper journal's ``zookeeper://`` URI (docs/architecture.md §9.2).
     The last ``observers`` NameNodes are configured as observers
     (``dfs.namenode.observer.<ns>.<id>``): they start as OBSERVER.
     ``tls`` (default True) serves mutual TLS with certificates in ``tls_dir`` (default
