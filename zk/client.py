@@ -19,6 +19,7 @@ records what happened and wakes whoever waits.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -97,13 +98,19 @@ def acl_list(zk: ZKSettings, *, acl_explicit: bool = True) -> list[ACL]:
 
 
 def make_client(
-    zk: ZKSettings, *, acl_explicit: bool = True, chroot: bool = True
+    zk: ZKSettings,
+    *,
+    acl_explicit: bool = True,
+    chroot: bool = True,
+    logger: logging.Logger | None = None,
 ) -> KazooClient:
     """A kazoo client (not started) for ``zk``: hosts and chroot, session timeout, auth, ACL.
 
     ``chroot=False`` connects above the chroot (``hactl format-zk`` creates the chroot
-    znode that way). Reconnection is retried forever, backing off to at most a quarter of
-    the session timeout, so a client finds a restarted server before its session expires.
+    znode that way); ``logger`` replaces kazoo's own (``kazoo.client``), so one client's
+    connection messages can be told, and quietened, apart. Reconnection is retried forever,
+    backing off to at most a quarter of the session timeout, so a client finds a restarted
+    server before its session expires.
     """
     if not zk.quorum:
         raise ConfigError("not set: automatic failover needs ZooKeeper", key="ha.zookeeper.quorum")
@@ -114,6 +121,7 @@ def make_client(
         timeout=zk.session_timeout,
         auth_data=list(zk.auth) or None,
         default_acl=acl_list(zk, acl_explicit=acl_explicit),
+        logger=logger,
         connection_retry=KazooRetry(
             max_tries=-1,
             delay=0.05,

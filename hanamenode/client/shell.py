@@ -49,6 +49,7 @@ from hanamenode.client.client import DeleteOp, HaFsClient, ListingsAhead, Mkdirs
 from hanamenode.client.failover_proxy import FailoverProxy, NameNodeAddress, RetryPolicy
 from hanamenode.client.globs import GlobError, component_regex
 from hanamenode.client.globs import expand as expand_glob
+from hanamenode.client.zk_resolver import KAZOO_LOGGER
 from hanamenode.errors import (
     DirectoryNotEmptyError,
     NamenodeError,
@@ -503,10 +504,10 @@ def main(
 
     Every answer is linearizable unless --stale-ok is given (docs/consistency.md §4)."""
     setup_logging(log_format, log_level)
-    if logging.getLevelName(log_level.upper()) >= logging.WARNING:
-        # kazoo warns at each reconnect attempt while ZooKeeper is unreachable (--zookeeper);
-        # the resolver's own line says it once, and names the quorum.
-        logging.getLogger("kazoo").setLevel(logging.ERROR)
+    # The resolver's kazoo client warns at each reconnect attempt while ZooKeeper is
+    # unreachable (--zookeeper); the resolver's own line says it once, naming the quorum.
+    quiet = logging.getLevelName(log_level.upper()) >= logging.WARNING
+    logging.getLogger(KAZOO_LOGGER).setLevel(logging.ERROR if quiet else logging.NOTSET)
     if namenode is not None and fs_address is not None:
         raise click.UsageError("give --namenode or -fs, not both")
     if zookeeper is not None and (namenode is not None or fs_address is not None):

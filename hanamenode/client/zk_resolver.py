@@ -31,6 +31,7 @@ each new ``Resolution`` to the failover proxy::
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,10 +47,12 @@ from hanamenode.client.resolver import NameNodeAddress, Resolution
 from zk.client import SessionWatcher, close_client, make_client
 from zk.paths import ActiveNodeInfo, ElectorPaths
 
-__all__ = ["QUORUM_KEY", "ZooKeeperResolver", "first_contender", "resolve"]
+__all__ = ["KAZOO_LOGGER", "QUORUM_KEY", "ZooKeeperResolver", "first_contender", "resolve"]
 
 log = structlog.get_logger(__name__)
 
+KAZOO_LOGGER = "hanamenode.client.zk_resolver.kazoo"
+"""The stdlib logger of the resolver's kazoo client (its reconnect attempts, at warning)."""
 QUORUM_KEY = "dfs.client.failover.zookeeper.quorum"
 AUTH_KEY = "dfs.client.failover.zookeeper.auth"
 
@@ -123,7 +126,7 @@ class ZooKeeperResolver:
                               key=QUORUM_KEY)
         self.zk = zk
         self.paths = paths
-        self.client: KazooClient = make_client(zk)
+        self.client: KazooClient = make_client(zk, logger=logging.getLogger(KAZOO_LOGGER))
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._first = threading.Event()

@@ -5,6 +5,7 @@ real cluster, is tests/process/test_client_zk_resolution.py."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +16,12 @@ from click.testing import CliRunner
 from conf import ConfigError, Settings
 from hanamenode.client import FailoverProxy, HaFsClient, NameNodeAddress, Resolution, RetryPolicy
 from hanamenode.client.shell import main as hafs
-from hanamenode.client.zk_resolver import ZooKeeperResolver, first_contender, resolve
+from hanamenode.client.zk_resolver import (
+    KAZOO_LOGGER,
+    ZooKeeperResolver,
+    first_contender,
+    resolve,
+)
 from hanamenode.errors import NamenodeUnavailableError
 from zk.paths import ActiveNodeInfo
 
@@ -130,7 +136,12 @@ def test_resolving_from_zookeeper_settings() -> None:
 
 
 def test_hafs_names_a_bad_zookeeper_option() -> None:
+    kazoo_levels = [logging.getLogger(n).level for n in ("kazoo", "kazoo.client")]
     result = CliRunner().invoke(hafs, ["--zookeeper", "zk1", "ls", "/"])
+    # hafs quietens its resolver's kazoo logger alone: kazoo's own stays as it was for
+    # everything else in the process (test_conf logs through kazoo.client after it).
+    assert logging.getLogger(KAZOO_LOGGER).level == logging.ERROR
+    assert [logging.getLogger(n).level for n in ("kazoo", "kazoo.client")] == kazoo_levels
     assert result.exit_code == 2
     assert "--zookeeper" in result.output and "expected host:port" in result.output
     both = CliRunner().invoke(hafs, ["--zookeeper", "zk1:2181", "-fs", "nn:8020", "ls", "/"])
