@@ -25,7 +25,10 @@ In this one process it builds a namespace of ``--inodes`` inodes with ``Namespac
   (``checkpoint_next_*``); ``checkpoint_tailing_held_ms_max``, ``checkpoint_fork_ms`` and
   ``checkpoint_fork_cpu_ms`` are the larger of those two. ``*_apply_us_p99`` and
   ``*_minor_faults`` (this process's, over the checkpoint) show the copy-on-write that the
-  tailer pays while the child shares the heap;
+  tailer pays while the child shares the heap. Where the time went: ``*_gap_at_fork_ms`` is
+  the stretch that holds the fork, and ``*_runqueue_ms`` how long of a stretch the loop
+  thread was runnable but waiting for a core (its ``schedstat``), which is the machine's
+  load, not the checkpoint;
 - ``startup_to_serving_s``: a real NameNode process (``hadev.namenodes``) whose name dir
   holds the image, from spawn to answering STANDBY;
 - with a large directory: the time to list one page of it in the middle and to stat one of
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import dataclasses
 import functools
 import gc
@@ -122,27 +126,62 @@ def big_dir_figures(ns: Namespace, children: int) -> dict[str, float]:
 
 @dataclasses.dataclass
 class _Ticks:
-    """What the tailer task saw: the time after each apply, and how long each apply took."""
+    """What the tailer task saw: the time after each apply, how long each apply took, and
+    how long the loop thread had waited for a core by then (nanoseconds, the second field
+    of ``/proc/thread-self/schedstat``; 0 where the kernel does not keep it)."""
 
     applied: list[float] = dataclasses.field(default_factory=list)
     took: list[float] = dataclasses.field(default_factory=list)
+    runqueue_ns: list[int] = dataclasses.field(default_factory=list)
+
+    def longest_gap(self) -> int:
+        """The index of the apply that starts the longest stretch without one."""
+        gaps = [b - a for a, b in itertools.pairwise(self.applied)]
+        return max(range(len(gaps)), key=gaps.__getitem__, default=0)
+
+    def gap_ms(self, i: int) -> float:
+        return round((self.applied[i + 1] - self.applied[i]) * 1000, 1) if self.took else 0.0
+
+    def runqueue_ms(self, i: int) -> float:
+        """How long, of the stretch after apply ``i``, the loop thread waited for a core."""
+        if not self.took:
+            return 0.0
+        return round((self.runqueue_ns[i + 1] - self.runqueue_ns[i]) / 1e6, 1)
+
+    def gap_around(self, at: float) -> int:
+        """The index of the apply that starts the stretch holding the instant ``at``."""
+        return max(bisect.bisect_right(self.applied, at) - 1, 0)
 
 
 async def _tailer_gaps(ns: Namespace, stop: asyncio.Event) -> _Ticks:
     """Play the tailer on the loop: one mkdir op every ``TICK_S``, held while the namespace
     is frozen."""
     ticks = _Ticks()
-    while not stop.is_set():
-        if not ns.frozen:
-            began = time.perf_counter()
-            op = ns.prepare_mkdir(f"/tick/t{next(_TICKS):07d}", parents=True)
-            assert op is not None
-            op.txid = ns.last_applied_txid + 1
-            ns.apply(op)
-            ticks.applied.append(time.perf_counter())
-            ticks.took.append(ticks.applied[-1] - began)
-        await asyncio.sleep(TICK_S)
-    ticks.applied.append(time.perf_counter())
+    try:
+        stats = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+    except OSError:
+        stats = -1
+
+    def runqueue() -> int:
+        return int(os.pread(stats, 100, 0).split()[1]) if stats >= 0 else 0
+
+    try:
+        while not stop.is_set():
+            if not ns.frozen:
+                began = time.perf_counter()
+                op = ns.prepare_mkdir(f"/tick/t{next(_TICKS):07d}", parents=True)
+                assert op is not None
+                op.txid = ns.last_applied_txid + 1
+                ns.apply(op)
+                ticks.applied.append(time.perf_counter())
+                ticks.took.append(ticks.applied[-1] - began)
+                ticks.runqueue_ns.append(runqueue())
+            await asyncio.sleep(TICK_S)
+        ticks.applied.append(time.perf_counter())
+        ticks.runqueue_ns.append(runqueue())
+    finally:
+        if stats >= 0:
+            os.close(stats)
     return ticks
 
 
@@ -171,9 +210,11 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
         return await task
 
     def one(prefix: str, huge_pages: bool) -> dict[str, float]:
+        forked: list[float] = []  # on_thaw runs on the loop just after the fork
         checkpointer = StandbyCheckpointer(
             lambda: ns, name_dir, NS_INFO, checkpoint_txns=1, checkpoint_period=3600,
             checkpoints_retained=1, nn_id="bench", nn_loop=nn_loop, huge_pages=huge_pages,
+            on_thaw=lambda: forked.append(time.perf_counter()),
         )
         stop, task = nn_loop.run(start())
         time.sleep(0.05)
@@ -188,8 +229,12 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
             raise RuntimeError("the checkpoint wrote nothing")
         applies = zip(busy.applied[: len(busy.took)], busy.took, strict=True)  # not the end stamp
         during = [d for t, d in applies if began <= t <= began + took]
+        longest, at_fork = busy.longest_gap(), busy.gap_around(forked[0])
         figures = {
             "tailing_held_ms_max": round(_max_gap(busy.applied) * 1000, 1),
+            "longest_gap_runqueue_ms": busy.runqueue_ms(longest),
+            "gap_at_fork_ms": busy.gap_ms(at_fork),
+            "gap_at_fork_runqueue_ms": busy.runqueue_ms(at_fork),
             "s": round(took, 2),
             "fork_ms": round(result.tailing_held_seconds * 1000, 1),
             "fork_cpu_ms": round(result.fork_cpu_seconds * 1000, 1),
@@ -209,6 +254,7 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
         figures = {
             "load_average_1m_checkpoints": round(os.getloadavg()[0], 2),
             "tailing_gap_ms_max_idle": round(_max_gap(idle.applied) * 1000, 1),
+            "tailing_gap_runqueue_ms_idle": idle.runqueue_ms(idle.longest_gap()),
             "tailing_apply_us_p99_idle": round(_p99(idle.took) * 1e6, 1),
         }
         figures.update(one("checkpoint_4k", huge_pages=False))
@@ -390,10 +436,11 @@ def main(argv: list[str] | None = None) -> int:
         "layout3_save_s_per_million", "layout3_load_s_per_million", "layout3_bytes_per_inode",
         "image_save_speedup_vs_layout3", "image_load_speedup_vs_layout3",
         "image_save_cpu_speedup_vs_layout3", "image_load_cpu_speedup_vs_layout3",
-        "tailing_gap_ms_max_idle", "tailing_apply_us_p99_idle",
+        "tailing_gap_ms_max_idle", "tailing_gap_runqueue_ms_idle", "tailing_apply_us_p99_idle",
         "checkpoint_tailing_held_ms_max", "checkpoint_fork_ms", "checkpoint_fork_cpu_ms",
         *(f"{prefix}_{key}" for prefix in ("checkpoint_4k", "checkpoint_first", "checkpoint_next")
-          for key in ("tailing_held_ms_max", "fork_ms", "fork_cpu_ms", "heap_collapse_s",
+          for key in ("tailing_held_ms_max", "longest_gap_runqueue_ms", "gap_at_fork_ms",
+                      "gap_at_fork_runqueue_ms", "fork_ms", "fork_cpu_ms", "heap_collapse_s",
                       "huge_page_mb", "apply_us_p99", "minor_faults", "s")),
         "load_average_1m_checkpoints", "startup_to_serving_s",
         "big_dir_list_page_ms", "big_dir_stat_us", "load_average_1m",
