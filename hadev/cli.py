@@ -1,6 +1,7 @@
 """``hadev``: the one-command local cluster (docs/architecture.md §1, ``hadev.devcluster``)::
 
     hadev up [--dir D] [--journalnodes 3] [--namenodes 2] [--observers 0] [--session-timeout 1s]
+             [--journal qjm|zookeeper]
              [--insecure]
     hadev down [--dir D]
     hadev jn-wipe jnN [--dir D] [--timeout 60s]
@@ -56,6 +57,7 @@ from conf import parse_duration
 from conf.logging import setup_logging
 from hadev.devcluster import (
     DEFAULT_SESSION_TIMEOUT,
+    JOURNALS,
     DevCluster,
     DevClusterError,
     DevShape,
@@ -165,6 +167,14 @@ _DIR_OPTION = click.option(
     help="Plaintext RPC instead of mutual TLS with per-role certificates: anybody who "
     "reaches a port may call any RPC.",
 )
+@click.option(
+    "--journal",
+    type=click.Choice(JOURNALS),
+    default="qjm",
+    show_default=True,
+    help="The shared edit log: the QJM on --journalnodes JournalNodes, or the ZooKeeper "
+    "journal (its live log in the cluster's ZooKeeper; no JournalNode is started).",
+)
 def up(
     directory: Path,
     journalnodes: int,
@@ -172,6 +182,7 @@ def up(
     observers: int,
     session_timeout: str,
     insecure: bool,
+    journal: str,
 ) -> None:
     """Start the cluster in the foreground; Ctrl-C stops it."""
     setup_logging("console", "warning")
@@ -202,6 +213,7 @@ def up(
         observers=observers,
         session_timeout=session,
         tls=not insecure,
+        journal=journal,
     )
     run_dir.mkdir(parents=True, exist_ok=True)
     own_pid = dev.pid_file(UP_PID)
@@ -280,8 +292,11 @@ def _print_started(dev: DevCluster) -> None:
         f"dies; {active} takes over",
         f"  {_command_hint('hadev')} start {other} --dir {dev.base_dir}   # {other} comes back"
         " as standby (also: stop, restart)",
-        f"  {_command_hint('hadev')} jn-wipe {dev.journalnodes[-1].jn_id} --dir {dev.base_dir}"
-        "   # it loses its disk, rejoins and syncs",
+        *(
+            f"  {_command_hint('hadev')} jn-wipe {jn.jn_id} --dir {dev.base_dir}"
+            "   # it loses its disk, rejoins and syncs"
+            for jn in dev.journalnodes[-1:]
+        ),
         f"  {_command_hint('hadev')} down --dir {dev.base_dir}   # or Ctrl-C here",
         "",
         "Running until Ctrl-C or SIGTERM.",

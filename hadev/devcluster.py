@@ -8,7 +8,8 @@ ZooKeeper, JournalNodes and NameNodes with automatic failover (the elector insid
     D/conf/zk-auth         the ZooKeeper digest secret (ha.zookeeper.auth = @D/conf/zk-auth)
     D/conf/zk-reader       the clients' read-only ZooKeeper identity, for resolving the
                            NameNodes from it (dfs.client.failover.zookeeper.auth)
-    D/conf/hadev.json      the shape it was made with (how many JournalNodes, NameNodes)
+    D/conf/hadev.json      the shape it was made with (how many JournalNodes, NameNodes;
+                           which journal: qjm, or zookeeper with no JournalNode)
     D/conf/ports.json      each loopback daemon's ports, taken again by the next start on D
     D/run/<name>.pid       zk.pid, jn1.pid, ..., nn1.pid, ... while they run
     D/run/<cmd>.<name>.request, .done   what another hadev command asks of ``hadev up``
@@ -93,6 +94,12 @@ ZK_READER = "hafs-reader"
 """The digest user of the dev cluster's ZooKeeper clients (``conf/zk-auth``)."""
 JOURNAL_ID = "ns1"
 
+JOURNALS = ("qjm", "zookeeper")
+"""``hadev up --journal``: the QJM on JournalNodes, or the ZooKeeper journal."""
+
+ZK_JOURNAL_PARENT = "/hanamenode/journal"
+"""Where the ZooKeeper journal's znodes live: ``<parent>/<JOURNAL_ID>``."""
+
 
 class DevClusterError(RuntimeError):
     """The dev cluster could not be started or used; the message says what to do."""
@@ -107,6 +114,9 @@ class DevShape:
     namenodes: int
     observers: int = 0
     """Observer NameNodes after the ``namenodes`` (a file of before issue 14 has none)."""
+    journal: str = "qjm"
+    """The shared edit log: ``qjm`` (JournalNodes) or ``zookeeper`` (the ZooKeeper journal,
+    docs/architecture.md §9.2; no JournalNode). A file of before issue 29 says none: qjm."""
 
     @classmethod
     def read(cls, path: Path) -> DevShape | None:
@@ -116,6 +126,7 @@ class DevShape:
                 int(fields["journalnodes"]),
                 int(fields["namenodes"]),
                 int(fields.get("observers", 0)),
+                str(fields.get("journal", "qjm")),
             )
         except FileNotFoundError:
             return None
@@ -211,17 +222,22 @@ class DevCluster:
         log_format: str = "console",
         hosts: Mapping[str, DaemonHost] | None = None,
         tls: bool = True,
+        journal: str = "qjm",
     ) -> None:
+        if journal not in JOURNALS:
+            raise DevClusterError(f"journal {journal!r}: expected one of {', '.join(JOURNALS)}")
+        if journal == "zookeeper":
+            journalnodes = 0  # the ZooKeeper journal keeps the log: no JournalNode
         if namenodes < 2:
             raise DevClusterError(
                 f"automatic failover needs two NameNodes or more, got {namenodes}"
             )
-        if journalnodes < 1:
+        if journal == "qjm" and journalnodes < 1:
             raise DevClusterError(f"the edit log needs a JournalNode or more, got {journalnodes}")
         if observers < 0:
             raise DevClusterError(f"observers must be 0 or more, got {observers}")
         self.base_dir = Path(base_dir).absolute()
-        self.shape = DevShape(journalnodes, namenodes, observers)
+        self.shape = DevShape(journalnodes, namenodes, observers, journal)
         self.session_timeout = session_timeout
         self.quorum_timeout = quorum_timeout
         self.extra_conf = dict(extra_conf or {})
@@ -332,8 +348,8 @@ class DevCluster:
         if shape is not None and shape != self.shape:
             raise DevClusterError(
                 f"{self.base_dir} holds a cluster of {shape.journalnodes} JournalNodes, "
-                f"{shape.namenodes} NameNodes and {shape.observers} observers; start it with "
-                "those counts, or use a new --dir"
+                f"{shape.namenodes} NameNodes and {shape.observers} observers with the "
+                f"{shape.journal} journal; start it with those, or use a new --dir"
             )
         reused = (self.zookeeper.data_dir / "version-2").is_dir()
         for directory in (self.run_dir, self.log_dir, self.data_dir):
@@ -422,8 +438,17 @@ class DevCluster:
         return {
             **dev_conf(self.zookeeper.connect_string, self.session_timeout, self.quorum_timeout),
             **self.zk_acl_conf(),
+            **self.journal_conf(),
             **self.extra_conf,
         }
+
+    def journal_conf(self) -> dict[str, ConfigValue]:
+        """With the ZooKeeper journal, its URI on the dev cluster's ZooKeeper (the QJM's
+        comes from the JournalNodes' launcher)."""
+        if self.shape.journal != "zookeeper":
+            return {}
+        uri = f"zookeeper://{self.zookeeper.connect_string}{ZK_JOURNAL_PARENT}/{JOURNAL_ID}"
+        return {"dfs.namenode.shared.edits.dir": uri}
 
     @property
     def zk_auth_path(self) -> Path:
