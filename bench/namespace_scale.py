@@ -25,10 +25,11 @@ In this one process it builds a namespace of ``--inodes`` inodes with ``Namespac
   (``checkpoint_next_*``); ``checkpoint_tailing_held_ms_max``, ``checkpoint_fork_ms`` and
   ``checkpoint_fork_cpu_ms`` are the larger of those two. ``*_apply_us_p99`` and
   ``*_minor_faults`` (this process's, over the checkpoint) show the copy-on-write that the
-  tailer pays while the child shares the heap. Where the time went: ``*_gap_at_fork_ms`` is
-  the stretch that holds the fork, and ``*_runqueue_ms`` how long of a stretch the loop
-  thread was runnable but waiting for a core (its ``schedstat``), which is the machine's
-  load, not the checkpoint;
+  tailer pays while the child shares the heap, ``*_rss_growth_mb`` what the checkpoint added
+  to this process's RSS (a collapse fills what it covers). Where the time went:
+  ``*_gap_at_fork_ms`` is the stretch that holds the fork, and ``*_runqueue_ms`` how long of
+  a stretch the loop thread was runnable but waiting for a core (its ``schedstat``), which
+  is the machine's load, not the checkpoint;
 - ``startup_to_serving_s``: a real NameNode process (``hadev.namenodes``) whose name dir
   holds the image, from spawn to answering STANDBY;
 - with a large directory: the time to list one page of it in the middle and to stat one of
@@ -218,11 +219,12 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
         )
         stop, task = nn_loop.run(start())
         time.sleep(0.05)
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        faults, rss = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, rss_bytes()
         began = time.perf_counter()
         result = checkpointer.do_checkpoint()
         took = time.perf_counter() - began
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+        rss = rss_bytes() - rss
         time.sleep(0.05)
         busy = nn_loop.run(finish(stop, task))
         if result is None:
@@ -241,6 +243,7 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
             "ops_applied_during": float(len(during)),
             "apply_us_p99": round(_p99(during) * 1e6, 1),
             "minor_faults": float(faults),
+            "rss_growth_mb": round(rss / 2**20, 1),
         }
         if result.heap is not None:
             figures["heap_collapse_s"] = round(result.heap.seconds, 2)
@@ -441,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         *(f"{prefix}_{key}" for prefix in ("checkpoint_4k", "checkpoint_first", "checkpoint_next")
           for key in ("tailing_held_ms_max", "longest_gap_runqueue_ms", "gap_at_fork_ms",
                       "gap_at_fork_runqueue_ms", "fork_ms", "fork_cpu_ms", "heap_collapse_s",
-                      "huge_page_mb", "apply_us_p99", "minor_faults", "s")),
+                      "huge_page_mb", "apply_us_p99", "minor_faults", "rss_growth_mb", "s")),
         "load_average_1m_checkpoints", "startup_to_serving_s",
         "big_dir_list_page_ms", "big_dir_stat_us", "load_average_1m",
     ) if key in result]
