@@ -142,9 +142,10 @@ def steps(ranges: Iterable[Range], step: int = HUGE_PAGE_BYTES) -> list[Range]:
 @dataclass(frozen=True, slots=True)
 class CollapseReport:
     """What one ``collapse_heap`` did: the bytes it asked the kernel to collapse, the errors
-    it met (errno names, each once, with the bytes they left in small pages), the seconds it
-    took, whether a stop cut it short, and the process's bytes in anonymous huge pages after
-    it (``AnonHugePages`` of ``/proc/self/smaps_rollup``)."""
+    it met (errno names, each once, with the bytes they left in small pages; or why it could
+    not read the mappings), the seconds it took, whether a stop cut it short, and the
+    process's bytes in anonymous huge pages after it (``AnonHugePages`` of
+    ``/proc/self/smaps_rollup``; 0 when that cannot be read)."""
 
     asked_bytes: int
     failed_bytes: int
@@ -171,7 +172,11 @@ def _madvise() -> Callable[[int, int, int], int]:
 
 
 def _anon_huge_bytes() -> int:
-    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+    try:
+        text = Path("/proc/self/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
         if line.startswith("AnonHugePages:"):
             return int(line.split()[1]) * 1024
     return 0
@@ -183,8 +188,13 @@ def collapse_heap(should_stop: Callable[[], bool] = lambda: False) -> CollapseRe
     kernel without the GIL: call it from a thread that holds nothing the loop needs."""
     began = time.perf_counter()
     huge_page = huge_page_bytes()
-    plan = plan_collapse(parse_smaps(Path("/proc/self/smaps").read_text()), huge_page)
-    plan = steps(plan, huge_page)
+    try:
+        mappings = parse_smaps(Path("/proc/self/smaps").read_text())
+    except (OSError, ValueError) as exc:
+        # An optimisation that cannot see the heap: the caller logs why and forks as before.
+        why = f"cannot read /proc/self/smaps: {type(exc).__name__}: {exc}"
+        return CollapseReport(0, 0, (why,), time.perf_counter() - began, False, 0)
+    plan = steps(plan_collapse(mappings, huge_page), huge_page)
     madvise = _madvise()
     asked = failed = 0
     errors: dict[str, None] = {}

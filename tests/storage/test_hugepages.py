@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from hadev.daemon import child_environment
-from hanamenode import fsimage
+from hanamenode import fsimage, hugepages
 from hanamenode.checkpointer import StandbyCheckpointer
 from hanamenode.hugepages import (
     HUGE_PAGE_BYTES,
@@ -327,3 +328,34 @@ def test_the_image_is_the_namespace_at_its_txid_while_the_loop_changes_it(
     for op in after:
         loaded.apply(op)
     assert loaded.digest() == ns.digest()
+
+
+def test_a_heap_that_cannot_be_collapsed_is_logged_and_still_checkpointed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collapse is an optimisation: when it cannot read the mappings, the checkpoint
+    says so in a warning and writes its image from a fork of the heap as it is."""
+
+    def unreadable(text: str) -> list[Mapping]:
+        raise ValueError("smaps: Rss in 'MB', not kB")
+
+    monkeypatch.setattr(hugepages, "parse_smaps", unreadable)
+    ns = Namespace()
+    ns.mkdir("/a/b", parents=True)
+    name_dir = NameDirectory(tmp_path)
+    nn_loop = NameNodeLoop("hp-test").start()
+    try:
+        with capture_logs() as logs:
+            result = StandbyCheckpointer(
+                lambda: ns, name_dir, NS_INFO, checkpoint_txns=1, checkpoint_period=60,
+                checkpoints_retained=1, nn_id="hp-test", nn_loop=nn_loop,
+            ).do_checkpoint()
+    finally:
+        nn_loop.stop()
+    assert result is not None and result.heap is not None
+    assert result.heap.asked_bytes == 0
+    [warning] = [e for e in logs if e["event"].startswith("heap not all in huge pages")]
+    assert warning["log_level"] == "warning"
+    assert "cannot read /proc/self/smaps: ValueError: smaps: Rss in 'MB'" in warning["errors"]
+    loaded, txid, _ = fsimage.load_image(result.image)
+    assert txid == ns.last_applied_txid and loaded.digest() == ns.digest()
