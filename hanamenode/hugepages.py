@@ -2,13 +2,13 @@
 a few milliseconds whatever the namespace's size (issue 27; docs/architecture.md §5.7).
 
 A fork copies the parent's page tables while the forking thread waits: an entry for every
-4 KiB page of the heap, about 33 ms of CPU a GB here, 60 ms and more at 10 million inodes. A
+4 KiB page of the heap, about 33 ms of CPU a GB here, 50 ms at 10 million inodes. A
 2 MiB transparent huge page is one entry a level up (a PMD), which the fork copies instead of
 512. So before each forked checkpoint, the checkpointer's bridge thread (not the loop) asks
 the kernel to collapse the heap's anonymous mappings into huge pages: ``MADV_COLLAPSE``
 (Linux 6.1) copies each 2 MiB range into a huge page in the calling thread, without the GIL,
 whatever ``/sys/kernel/mm/transparent_hugepage/enabled`` says short of ``never``. The first
-collapse copies the whole heap (about 2 s of CPU a GB, beside the loop, which waits only
+collapse copies the whole heap (about 2.5 s of CPU a GB, beside the loop, which waits only
 when it touches the 2 MiB being copied); later ones copy what changed since: new arenas, and
 the ranges the parent wrote to while a child shared them (a write to a shared huge page
 splits it back into 4 KiB entries, then copies the one 4 KiB page, as without huge pages).
