@@ -24,6 +24,7 @@ from structlog.testing import capture_logs
 from hadev.daemon import child_environment
 from hanamenode import fsimage, hugepages
 from hanamenode.checkpointer import StandbyCheckpointer
+from hanamenode.errors import CheckpointCancelledError
 from hanamenode.hugepages import (
     HUGE_PAGE_BYTES,
     Mapping,
@@ -195,6 +196,7 @@ CHECKPOINT_SCRIPT = """
 import json, sys
 from pathlib import Path
 from hanamenode.checkpointer import StandbyCheckpointer
+from hanamenode.errors import CheckpointCancelledError
 from hanamenode.loop import NameNodeLoop
 from hanamenode.namespace import Namespace
 from hanamenode.storage import NameDirectory
@@ -359,3 +361,41 @@ def test_a_heap_that_cannot_be_collapsed_is_logged_and_still_checkpointed(
     assert "cannot read /proc/self/smaps: ValueError: smaps: Rss in 'MB'" in warning["errors"]
     loaded, txid, _ = fsimage.load_image(result.image)
     assert txid == ns.last_applied_txid and loaded.digest() == ns.digest()
+
+
+def test_a_failover_during_the_collapse_cancels_the_checkpoint_before_its_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The NameNode leaves the standby state (``stop``) while its checkpoint collapses a
+    heap that is not yet in huge pages: the collapse stops at the next huge page, the
+    checkpoint raises CheckpointCancelledError, nothing is forked and no file is left."""
+    fresh = b"\x02" * (64 << 20)  # written, so resident: a mapping the collapse takes
+    ns = Namespace()
+    ns.mkdir("/a")
+    name_dir = NameDirectory(tmp_path)
+    nn_loop = NameNodeLoop("hp-test").start()
+    checkpointer = StandbyCheckpointer(
+        lambda: ns, name_dir, NS_INFO, checkpoint_txns=1, checkpoint_period=60,
+        checkpoints_retained=1, nn_id="hp-test", nn_loop=nn_loop,
+    )
+    real_madvise = hugepages._madvise()
+    calls: list[int] = []
+
+    def madvise_then_fail_over(start: int, size: int, advice: int) -> int:
+        calls.append(start)
+        if len(calls) == 1:
+            assert nn_loop.run(checkpointer.stop())  # what a transition to active does
+        return real_madvise(start, size, advice)
+
+    def no_fork(*args: Any, **kwargs: Any) -> fsimage.ForkedImageSave:
+        raise AssertionError("the checkpoint forked after its stop")
+
+    monkeypatch.setattr(hugepages, "_madvise", lambda: madvise_then_fail_over)
+    monkeypatch.setattr(fsimage, "fork_save_image", no_fork)
+    try:
+        with pytest.raises(CheckpointCancelledError, match="collapsed into huge pages"):
+            checkpointer.do_checkpoint()
+    finally:
+        nn_loop.stop()
+    assert len(calls) == 1 and len(fresh) == 64 << 20
+    assert list(tmp_path.iterdir()) == []
