@@ -29,7 +29,8 @@ In this one process it builds a namespace of ``--inodes`` inodes with ``Namespac
   to this process's RSS (a collapse fills what it covers). Where the time went:
   ``*_gap_at_fork_ms`` is the stretch that holds the fork, and ``*_runqueue_ms`` how long of
   a stretch the loop thread was runnable but waiting for a core (its ``schedstat``), which
-  is the machine's load, not the checkpoint;
+  is the machine's load, not the checkpoint; ``*_held_ms_max_less_runqueue`` is the longest
+  stretch once that wait is taken out of each;
 - ``startup_to_serving_s``: a real NameNode process (``hadev.namenodes``) whose name dir
   holds the image, from spawn to answering STANDBY;
 - with a large directory: the time to list one page of it in the middle and to stat one of
@@ -149,6 +150,19 @@ class _Ticks:
             return 0.0
         return round((self.runqueue_ns[i + 1] - self.runqueue_ns[i]) / 1e6, 1)
 
+    def own_ms_max(self) -> float:
+        """The longest stretch less the time the loop thread waited for a core in it: what
+        this process held the loop for, whatever the machine's load."""
+        if not self.took:
+            return 0.0
+        own = [
+            (b - a) * 1e9 - (rb - ra)
+            for (a, b), (ra, rb) in zip(
+                itertools.pairwise(self.applied), itertools.pairwise(self.runqueue_ns), strict=True
+            )
+        ]
+        return round(max(own) / 1e6, 1)
+
     def gap_around(self, at: float) -> int:
         """The index of the apply that starts the stretch holding the instant ``at``."""
         return max(bisect.bisect_right(self.applied, at) - 1, 0)
@@ -235,6 +249,7 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
         figures = {
             "tailing_held_ms_max": round(_max_gap(busy.applied) * 1000, 1),
             "longest_gap_runqueue_ms": busy.runqueue_ms(longest),
+            "held_ms_max_less_runqueue": busy.own_ms_max(),
             "gap_at_fork_ms": busy.gap_ms(at_fork),
             "gap_at_fork_runqueue_ms": busy.runqueue_ms(at_fork),
             "s": round(took, 2),
@@ -258,6 +273,7 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
             "load_average_1m_checkpoints": round(os.getloadavg()[0], 2),
             "tailing_gap_ms_max_idle": round(_max_gap(idle.applied) * 1000, 1),
             "tailing_gap_runqueue_ms_idle": idle.runqueue_ms(idle.longest_gap()),
+            "tailing_gap_ms_max_less_runqueue_idle": idle.own_ms_max(),
             "tailing_apply_us_p99_idle": round(_p99(idle.took) * 1e6, 1),
         }
         figures.update(one("checkpoint_4k", huge_pages=False))
@@ -265,7 +281,7 @@ def checkpoint_held(ns: Namespace, workdir: Path) -> dict[str, float]:
         figures.update(one("checkpoint_next", huge_pages=True))
     finally:
         nn_loop.stop()
-    for key in ("tailing_held_ms_max", "fork_ms", "fork_cpu_ms"):
+    for key in ("tailing_held_ms_max", "held_ms_max_less_runqueue", "fork_ms", "fork_cpu_ms"):
         figures[f"checkpoint_{key}"] = max(
             figures[f"checkpoint_first_{key}"], figures[f"checkpoint_next_{key}"]
         )
@@ -439,10 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         "layout3_save_s_per_million", "layout3_load_s_per_million", "layout3_bytes_per_inode",
         "image_save_speedup_vs_layout3", "image_load_speedup_vs_layout3",
         "image_save_cpu_speedup_vs_layout3", "image_load_cpu_speedup_vs_layout3",
-        "tailing_gap_ms_max_idle", "tailing_gap_runqueue_ms_idle", "tailing_apply_us_p99_idle",
-        "checkpoint_tailing_held_ms_max", "checkpoint_fork_ms", "checkpoint_fork_cpu_ms",
+        "tailing_gap_ms_max_idle", "tailing_gap_runqueue_ms_idle",
+        "tailing_gap_ms_max_less_runqueue_idle", "tailing_apply_us_p99_idle",
+        "checkpoint_tailing_held_ms_max", "checkpoint_held_ms_max_less_runqueue",
+        "checkpoint_fork_ms", "checkpoint_fork_cpu_ms",
         *(f"{prefix}_{key}" for prefix in ("checkpoint_4k", "checkpoint_first", "checkpoint_next")
-          for key in ("tailing_held_ms_max", "longest_gap_runqueue_ms", "gap_at_fork_ms",
+          for key in ("tailing_held_ms_max", "longest_gap_runqueue_ms",
+                      "held_ms_max_less_runqueue", "gap_at_fork_ms",
                       "gap_at_fork_runqueue_ms", "fork_ms", "fork_cpu_ms", "heap_collapse_s",
                       "huge_page_mb", "apply_us_p99", "minor_faults", "rss_growth_mb", "s")),
         "load_average_1m_checkpoints", "startup_to_serving_s",
