@@ -450,6 +450,26 @@ KEYS: tuple[Key, ...] = (
         "batch is cut into several (ZooKeeper refuses a request above jute.maxbuffer, 1 MB)",
     ),
     Key(
+        "dfs.namenode.zookeeper-journal.window.bytes",
+        _count(1),
+        str(64 * MIB),
+        "the ZooKeeper journal: the bytes of batches ZooKeeper holds beyond what every "
+        "NameNode packed; past it the publisher deletes the oldest packed ones anyway",
+    ),
+    Key(
+        "dfs.namenode.zookeeper-journal.window.seconds",
+        _duration("s"),
+        "300",
+        "the same in age: no batch older than this stays once the active packed it",
+    ),
+    Key(
+        "dfs.namenode.zookeeper-journal.publish.period",
+        _duration("s"),
+        "2",
+        "how often each NameNode packs the new batches on its disk and the active deletes "
+        "the packed ones",
+    ),
+    Key(
         "dfs.namenode.shared.edits.dir.<ns>.<id>",
         parse_shared_edits_uri,
         None,

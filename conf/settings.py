@@ -98,6 +98,9 @@ class ZKJournalSettings:
     """The ZooKeeper journal's limits (``dfs.namenode.zookeeper-journal.*``)."""
 
     max_znode_bytes: int = 512 * 1024
+    window_bytes: int = 64 * MIB
+    window_seconds: float = 300.0
+    publish_period: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,6 +555,9 @@ def _build(props: list[Property], source: str, source_path: Path) -> Settings:
         zk_journal_uri=generic_uri if isinstance(generic_uri, ZKJournalUri) else None,
         zk_journal=ZKJournalSettings(
             max_znode_bytes=get("dfs.namenode.zookeeper-journal.max-znode-bytes"),
+            window_bytes=get("dfs.namenode.zookeeper-journal.window.bytes"),
+            window_seconds=get("dfs.namenode.zookeeper-journal.window.seconds"),
+            publish_period=get("dfs.namenode.zookeeper-journal.publish.period"),
         ),
         journalnode_ids=journalnode_ids,
         namenode_ids=namenode_ids,

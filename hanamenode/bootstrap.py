@@ -177,7 +177,10 @@ def bootstrap_standby(
                 what = f"name directory {name_dir.path} already holds data"
                 if not confirm(what):
                     raise FormatAbortedError(f"{what}; not overwritten (use --force)")
-            with contextlib.closing(connect_journal(settings, ns_info)) as journal:
+            # With the ZooKeeper journal, txids its publisher deleted count as available
+            # when another NameNode's packed segments hold them (fetched again at start).
+            journal = connect_journal(settings, ns_info, nn_id=nn_id)
+            with contextlib.closing(journal):
                 edit_source_for(journal).check_edits_available(checkpoint.txid + 1)
             name_dir.clear()
             fsimage.install_image(

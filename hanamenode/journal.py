@@ -21,16 +21,25 @@ The NameNode never names either class outside this module and the tailer's adapt
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Iterator, Sized
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+import grpc
+import structlog
 
 from conf import Settings
 from conf.keys import ZKJournalUri
-from proto import edits_pb2
+from hanamenode.errors import from_rpc_error
+from hanamenode.peers import NameNodePeers
+from proto import edits_pb2, namenode_pb2
 from proto.values import NamespaceInfo
 from qjm.journal_manager import connect_from_settings
 from qjm.reader import LoadResult
-from zkjournal.manager import ZKJournalManager
+from zkjournal.manager import Fetch, ZKJournalManager
+from zkjournal.packed import PackedSegments
+
+log = structlog.get_logger(__name__)
 
 __all__ = [
     "ApplyTailed",
@@ -41,6 +50,8 @@ __all__ = [
     "LoadResult",
     "PushFeed",
     "connect_journal",
+    "fetch_from_peers",
+    "packed_segments",
 ]
 
 ApplyTailed = Callable[[edits_pb2.EditOp], bool]
@@ -147,10 +158,67 @@ JournalFactory = Callable[[NamespaceInfo], JournalManager]
 """Makes a journal manager for the configured journal (``connect_journal``; tests wrap it)."""
 
 
-def connect_journal(settings: Settings, namespace_info: NamespaceInfo) -> JournalManager:
+PACKED_DIR = "zkjournal"
+"""Where a NameNode of the ZooKeeper journal keeps its packed segments, in its name dir."""
+
+FETCH_TIMEOUT = 600.0
+
+
+def packed_segments(name_dir: Path) -> PackedSegments:
+    """The packed segments of the NameNode whose name dir is ``name_dir``."""
+    return PackedSegments(name_dir / PACKED_DIR)
+
+
+def connect_journal(
+    settings: Settings,
+    namespace_info: NamespaceInfo,
+    *,
+    nn_id: str = "",
+    name_dir: Path | None = None,
+) -> JournalManager:
     """The journal manager of ``dfs.namenode.shared.edits.dir``: the QJM for
-    ``qjournal://``, the ZooKeeper journal for ``zookeeper://``."""
+    ``qjournal://``, the ZooKeeper journal for ``zookeeper://``. For the latter, NameNode
+    ``nn_id`` packs the live log into ``name_dir`` (none: it packs nothing) and fetches the
+    packed txids it missed from the other NameNodes (``GetEditSegments``)."""
     uri = settings.shared_edits_uri
     if isinstance(uri, ZKJournalUri):
-        return ZKJournalManager.from_settings(settings, uri, namespace_info)
+        return ZKJournalManager.from_settings(
+            settings,
+            uri,
+            namespace_info,
+            nn_id=nn_id,
+            packed=None if name_dir is None else packed_segments(name_dir),
+            fetch=fetch_from_peers(settings, nn_id) if nn_id else None,
+        )
     return connect_from_settings(settings, namespace_info)
+
+
+def fetch_from_peers(settings: Settings, nn_id: str) -> Fetch:
+    """``GetEditSegments`` of each other NameNode in turn, until one holds the txid asked:
+    its framed records from there on (nothing when none does; each refusal logged)."""
+
+    def fetch(since_txid: int) -> Iterator[bytes]:
+        peers = NameNodePeers.from_settings(settings, nn_id)
+        request = namenode_pb2.GetEditSegmentsRequest(since_txid=since_txid)
+        try:
+            for peer in peers.peers:
+                try:
+                    chunks = [
+                        c.data
+                        for c in peers.namenode(peer).GetEditSegments(
+                            request, timeout=FETCH_TIMEOUT
+                        )
+                    ]
+                except grpc.RpcError as err:
+                    log.warning("cannot fetch packed segments", peer=str(peer),
+                                since_txid=since_txid, error=str(from_rpc_error(err)))
+                    continue
+                if chunks:
+                    log.info("fetched packed segments", peer=str(peer), since_txid=since_txid,
+                             bytes=sum(len(c) for c in chunks))
+                    return iter(chunks)
+            return iter(())
+        finally:
+            peers.close()
+
+    return fetch

@@ -189,7 +189,9 @@ class FSNamesystem:
         self.metrics = metrics if metrics is not None else NameNodeMetrics()
         self.peers = peers if peers is not None else NameNodePeers.from_settings(settings, nn_id)
         self._qjm_factory: QJMFactory = qjm_factory or (
-            lambda ns_info: connect_journal(settings, ns_info)
+            lambda ns_info: connect_journal(
+                settings, ns_info, nn_id=nn_id, name_dir=name_dir.path
+            )
         )
         self._retry_cache_capacity = retry_cache_capacity
         self._owns_loop = nn_loop is None

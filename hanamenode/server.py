@@ -53,6 +53,7 @@ from hanamenode.errors import (
     to_status,
 )
 from hanamenode.ha import ACTIVE_HINT_KEY, SEEN_TXID_KEY, STATE_TXID_KEY, HAState, parse_txid
+from hanamenode.journal import packed_segments
 from hanamenode.loop import NameNodeLoop
 from hanamenode.metrics import NameNodeMetrics
 from hanamenode.namespace import StatInfo
@@ -117,8 +118,9 @@ def _rules() -> dict[str, MethodRule]:
     nnp = "/hanamenode.namenode.NamenodeProtocol/"
     for method in ("RollEditLog", "PutImage", "PurgeLogs"):
         rules[nnp + method] = namenode
-    # bootstrap-standby, an operator's command, reads the namespace info and the image.
-    for method in ("GetMostRecentCheckpoint", "GetImage", "GetNamespaceInfo"):
+    # bootstrap-standby, an operator's command, reads the namespace info and the image, and
+    # checks that the edits after it can be had (the ZooKeeper journal's packed segments).
+    for method in ("GetMostRecentCheckpoint", "GetImage", "GetNamespaceInfo", "GetEditSegments"):
         rules[nnp + method] = namenode_or_admin
     return rules
 
@@ -662,6 +664,22 @@ class NamenodeProtocolServicer(_Servicer, namenode_pb2_grpc.NamenodeProtocolServ
             await _abort(context, FSImageError(f"image disappeared while being sent: {exc}"))
         except Exception as exc:
             await _unexpected(context, "GetImage", exc)
+
+    async def GetEditSegments(self, request: Any, context: Context) -> AsyncIterator[Any]:
+        """Stream this NameNode's packed segments of the ZooKeeper journal from
+        ``since_txid`` (docs/architecture.md §9.3), in chunks of at most 1 MiB, read off the
+        loop; nothing when it packed none from there."""
+        blocking = self.fsn.nn_loop.blocking
+        try:
+            segments = packed_segments(self.fsn.name_dir.path).framed_from(request.since_txid)
+            while (data := await blocking(next, segments, None)) is not None:
+                for start in range(0, len(data), IMAGE_CHUNK_BYTES):
+                    yield namenode_pb2.ImageChunk(data=data[start : start + IMAGE_CHUNK_BYTES])
+        except FileNotFoundError as exc:
+            # Purged while being sent: the caller asks another NameNode, or again.
+            await _abort(context, FSImageError(f"packed segment gone while sent: {exc}"))
+        except Exception as exc:
+            await _unexpected(context, "GetEditSegments", exc)
 
     async def PutImage(self, request_iterator: AsyncIterator[Any], context: Context) -> Any:
         nn_loop = self.fsn.nn_loop

@@ -142,6 +142,7 @@ BOUNDS: Mapping[str, Bound] = MappingProxyType(
         _NN + "CedeRequest.millis_to_cede": IntRange(0, CEDE_MAX_MILLIS),
         # NamenodeProtocol.
         _NN + "GetImageRequest.txid": _TXID,
+        _NN + "GetEditSegmentsRequest.since_txid": _TXID,
         _NN + "CheckpointInfo.txid": _TXID,
         _NN + "CheckpointInfo.md5": MaxBytes(MD5_HEX_BYTES),
         _NN + "CheckpointInfo.size": _TXID,

@@ -382,6 +382,12 @@ class ImageUpload(_message.Message):
     data: bytes
     def __init__(self, info: _Optional[_Union[CheckpointInfo, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
+class GetEditSegmentsRequest(_message.Message):
+    __slots__ = ("since_txid",)
+    SINCE_TXID_FIELD_NUMBER: _ClassVar[int]
+    since_txid: int
+    def __init__(self, since_txid: _Optional[int] = ...) -> None: ...
+
 class PurgeRequest(_message.Message):
     __slots__ = ("min_txid_to_keep",)
     MIN_TXID_TO_KEEP_FIELD_NUMBER: _ClassVar[int]

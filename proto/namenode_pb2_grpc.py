@@ -816,6 +816,11 @@ class NamenodeProtocolStub:
                 request_serializer=proto_dot_namenode__pb2.HAEmpty.SerializeToString,
                 response_deserializer=proto_dot_namenode__pb2.NamespaceInfoResponse.FromString,
                 _registered_method=True)
+        self.GetEditSegments = channel.unary_stream(
+                '/hanamenode.namenode.NamenodeProtocol/GetEditSegments',
+                request_serializer=proto_dot_namenode__pb2.GetEditSegmentsRequest.SerializeToString,
+                response_deserializer=proto_dot_namenode__pb2.ImageChunk.FromString,
+                _registered_method=True)
 
 
 class NamenodeProtocolServicer:
@@ -857,6 +862,12 @@ class NamenodeProtocolServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetEditSegments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NamenodeProtocolServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -889,6 +900,11 @@ def add_NamenodeProtocolServicer_to_server(servicer, server):
                     servicer.GetNamespaceInfo,
                     request_deserializer=proto_dot_namenode__pb2.HAEmpty.FromString,
                     response_serializer=proto_dot_namenode__pb2.NamespaceInfoResponse.SerializeToString,
+            ),
+            'GetEditSegments': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetEditSegments,
+                    request_deserializer=proto_dot_namenode__pb2.GetEditSegmentsRequest.FromString,
+                    response_serializer=proto_dot_namenode__pb2.ImageChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1053,6 +1069,33 @@ class NamenodeProtocol:
             '/hanamenode.namenode.NamenodeProtocol/GetNamespaceInfo',
             proto_dot_namenode__pb2.HAEmpty.SerializeToString,
             proto_dot_namenode__pb2.NamespaceInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEditSegments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/hanamenode.namenode.NamenodeProtocol/GetEditSegments',
+            proto_dot_namenode__pb2.GetEditSegmentsRequest.SerializeToString,
+            proto_dot_namenode__pb2.ImageChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,6 +9,8 @@ Under the path of ``zookeeper://<hosts>/<path>``::
     <path>/log/b-<first txid, 20 digits>-<sequence, 10 digits>
                          one batch of framed edits each: a header, then the records exactly
                          as the QJM sends them (proto.records)
+    <path>/persisted     what the active's publisher deleted through (JSON)
+    <path>/persisted/<nn>  the last txid NameNode <nn> packed on its disk (JSON)
 
     paths = JournalPaths("/hanamenode/journal/ns1")
     data = encode_batch(BatchHeader(epoch=3, first_txid=41, count=2), framed)
@@ -71,6 +73,15 @@ class JournalPaths:
     @property
     def log(self) -> str:
         return join(self.root, "log")
+
+    @property
+    def persisted(self) -> str:
+        """Its data: what the publisher deleted through; its children: what each NameNode
+        packed (``persisted/<nn>``)."""
+        return join(self.root, "persisted")
+
+    def persisted_by(self, nn_id: str) -> str:
+        return join(self.persisted, nn_id)
 
     def batch_prefix(self, first_txid: int) -> str:
         """What a batch starting at ``first_txid`` is created as (ZooKeeper appends the

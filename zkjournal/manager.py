@@ -36,9 +36,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 import structlog
@@ -76,11 +77,15 @@ from zkjournal.layout import (
     encode_namespace,
     split_framed,
 )
+from zkjournal.packed import PackedSegments
+from zkjournal.window import LiveBatch, deletion_bound
 
 if TYPE_CHECKING:
     from kazoo.interfaces import IAsyncResult
 
-__all__ = ["ZKJournalManager", "ZKPushFeed", "read_live_log"]
+__all__ = [
+    "Fetch", "PublishSettings", "ZKJournalManager", "ZKPushFeed", "read_live_log", "read_tail",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +93,23 @@ READ_PIPELINE = 64
 """Batch znodes a reader asks for at once (kazoo pipelines them on its one connection)."""
 
 START_TIMEOUT = 15.0
+
+DELETE_CHUNK = 200
+"""Batch znodes one multi of the publisher deletes (a multi's request is bounded too)."""
+
+Fetch = Callable[[int], Iterator[bytes]]
+"""Framed records from a txid on, out of another NameNode's packed segments."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PublishSettings:
+    """How often the packer and the publisher run, and the window ZooKeeper keeps
+    (``dfs.namenode.zookeeper-journal.publish.period``, ``.window.bytes``,
+    ``.window.seconds``)."""
+
+    period: float = 2.0
+    window_bytes: int = 64 * 1024 * 1024
+    window_seconds: float = 300.0
 
 
 class _Timeouts:
@@ -116,6 +138,10 @@ class ZKJournalManager:
         timeouts: Any = None,
         max_znode_bytes: int = 512 * 1024,
         writer_name: str = "",
+        nn_id: str = "",
+        packed: PackedSegments | None = None,
+        fetch: Fetch | None = None,
+        publish: PublishSettings | None = None,
     ) -> None:
         self.uri = uri
         self.paths = JournalPaths(root)
@@ -137,13 +163,33 @@ class ZKJournalManager:
         self._fence_listeners: list[Callable[[str], None]] = []
         self._closed = False
         self._log = log.bind(journal=uri)
+        self.nn_id = nn_id
+        self.packed = packed
+        """This NameNode's packed segments (None: a tool's manager, which packs nothing)."""
+        self._fetch = fetch
+        self.publish = publish or PublishSettings()
+        self._stop = threading.Event()
+        self._packer: threading.Thread | None = None
+        self._deleter: threading.Thread | None = None
+        self._pack_lock = threading.Lock()
+        self._sizes: dict[str, tuple[int, float]] = {}
+        self.deleted_through = 0
+        """The last txid whose batch this writer's publisher deleted."""
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, uri: ZKJournalUri, namespace_info: NamespaceInfo
+        cls,
+        settings: Settings,
+        uri: ZKJournalUri,
+        namespace_info: NamespaceInfo,
+        *,
+        nn_id: str = "",
+        packed: PackedSegments | None = None,
+        fetch: Fetch | None = None,
     ) -> ZKJournalManager:
         """A manager for ``uri`` with the ZooKeeper session settings, authentication and ACL
-        of ``ha.zookeeper.*`` (the hosts are the URI's)."""
+        of ``ha.zookeeper.*`` (the hosts are the URI's); NameNode ``nn_id`` packs into
+        ``packed`` and fetches what it missed with ``fetch``."""
         zk = dataclasses.replace(settings.zk, quorum=uri.connect_string)
         explicit = ACL_KEY in settings.values
         return cls(
@@ -153,6 +199,15 @@ class ZKJournalManager:
             namespace_info,
             timeouts=settings.qjm,
             max_znode_bytes=settings.zk_journal.max_znode_bytes,
+            writer_name=nn_id,
+            nn_id=nn_id,
+            packed=packed,
+            fetch=fetch,
+            publish=PublishSettings(
+                settings.zk_journal.publish_period,
+                settings.zk_journal.window_bytes,
+                settings.zk_journal.window_seconds,
+            ),
         )
 
     # -- identity ------------------------------------------------------------------------------
@@ -228,6 +283,10 @@ class ZKJournalManager:
             raise ZKJournalError(f"{what}: no answer from ZooKeeper in {timeout:g}s") from None
 
     def close(self) -> None:
+        self._stop.set()
+        for thread in (self._packer, self._deleter):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(10.0)
         with self._kazoo_lock:
             self._closed = True
             kazoo, self._kazoo = self._kazoo, None
@@ -269,6 +328,7 @@ class ZKJournalManager:
         tx.create(self.paths.epoch, encode_epoch(0, ""))
         tx.create(self.paths.tail, Tail(0, 0).to_bytes())
         tx.create(self.paths.log, b"")
+        tx.create(self.paths.persisted, b"{}")
         _check_results(tx.commit(), f"format {self.uri}")
         self._log.info("formatted the ZooKeeper journal", cluster=self.namespace_info.cluster_id)
 
@@ -400,11 +460,24 @@ class ZKJournalManager:
             )
 
     async def apurge_logs_older_than(self, min_txid_to_keep: int) -> None:
-        """Nothing to purge here: the live log keeps only what is not packed yet."""
-        self._log.debug("purge asked of the ZooKeeper journal", min_txid_to_keep=min_txid_to_keep)
+        """Purge the active's packed segments wholly below ``min_txid_to_keep`` (the live log
+        keeps only what is not packed everywhere: the publisher deletes it)."""
+        if self.packed is not None:
+            purged = await asyncio.to_thread(self.packed.purge_below, min_txid_to_keep)
+            self._log.info("purged packed segments", count=purged, below=min_txid_to_keep)
 
     def start_heartbeats(self) -> None:
-        """No heartbeats: the watch on the epoch znode tells an idle writer it was fenced."""
+        """No heartbeats (the watch on the epoch znode tells an idle writer it was fenced):
+        the active period's publisher starts instead, when this writer is a NameNode's
+        (thread ``zk-journal-publisher-<nn>``, docs/architecture.md §9.3)."""
+        if not self.nn_id or self._deleter is not None:
+            return
+        self.start_packing()  # the active packs its own appends
+        self._deleter = threading.Thread(
+            target=self._every_period, args=(self.delete_packed,),
+            name=f"zk-journal-publisher-{self.nn_id}", daemon=True,
+        )
+        self._deleter.start()
 
     def _check_writable(self) -> None:
         if self._fenced is not None:
@@ -518,44 +591,212 @@ class ZKJournalManager:
         should_stop: Callable[[], bool] = lambda: False,
         on_target: Callable[[int], None] | None = None,
     ) -> LoadResult:
-        """Apply every op of the live log from ``since_txid`` (through ``up_to``); ``on_target``
-        is told the tail's txid first. ZKJournalError when the live log no longer holds
-        ``since_txid`` (packed away) or has a gap."""
-        tail, batches = read_live_log(self, since_txid)
+        """Apply every op of the journal from ``since_txid`` (through ``up_to``): from this
+        NameNode's packed segments what they hold, then from the live log; txids ZooKeeper
+        no longer holds and this NameNode never packed are fetched from another NameNode
+        first. ``on_target`` is told the tail's txid first."""
+        self.start_packing()
+        tail = read_tail(self)
         if on_target is not None:
             on_target(tail.last_txid)
-        if batches and batches[0].header.first_txid > since_txid:
-            raise ZKJournalError(
-                f"the live log of {self.uri} starts at txid {batches[0].header.first_txid}; "
-                f"txid {since_txid} is no longer in ZooKeeper"
-            )
         applied = last = 0
-        for batch in batches:
-            for _, body in records.iter_records(batch.framed):
-                op = edits_pb2.EditOp.FromString(body)
-                if op.txid < since_txid:
-                    continue
-                if (up_to is not None and op.txid > up_to) or should_stop() or not apply(op):
-                    return LoadResult(applied, last, tail.last_txid)
-                applied += 1
-                last = op.txid
+
+        def take(op: edits_pb2.EditOp) -> bool:
+            nonlocal applied, last
+            if (up_to is not None and op.txid > up_to) or should_stop() or not apply(op):
+                return False
+            applied += 1
+            last = op.txid
+            return True
+
+        next_txid = since_txid
+        for _ in range(2):  # the second time after fetching what was missing
+            if self.packed is not None and next_txid <= self.packed.last_txid:
+                for op in self.packed.read(next_txid, up_to):
+                    if not take(op):
+                        return LoadResult(applied, last, tail.last_txid)
+                    next_txid = op.txid + 1
+            if up_to is not None and next_txid > up_to:
+                break
+            _, batches = read_live_log(self, next_txid)
+            if not batches or batches[0].header.first_txid <= next_txid:
+                for op in ops_of(batches):
+                    if op.txid >= next_txid and not take(op):
+                        return LoadResult(applied, last, tail.last_txid)
+                return LoadResult(applied, last, tail.last_txid)
+            self.fetch_missing(next_txid, batches[0].header.first_txid)
         return LoadResult(applied, last, tail.last_txid)
+
+    # -- packing and fetching (every NameNode; blocking) -----------------------------------------
+
+    def start_packing(self) -> None:
+        """Start this NameNode's packer (thread ``zk-journal-packer-<nn>``), once."""
+        if self.packed is None or self._packer is not None or self._closed:
+            return
+        with self._pack_lock:
+            if self._packer is None:
+                self._packer = threading.Thread(
+                    target=self._every_period, args=(self.pack,),
+                    name=f"zk-journal-packer-{self.nn_id}", daemon=True,
+                )
+                self._packer.start()
+
+    def _every_period(self, step: Callable[[], object]) -> None:
+        while not self._stop.wait(self.publish.period):
+            try:
+                step()
+            except Exception as exc:  # the next period tries again; the error is logged
+                self._log.warning(
+                    "ZooKeeper journal publisher step failed",
+                    step=getattr(step, "__name__", str(step)),
+                    error=describe_exception(exc),
+                )
+            if self._fenced is not None:
+                return
+
+    def pack(self) -> int:
+        """Pack the live log's batches this NameNode has not packed into one segment on its
+        disk, then record in ZooKeeper the last txid packed; that txid (0: nothing)."""
+        packed = self.packed
+        if packed is None:
+            return 0
+        with self._pack_lock:
+            since = packed.last_txid + 1
+            _, batches = read_live_log(self, since)
+            if batches and batches[0].header.first_txid > since:
+                self.fetch_missing(since, batches[0].header.first_txid)
+                since = packed.last_txid + 1
+                _, batches = read_live_log(self, since)
+            if batches:
+                framed = b"".join(b.framed for b in batches)
+                first = batches[0].header.first_txid
+                if first < since:
+                    framed = framed[records.record_offsets(framed)[since - first] :]
+                packed.write(since, batches[-1].header.last_txid, framed)
+            last = packed.last_txid
+        self._record_packed(last)
+        return last
+
+    def _record_packed(self, txid: int) -> None:
+        kazoo = self.client()
+        path = self.paths.persisted_by(self.nn_id)
+        data = json.dumps({"packed_txid": txid}).encode()
+        try:
+            kazoo.set(path, data)
+        except NoNodeError:
+            try:
+                kazoo.create(path, data, makepath=True)
+            except NodeExistsError:
+                kazoo.set(path, data)
+
+    def fetch_missing(self, since_txid: int, live_from: int) -> None:
+        """Txids ``since_txid``..``live_from - 1`` are no longer in ZooKeeper: fetch them
+        from another NameNode's packed segments into this one's. ZKJournalError naming the
+        gap when that is impossible."""
+        what = (
+            f"txids {since_txid}-{live_from - 1} are no longer in the live log of {self.uri} "
+            "(its publisher deleted them)"
+        )
+        if self._fetch is None or self.packed is None:
+            raise ZKJournalError(f"{what}, and this process fetches no packed segments")
+        if self.packed.last_txid + 1 != since_txid and self.packed.last_txid:
+            raise ZKJournalError(
+                f"{what}, and this NameNode's packed segments end at txid "
+                f"{self.packed.last_txid}: bootstrap-standby it again"
+            )
+        framed = b"".join(self._fetch(since_txid))
+        scan = records.scan(framed)
+        if scan.error is not None or not scan.count or scan.first_txid != since_txid:
+            raise ZKJournalError(
+                f"{what}; the other NameNodes' packed segments do not hold txid {since_txid} "
+                f"(fetched {scan.count} records from txid {scan.first_txid}"
+                + (f", {scan.error}" if scan.error else "") + ")"
+            )
+        self.packed.write(since_txid, scan.last_txid, framed[: scan.valid_len])
+        self._log.info("fetched packed segments from another NameNode",
+                       first=since_txid, last=scan.last_txid)
+
+    # -- deleting what is packed (the active's publisher; blocking) -------------------------------
+
+    def delete_packed(self) -> int:
+        """Delete the oldest batch znodes that ``window.deletion_bound`` allows, in multis
+        that check this writer's epoch; the txid deleted through."""
+        kazoo = self.client()
+        if not self._epoch or self._fenced is not None:
+            return self.deleted_through
+        names = sorted(kazoo.get_children(self.paths.log), key=batch_sequence)
+        firsts = [batch_first_txid(n) for n in names]
+        tail = read_tail(self)
+        new = [n for n in names if n not in self._sizes]
+        pending = [(n, kazoo.exists_async(f"{self.paths.log}/{n}")) for n in new]
+        for name, result in pending:
+            stat = result.get()
+            if stat is not None:
+                self._sizes[name] = (stat.dataLength, stat.ctime / 1000.0)
+        batches = [
+            LiveBatch(
+                firsts[i + 1] - 1 if i + 1 < len(names) else tail.last_txid,
+                *self._sizes.get(name, (0, time.time())),
+            )
+            for i, name in enumerate(names)
+        ]
+        packed: dict[str, int] = {}
+        for child in kazoo.get_children(self.paths.persisted):
+            data, _ = kazoo.get(self.paths.persisted_by(child))
+            packed[child] = int(json.loads(data.decode()).get("packed_txid", 0))
+        bound = deletion_bound(
+            batches, packed, self.nn_id, now=time.time(),
+            max_bytes=self.publish.window_bytes, max_seconds=self.publish.window_seconds,
+        )
+        doomed = [n for n, b in zip(names, batches, strict=True) if b.last_txid <= bound]
+        for start in range(0, len(doomed), DELETE_CHUNK):
+            tx = kazoo.transaction()
+            tx.check(self.paths.epoch, self._epoch_version)
+            for name in doomed[start : start + DELETE_CHUNK]:
+                tx.delete(f"{self.paths.log}/{name}")
+            results = tx.commit()
+            if isinstance(results[0], BadVersionError | NoNodeError):
+                self._fence(fenced(self.uri, "its publisher's delete refused", self._epoch,
+                                   f"epoch znode {self.paths.epoch} moved on"))
+                return self.deleted_through
+            _check_results(results, f"delete of {len(doomed[start:start + DELETE_CHUNK])} "
+                           "packed batch znodes")
+            for name in doomed[start : start + DELETE_CHUNK]:
+                self._sizes.pop(name, None)
+        if doomed:
+            self.deleted_through = bound
+            kazoo.set(self.paths.persisted, json.dumps({
+                "deleted_through": bound, "packed": packed,
+            }, sort_keys=True).encode())
+            self._log.info("deleted packed batches from the live log", count=len(doomed),
+                           through=bound, held=len(names) - len(doomed))
+        return self.deleted_through
 
     def read_journaled_edits(self, since_txid: int, max_txns: int) -> list[edits_pb2.EditOp]:
         """Every edit of the live log is final: ``load_edits`` reads them all."""
         return []
 
     def check_edits_available(self, since_txid: int) -> None:
-        """ZKJournalError unless the live log holds every txid from ``since_txid`` on."""
+        """ZKJournalError unless every txid from ``since_txid`` on can be had: from the live
+        log, from this NameNode's packed segments, or fetched from another NameNode's."""
         tail, batches = read_live_log(self, since_txid)
-        if since_txid <= tail.last_txid and (
-            not batches or batches[0].header.first_txid > since_txid
-        ):
-            first = batches[0].header.first_txid if batches else tail.last_txid + 1
-            raise ZKJournalError(
-                f"the live log of {self.uri} starts at txid {first}, after txid {since_txid} "
-                "that the image does not cover: this NameNode could never catch up"
-            )
+        if since_txid > tail.last_txid or (batches and batches[0].header.first_txid <= since_txid):
+            return
+        live_from = batches[0].header.first_txid if batches else tail.last_txid + 1
+        if self.packed is not None and since_txid <= self.packed.last_txid:
+            return
+        if self.packed is not None:
+            self.fetch_missing(since_txid, live_from)
+            return
+        framed = b"".join(self._fetch(since_txid)) if self._fetch is not None else b""
+        scan = records.scan(framed)
+        if scan.count and scan.first_txid == since_txid and scan.last_txid + 1 >= live_from:
+            return
+        raise ZKJournalError(
+            f"the live log of {self.uri} starts at txid {live_from}, after txid {since_txid} "
+            "that the image does not cover, and no other NameNode's packed segments hold "
+            "the txids between: this NameNode could never catch up"
+        )
 
     def push_feed(
         self,
@@ -576,6 +817,12 @@ def _check_results(results: list[Any], what: str) -> None:
         if any(isinstance(e, NodeExistsError) for e in errors):
             raise ZKJournalError(f"{what}: a znode exists already ({errors})")
         raise ZKJournalError(f"{what} failed: {', '.join(type(e).__name__ for e in errors)}")
+
+
+def read_tail(journal: ZKJournalManager) -> Tail:
+    """What the tail znode says (blocking)."""
+    data, _ = journal.client().get(journal.paths.tail)
+    return Tail.from_bytes(data, journal.paths.tail)
 
 
 def read_live_log(

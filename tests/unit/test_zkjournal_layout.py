@@ -17,6 +17,7 @@ from zkjournal.layout import (
     encode_batch,
     split_framed,
 )
+from zkjournal.window import LiveBatch, deletion_bound
 
 
 def framed(first: int, count: int, size: int = 10) -> bytes:
@@ -91,3 +92,27 @@ def test_a_batch_znode_is_checked_and_its_name_carries_its_first_txid() -> None:
     assert (batch_first_txid(name), batch_sequence(name)) == (31, 12)
     with pytest.raises(ZKJournalError, match="not a batch znode"):
         batch_first_txid("lock-0001")
+
+
+# (packed per NameNode, max bytes, max seconds) -> the txid the publisher deletes through;
+# three batches of 100 bytes ending at txids 10, 20, 30, made at 0, 50 and 90 s; now = 100 s.
+DELETION_CASES = [
+    ({"nn1": 30, "nn2": 30}, 10_000, 600.0, 30, "everyone packed everything: all of it"),
+    ({"nn1": 30, "nn2": 25}, 10_000, 600.0, 20, "whole batches only: 21-25 stay with 26-30"),
+    ({"nn1": 30, "nn2": 0}, 10_000, 600.0, 0, "a laggard within the window holds it all"),
+    ({"nn1": 30, "nn2": 0}, 150, 600.0, 20, "past the bytes, the oldest go anyway"),
+    ({"nn1": 30, "nn2": 0}, 10_000, 30.0, 20, "past the age, too"),
+    ({"nn1": 15, "nn2": 30}, 150, 600.0, 10, "never beyond what the active packed"),
+    ({"nn1": 0}, 0, 0.0, 0, "the active packed nothing: nothing goes"),
+]
+
+
+@pytest.mark.parametrize(("packed", "max_bytes", "max_seconds", "bound", "rule"), DELETION_CASES)
+def test_what_the_publisher_deletes(
+    packed: dict[str, int], max_bytes: int, max_seconds: float, bound: int, rule: str
+) -> None:
+    batches = [LiveBatch(10, 100, 0.0), LiveBatch(20, 100, 50.0), LiveBatch(30, 100, 90.0)]
+    got = deletion_bound(
+        batches, packed, "nn1", now=100.0, max_bytes=max_bytes, max_seconds=max_seconds
+    )
+    assert got == bound, rule

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +21,8 @@ from journalnode.errors import EpochError
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo
 from zkjournal.errors import ZKJournalError, ZKJournalFencedError, ZKJournalNotFormattedError
-from zkjournal.manager import ZKJournalManager, read_live_log
+from zkjournal.manager import PublishSettings, ZKJournalManager, read_live_log
+from zkjournal.packed import PackedSegments
 
 NS = NamespaceInfo("cluster-a", 7)
 
@@ -210,3 +213,79 @@ def test_the_push_feed_hands_new_batches_to_the_loop(
         return applied
 
     assert run(follow()) == [1, 2, 3, 4, 5]
+
+
+def live_bytes(journal: ZKJournalManager) -> int:
+    kazoo = journal.client()
+    log = journal.paths.log
+    stats = [kazoo.exists(f"{log}/{n}") for n in kazoo.get_children(log)]
+    return sum(s.dataLength for s in stats if s is not None)  # None: deleted meanwhile
+
+
+def test_the_publisher_keeps_zookeeper_to_its_window_and_a_laggard_fetches_the_rest(
+    journal_factory: Callable[..., ZKJournalManager], tmp_path: Path,
+) -> None:
+    """The active packs and deletes; nn2 never packs (it is down), so only the window
+    bounds what ZooKeeper holds; nn2 then reads the whole log: its start from nn1's packed
+    segments (its fetch), the rest from ZooKeeper."""
+    window = 16 * 1024
+    publish = PublishSettings(period=0.05, window_bytes=window, window_seconds=300.0)
+    nn1_packed = PackedSegments(tmp_path / "nn1")
+    writer = journal_factory(nn_id="nn1", packed=nn1_packed, publish=publish)
+    writer.format()
+    writer.client().create(writer.paths.persisted_by("nn2"), b'{"packed_txid": 0}')
+    batch = 20  # edits of about 420 bytes framed: 8 KiB a batch
+    peak = 0
+
+    async def write() -> None:
+        nonlocal peak
+        await writer.arecover_unfinalized_segments()
+        writer.start_heartbeats()
+        out = await writer.astart_log_segment(1)
+        for first in range(1, 60 * batch, batch):
+            await out.asend_batch(first, batch, framed(first, batch, pad=400))
+            await asyncio.sleep(0.01)
+            peak = max(peak, await asyncio.to_thread(live_bytes, writer))
+
+    run(write())
+    last = 60 * batch
+    deadline = time.monotonic() + 10
+    while writer.deleted_through == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writer.deleted_through > 0, "the publisher deleted nothing"
+    # A publisher period of appends may come on top of the window between two rounds.
+    assert peak <= window + 12 * 8 * 1024, f"ZooKeeper held {peak} bytes, window {window}"
+    assert nn1_packed.last_txid >= writer.deleted_through
+    laggard = journal_factory(
+        nn_id="nn2", packed=PackedSegments(tmp_path / "nn2"), publish=publish,
+        fetch=lambda since: nn1_packed.framed_from(since),
+    )
+    laggard.check_edits_available(1)
+    seen: list[int] = []
+    laggard.load_edits(1, lambda o: seen.append(o.txid) is None)
+    assert seen == list(range(1, last + 1))
+    writer.close()
+
+
+def test_a_reader_that_missed_deleted_batches_and_cannot_fetch_says_so(
+    journal_factory: Callable[..., ZKJournalManager], tmp_path: Path,
+) -> None:
+    writer = journal_factory()
+    writer.format()
+
+    async def write() -> None:
+        await writer.arecover_unfinalized_segments()
+        out = await writer.astart_log_segment(1)
+        await out.asend_batch(1, 3, framed(1, 3))
+        await out.asend_batch(4, 3, framed(4, 3))
+
+    run(write())
+    kazoo = writer.client()
+    first = sorted(kazoo.get_children(writer.paths.log))[0]
+    kazoo.delete(f"{writer.paths.log}/{first}")
+    with pytest.raises(ZKJournalError, match=r"txids 1-3 are no longer in the live log"):
+        journal_factory(nn_id="nn2", packed=PackedSegments(tmp_path)).load_edits(
+            1, lambda o: True
+        )
+    with pytest.raises(ZKJournalError, match="could never catch up"):
+        journal_factory().check_edits_available(1)
