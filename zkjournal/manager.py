@@ -852,8 +852,11 @@ def read_live_log(
             try:
                 data, _ = result.get()
             except NoNodeError:
-                # Packed and deleted between the listing and the read: a reader that needs
-                # it gets it from the segments (the caller decides).
+                # Packed and deleted between the listing and the read. The publisher deletes
+                # oldest first, so every batch before it is gone too, even one read a moment
+                # ago: drop them, and the log read starts after (the caller then reads the
+                # packed segments for what is before).
+                batches.clear()
                 continue
             header, framed = decode_batch(data, name)
             if batches and header.first_txid != batches[-1].header.last_txid + 1:
