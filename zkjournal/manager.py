@@ -77,6 +77,14 @@ from zkjournal.layout import (
     encode_namespace,
     split_framed,
 )
+from zkjournal.metrics import (
+    APPEND_SECONDS,
+    DELETED_THROUGH,
+    FETCHED_TXNS,
+    LIVE_BATCHES,
+    LIVE_BYTES,
+    PACKED_TXID,
+)
 from zkjournal.packed import PackedSegments
 from zkjournal.window import LiveBatch, deletion_bound
 
@@ -516,11 +524,13 @@ class ZKJournalManager:
             appends.append((header, tx.commit_async()))
         self._next_txid = first + count
         timeout = self.timeouts.write_txns_timeout
+        started = time.perf_counter()
         for header, pending in appends:
             what = f"append of txids {header.first_txid}-{header.last_txid}"
             try:
                 results = await self._await(pending, what, timeout)
                 self._check_append(results, header)
+                APPEND_SECONDS.labels(self.journal_id).observe(time.perf_counter() - started)
             except ZKJournalFencedError as exc:
                 raise self._fence(exc) from None
             except Exception as exc:
@@ -675,6 +685,7 @@ class ZKJournalManager:
                 packed.write(since, batches[-1].header.last_txid, framed)
             last = packed.last_txid
         self._record_packed(last)
+        PACKED_TXID.labels(self.journal_id).set(last)
         return last
 
     def _record_packed(self, txid: int) -> None:
@@ -713,6 +724,7 @@ class ZKJournalManager:
                 + (f", {scan.error}" if scan.error else "") + ")"
             )
         self.packed.write(since_txid, scan.last_txid, framed[: scan.valid_len])
+        FETCHED_TXNS.labels(self.journal_id).inc(scan.count)
         self._log.info("fetched packed segments from another NameNode",
                        first=since_txid, last=scan.last_txid)
 
@@ -763,8 +775,12 @@ class ZKJournalManager:
                            "packed batch znodes")
             for name in doomed[start : start + DELETE_CHUNK]:
                 self._sizes.pop(name, None)
+        kept = [b.size for n, b in zip(names, batches, strict=True) if b.last_txid > bound]
+        LIVE_BATCHES.labels(self.journal_id).set(len(kept))
+        LIVE_BYTES.labels(self.journal_id).set(sum(kept))
         if doomed:
             self.deleted_through = bound
+            DELETED_THROUGH.labels(self.journal_id).set(bound)
             kazoo.set(self.paths.persisted, json.dumps({
                 "deleted_through": bound, "packed": packed,
             }, sort_keys=True).encode())

@@ -20,6 +20,7 @@ from hadev.zookeeper import ZooKeeperServer
 from journalnode.errors import EpochError
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo
+from qjm.metrics import QJM_REGISTRY
 from zkjournal.errors import ZKJournalError, ZKJournalFencedError, ZKJournalNotFormattedError
 from zkjournal.manager import PublishSettings, ZKJournalManager, read_live_log
 from zkjournal.packed import PackedSegments
@@ -260,10 +261,18 @@ def test_the_publisher_keeps_zookeeper_to_its_window_and_a_laggard_fetches_the_r
         nn_id="nn2", packed=PackedSegments(tmp_path / "nn2"), publish=publish,
         fetch=lambda since: nn1_packed.framed_from(since),
     )
+    labels = {"journal": writer.journal_id}
+    held = QJM_REGISTRY.get_sample_value("zkjournal_live_bytes", labels)
+    assert held is not None and held <= window + 12 * 8 * 1024
+    assert QJM_REGISTRY.get_sample_value("zkjournal_deleted_through_txid", labels) == (
+        writer.deleted_through
+    )
     laggard.check_edits_available(1)
     seen: list[int] = []
     laggard.load_edits(1, lambda o: seen.append(o.txid) is None)
     assert seen == list(range(1, last + 1))
+    fetched = QJM_REGISTRY.get_sample_value("zkjournal_fetched_txns_total", labels)
+    assert fetched is not None and fetched >= writer.deleted_through
     writer.close()
 
 
