@@ -86,6 +86,10 @@ class PackedSegments:
     def framed_from(self, since_txid: int) -> Iterator[bytes]:
         """The framed records of every packed txid from ``since_txid`` on, one segment's
         worth at a time (what a peer that missed them fetches)."""
+        for _, data in self._chunks(since_txid):
+            yield data
+
+    def _chunks(self, since_txid: int) -> Iterator[tuple[Path, bytes]]:
         for first, last, path in self.segments():
             if last < since_txid:
                 continue
@@ -93,14 +97,14 @@ class PackedSegments:
             if first < since_txid:
                 offsets = records.record_offsets(data)
                 data = data[offsets[since_txid - first] :]
-            yield data
+            yield path, data
 
     def read(self, since_txid: int, up_to: int | None = None) -> Iterator[edits_pb2.EditOp]:
         """The ops of the packed segments from ``since_txid`` (through ``up_to``), in order;
         ZKJournalError naming the file at a gap or a damaged record."""
         expected = since_txid
-        for chunk in self.framed_from(since_txid):
-            for _, body in records.iter_records(chunk):
+        for path, chunk in self._chunks(since_txid):
+            for body in _bodies(path, chunk):
                 op = edits_pb2.EditOp.FromString(body)
                 if op.txid != expected:
                     raise ZKJournalError(
@@ -121,3 +125,14 @@ class PackedSegments:
                     path.unlink()
                     purged += 1
         return purged
+
+
+def _bodies(path: Path, chunk: bytes) -> Iterator[bytes]:
+    """The records of ``chunk`` (read from ``path``); ZKJournalError naming the file at a
+    damaged one."""
+    try:
+        for _, body in records.iter_records(chunk):
+            yield body
+    except records.RecordError as exc:
+        raise ZKJournalError(f"packed segment {path}: {exc}") from None
+
