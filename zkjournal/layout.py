@@ -11,6 +11,7 @@ Under the path of ``zookeeper://<hosts>/<path>``::
                          as the QJM sends them (proto.records)
     <path>/persisted     what the active's publisher deleted through (JSON)
     <path>/persisted/<nn>  the last txid NameNode <nn> packed on its disk (JSON)
+    <path>/purge-bound   the checkpoints' purge bound, below which packed segments go (JSON)
 
     paths = JournalPaths("/hanamenode/journal/ns1")
     data = encode_batch(BatchHeader(epoch=3, first_txid=41, count=2), framed)
@@ -79,6 +80,12 @@ class JournalPaths:
         """Its data: what the publisher deleted through; its children: what each NameNode
         packed (``persisted/<nn>``)."""
         return join(self.root, "persisted")
+
+    @property
+    def purge_bound(self) -> str:
+        """The checkpoints' purge bound the active last recorded: every NameNode purges its
+        packed segments below it."""
+        return join(self.root, "purge-bound")
 
     def persisted_by(self, nn_id: str) -> str:
         return join(self.persisted, nn_id)

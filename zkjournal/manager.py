@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import json
 import threading
@@ -468,11 +469,31 @@ class ZKJournalManager:
             )
 
     async def apurge_logs_older_than(self, min_txid_to_keep: int) -> None:
-        """Purge the active's packed segments wholly below ``min_txid_to_keep`` (the live log
-        keeps only what is not packed everywhere: the publisher deletes it)."""
+        """The checkpoints' purge bound (what every NameNode's newest image covers, the
+        rule the QJM's JournalNodes purge by): record it in ``<path>/purge-bound`` (a multi
+        checking this writer's epoch), and purge the active's packed segments wholly below
+        it; every NameNode's packer purges its own by it (docs/architecture.md §9.3)."""
+        await asyncio.to_thread(self.record_purge_bound, min_txid_to_keep)
         if self.packed is not None:
             purged = await asyncio.to_thread(self.packed.purge_below, min_txid_to_keep)
             self._log.info("purged packed segments", count=purged, below=min_txid_to_keep)
+
+    def record_purge_bound(self, min_txid_to_keep: int) -> None:
+        self._check_writable()
+        kazoo = self.client()
+        path = self.paths.purge_bound
+        data = json.dumps({"min_txid_to_keep": min_txid_to_keep}).encode()
+        if kazoo.exists(path) is None:
+            with contextlib.suppress(NodeExistsError):
+                kazoo.create(path, b"{}")
+        tx = kazoo.transaction()
+        tx.check(self.paths.epoch, self._epoch_version)
+        tx.set_data(path, data)
+        results = tx.commit()
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            raise self._fence(fenced(self.uri, "its purge refused", self._epoch,
+                                     f"epoch znode {self.paths.epoch} moved on"))
+        _check_results(results, f"record the purge bound {min_txid_to_keep}")
 
     def start_heartbeats(self) -> None:
         """No heartbeats (the watch on the epoch znode tells an idle writer it was fenced):
@@ -686,7 +707,18 @@ class ZKJournalManager:
             last = packed.last_txid
         self._record_packed(last)
         PACKED_TXID.labels(self.journal_id).set(last)
+        self._purge_by_bound(packed)
         return last
+
+    def _purge_by_bound(self, packed: PackedSegments) -> None:
+        """Purge this NameNode's packed segments below the active's last purge bound."""
+        try:
+            data, _ = self.client().get(self.paths.purge_bound)
+        except NoNodeError:
+            return  # no checkpoint asked for a purge yet
+        bound = int(json.loads(data.decode()).get("min_txid_to_keep", 0))
+        if bound > 1 and packed.purge_below(bound):
+            self._log.info("purged packed segments by the active's bound", below=bound)
 
     def _record_packed(self, txid: int) -> None:
         kazoo = self.client()

@@ -298,3 +298,34 @@ def test_a_reader_that_missed_deleted_batches_and_cannot_fetch_says_so(
         )
     with pytest.raises(ZKJournalError, match="could never catch up"):
         journal_factory().check_edits_available(1)
+
+
+def test_the_checkpoints_purge_bound_reaches_every_namenodes_packed_segments(
+    journal_factory: Callable[..., ZKJournalManager], tmp_path: Path,
+) -> None:
+    """The active records the purge bound its checkpoints asked for; a follower's packer
+    purges its own packed segments below it; a deposed writer records nothing."""
+    writer = journal_factory(nn_id="nn1", packed=PackedSegments(tmp_path / "nn1"))
+    follower = journal_factory(nn_id="nn2", packed=PackedSegments(tmp_path / "nn2"))
+    writer.format()
+
+    async def write(first: int, count: int) -> None:
+        out = await writer.astart_log_segment(first)
+        await out.asend_batch(first, count, framed(first, count))
+
+    async def take_over() -> None:
+        await writer.arecover_unfinalized_segments()
+
+    run(take_over())
+    for first in (1, 11, 21):
+        run(write(first, 10))
+        writer.pack()
+        follower.pack()
+    assert len(follower.packed.segments()) == 3  # type: ignore[union-attr]
+    run(writer.apurge_logs_older_than(21))
+    assert [f for f, _, _ in writer.packed.segments()] == [21]  # type: ignore[union-attr]
+    follower.pack()
+    assert [f for f, _, _ in follower.packed.segments()] == [21]  # type: ignore[union-attr]
+    run(journal_factory().arecover_unfinalized_segments())  # a newer writer
+    with pytest.raises(ZKJournalFencedError):
+        run(writer.apurge_logs_older_than(31))
