@@ -13,9 +13,11 @@ not complete within ``hanamenode.rpc.handshake-timeout.ms`` is closed.
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import struct
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from conf.guard import roles_of_certificate
 from conf.settings import TLSSettings
@@ -29,9 +31,12 @@ __all__ = [
     "FrameTooLargeError",
     "client_ssl_context",
     "frame",
+    "open_within",
     "peer_roles",
     "server_ssl_context",
 ]
+
+T = TypeVar("T")
 
 HEADER = struct.Struct(">I")
 """The length in front of every frame."""
@@ -126,3 +131,37 @@ def peer_roles(transport: Any) -> frozenset[str]:
     if not der:
         return frozenset()
     return roles_of_certificate(ssl.DER_cert_to_PEM_cert(der).encode())
+
+
+async def open_within(
+    connect: Awaitable[T], timeout: float, on_late: Callable[[T], None]
+) -> T:
+    """``connect`` (opening a connection) awaited for at most ``timeout`` seconds; raises
+    ``TimeoutError`` after that.
+
+    Unlike ``asyncio.wait_for``, neither the timeout nor a cancellation of the caller waits
+    for ``connect`` to end: a TLS connect on uvloop, cancelled in its handshake on a loaded
+    machine, was seen never to end, which held a standby's transition to active for 20 s
+    (the subscriptions it was stopping waited on it). ``connect`` is cancelled and left;
+    should it still succeed, ``on_late`` gets what it made, to close it."""
+    task = asyncio.ensure_future(connect)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        _abandon(task, on_late)
+        raise
+    if not done:
+        _abandon(task, on_late)
+        raise TimeoutError(f"not connected within {timeout:g}s")
+    return task.result()
+
+
+def _abandon(task: asyncio.Future[T], on_late: Callable[[T], None]) -> None:
+    def late(done: asyncio.Future[T]) -> None:
+        if done.cancelled():
+            return
+        if done.exception() is None:
+            on_late(done.result())
+
+    task.cancel()
+    task.add_done_callback(late)

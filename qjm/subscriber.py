@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import io
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -30,7 +31,7 @@ import structlog
 
 from conf import TLSSettings
 from conf.rpc import make_aio_channel
-from conf.wire import HEADER, KIND_SUBSCRIBE, client_ssl_context, frame
+from conf.wire import HEADER, KIND_SUBSCRIBE, client_ssl_context, frame, open_within
 from journalnode.edits_cache import NOTHING, CachedEdits
 from journalnode.errors import from_rpc_error, from_status, status_code
 from journalnode.subscriptions import SUBSCRIBED_KEY, PushedEdits
@@ -41,6 +42,9 @@ from qjm.reader import EditLogReadError, holders_needed, safe_journaled_ops
 log = structlog.get_logger(__name__)
 
 K = TypeVar("K", bound=Hashable)
+
+STOP_SECONDS = 2.0
+"""How long ``EditSubscriber.stop`` waits for its subscriptions to end."""
 
 WIRE_CONNECT_SECONDS = 5.0
 """How long opening a subscription on the edits wire may take before gRPC is used."""
@@ -233,10 +237,22 @@ class EditSubscriber:
             )
 
     async def stop(self) -> None:
+        """End every subscription. Waits ``STOP_SECONDS`` at most for them: a transition to
+        active stops them first, and must not wait on a connection that does not end."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=STOP_SECONDS)
+            for task in pending:
+                stack = io.StringIO()
+                task.print_stack(file=stack)
+                log.warning(
+                    "edit subscription did not stop in time; left to end by itself",
+                    task=task.get_name(),
+                    waited_seconds=STOP_SECONDS,
+                    stack=stack.getvalue(),
+                )
         channels, self._channels = self._channels, []
         for channel in channels:
             await channel.close()
@@ -297,12 +313,14 @@ class EditSubscriber:
         host = address.rsplit(":", 1)[0].strip("[]")
         context = client_ssl_context(target.tls)
         try:
-            return await asyncio.wait_for(
+            return await open_within(
                 asyncio.open_connection(
                     host, port, ssl=context,
                     server_hostname=host if context is not None else None,
+                    ssl_handshake_timeout=WIRE_CONNECT_SECONDS if context is not None else None,
                 ),
                 WIRE_CONNECT_SECONDS,
+                lambda made: made[1].close(),
             )
         except (OSError, TimeoutError) as exc:
             del self._wire_ports[address]

@@ -31,6 +31,7 @@ from conf.wire import (
     FrameTooLargeError,
     client_ssl_context,
     frame,
+    open_within,
 )
 from journalnode.errors import JournalUnavailableError, from_status, status_code
 from proto import journal_pb2
@@ -96,12 +97,14 @@ class WireCalls(asyncio.Protocol):
     async def _connect(self, host: str, port: int, tls: TLSSettings | None) -> None:
         context = client_ssl_context(tls)
         try:
-            await asyncio.wait_for(
+            await open_within(
                 self._loop.create_connection(
                     lambda: self, host, port, ssl=context,
                     server_hostname=host if context is not None else None,
+                    ssl_handshake_timeout=CONNECT_SECONDS if context is not None else None,
                 ),
                 CONNECT_SECONDS,
+                lambda made: made[0].abort(),
             )
         except asyncio.CancelledError:
             self._fail(JournalUnavailableError(f"edits wire to {self.address} closed"))
@@ -153,8 +156,8 @@ class WireCalls(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        if self._error is not None:
-            transport.abort()
+        if self._error is not None or self._fallback is not None:
+            transport.abort()  # made after it was given up
             return
         self._transport = transport
         transport.write(self.kind)

@@ -258,20 +258,23 @@ def three(tmp_path: Path) -> Iterator[MiniJournalCluster]:
 
 
 def test_a_reader_follows_the_log_on_the_wire(three: MiniJournalCluster) -> None:
-    with PushReader(three) as reader, QjmWriter(three) as w:
+    with QjmWriter(three) as w:
+        # Formatted before the reader starts: a reader that asks an unformatted journal for
+        # its wire is refused and subscribes on gRPC (correct, but not what is tested here).
         start_writer(w)
-        wait_until(lambda: len(reader.subscriber.subscribed) == 3, "three subscriptions")
-        assert reader.subscriber.on_wire == set(three.addresses)
-        out = w.qjm.start_log_segment(1)
-        for first in range(1, 200, 10):
-            write_batch(out, 1, first, first + 9)
-        wait_until(lambda: reader.last == 200, "txids 1-200 applied from pushes")
-        assert_ops(reader.applied, 1, lambda t: 1)
-        pushed = sum(
-            node.existing_journal(JID).stats.edits_pushed  # type: ignore[union-attr]
-            for node in (three.node(i) for i in range(3))
-        )
-        assert pushed >= 400  # at least a majority pushed every txid
+        with PushReader(three) as reader:
+            wait_until(lambda: len(reader.subscriber.subscribed) == 3, "three subscriptions")
+            assert reader.subscriber.on_wire == set(three.addresses)
+            out = w.qjm.start_log_segment(1)
+            for first in range(1, 200, 10):
+                write_batch(out, 1, first, first + 9)
+            wait_until(lambda: reader.last == 200, "txids 1-200 applied from pushes")
+            assert_ops(reader.applied, 1, lambda t: 1)
+    pushed = sum(
+        node.existing_journal(JID).stats.edits_pushed  # type: ignore[union-attr]
+        for node in (three.node(i) for i in range(3))
+    )
+    assert pushed >= 400  # at least a majority pushed every txid
 
 
 def test_a_reader_that_cannot_reach_the_wire_subscribes_on_grpc(
