@@ -102,7 +102,12 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Healthy]:
     base = tmp_path_factory.mktemp("verify")
     acked_dir = base / "logtesters"
     acked_dir.mkdir()
-    with JournalNodeProcessCluster(3, base / "jns", journal_id=JID) as cluster:
+    # No JournalNode sync (docs/protocol.md §10): the tests compare what the copies hold at
+    # two moments and change copies by hand, and a sync round between the two would fetch a
+    # copy a JournalNode lacked (a fresh-clone run counted 35 copies, then 36 over RPC).
+    with JournalNodeProcessCluster(
+        3, base / "jns", journal_id=JID, extra_conf={"dfs.journalnode.enable.sync": False}
+    ) as cluster:
         with QuorumJournalManager.connect(
             cluster.addresses, JID, NS, tls=cluster.harness_tls
         ) as qjm:
