@@ -59,8 +59,9 @@ def test_a_process_sharing_its_cpu_waits_in_the_run_queue(
         sleeper.kill()
         sleeper.wait()
     # Three spinners on one CPU: at most 1 s/s of CPU between them, and about twice as much
-    # waiting (more if anything else runs there).
-    assert 0.3 < times.cpu["busy"] <= 1.05, times
+    # waiting (more if anything else runs there: at load 10 the CPU's other tasks left the
+    # three less than 0.3 s/s, so the floor only says that they ran).
+    assert 0.05 < times.cpu["busy"] <= 1.05, times
     assert times.wait["busy"] > 1.5 * times.cpu["busy"], times
     assert times.cpu["sleeping"] < 0.05, times
     assert times.wait["sleeping"] < 0.05, times
