@@ -367,7 +367,11 @@ class EditSubscriber:
             raise
         finally:
             self.on_wire.discard(address)
-            writer.close()
+            # Aborted, not closed: closing a TLS stream on uvloop while the node still
+            # pushes logs "Fatal error on SSL protocol" (a write on the closed transport),
+            # an alarming line at every failover and stop; the node sees the reset and ends
+            # the subscription either way.
+            writer.transport.abort()
 
     async def _follow(self, target: SubscriptionTarget, channel: grpc.aio.Channel) -> None:
         address = target.address
