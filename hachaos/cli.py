@@ -2,14 +2,14 @@
 
     hachaos run [--time 60] [--nemesis all|none|kill,pause,partition-zk,...] [--seed N]
                 [--clients 8] [--keys 5] [--pinned-readers 2] [--session-timeout 1s]
-                [--mutants a,b] [--dir D]
+                [--journal qjm|zookeeper] [--mutants a,b] [--dir D]
     hachaos check HISTORY.jsonl
     hachaos cleanup [--all]
 
 ``run`` needs root (network namespaces, a tmpfs for ``disk-full``, FUSE mounts for
 ``power-cut``). It exits 0 when every checker passes, 1 when one finds something (the
 report says what, with the seed and the replay command), 2 when the harness itself fails
-(the cluster does not start, bad options).
+(the cluster does not start, bad options, a nemesis that does not apply to the journal).
 ``check`` runs the linearizability checker on a history file (exit 0 or 1). ``cleanup``
 removes the namespaces and mounts of runs whose process is gone (``--all``: of every run).
 """
@@ -28,7 +28,7 @@ from conf.logging import setup_logging
 from conf.mutants import MutantError
 from hachaos.checker import HistoryError, check_history, read_history
 from hachaos.final import require_segment_check
-from hachaos.nemesis import Fault, parse_faults
+from hachaos.nemesis import JOURNALS, Fault, parse_faults
 from hachaos.netns import NetworkError, cleanup_stale
 from hachaos.runner import RunOptions, print_check, run
 
@@ -39,13 +39,6 @@ __all__ = ["cli", "main"]
 def cli() -> None:
     """A linearizability harness for hanamenode: real daemons in network namespaces,
     nemeses, a history, and checkers."""
-
-
-def _faults(ctx: click.Context, param: click.Parameter, value: str) -> tuple[Fault, ...]:
-    try:
-        return parse_faults(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def _seconds(ctx: click.Context, param: click.Parameter, value: str) -> float:
@@ -66,11 +59,19 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: str) -> float:
 )
 @click.option(
     "--nemesis",
-    "faults",
+    "nemesis",
     default="all",
-    callback=_faults,
     show_default=True,
-    help=f"faults, comma-separated, or all / none: {', '.join(f.value for f in Fault)}",
+    help=f"faults, comma-separated, or all / none: {', '.join(f.value for f in Fault)} "
+    "(all: those that apply to --journal)",
+)
+@click.option(
+    "--journal",
+    type=click.Choice(JOURNALS),
+    default="qjm",
+    show_default=True,
+    help="the shared edit log: qjm (three JournalNodes) or zookeeper (ZooKeeper keeps it; "
+    "the JournalNode faults do not apply)",
 )
 @click.option(
     "--seed", type=int, default=None, help="the schedule's seed (default: from the clock)"
@@ -112,7 +113,8 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: str) -> float:
 def run_command(
     unary: bool,
     seconds: float,
-    faults: tuple[Fault, ...],
+    nemesis: str,
+    journal: str,
     seed: int | None,
     clients: int,
     keys: int,
@@ -122,6 +124,10 @@ def run_command(
     directory: Path | None,
 ) -> None:
     """Run the cluster, the clients and the nemesis, then check everything."""
+    try:
+        faults = parse_faults(nemesis, journal)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--nemesis'") from None
     if (missing := require_segment_check()) is not None:
         _fail(missing)
     if os.geteuid() != 0:
@@ -138,6 +144,7 @@ def run_command(
         mutants=tuple(m.strip() for m in mutants.split(",") if m.strip()),
         directory=directory,
         sessions=not unary,
+        journal=journal,
     )
     try:
         report = run(options, sys.stdout)

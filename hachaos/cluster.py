@@ -5,7 +5,8 @@ launchers are the dev cluster's; this module only gives them ``hosts`` (an addre
 ``ip netns exec`` prefix per daemon) and adds what a nemesis needs: which NameNode is
 active, kill and restart, partitions, a JournalNode disk that can be filled, and, with
 ``crash_disks``, every JournalNode's and NameNode's storage on a crash filesystem
-(``hadev.crashfs``) whose power can be cut (the ``power-cut`` nemesis).
+(``hadev.crashfs``) whose power can be cut (the ``power-cut`` nemesis). With
+``journal="zookeeper"`` the cluster has no JournalNode: ZooKeeper keeps the edit log too.
 """
 
 from __future__ import annotations
@@ -23,11 +24,17 @@ from hadev.crashfs import CrashMount, cut_power, fuse_available
 from hadev.daemon import DaemonHost
 from hadev.devcluster import DevCluster
 
-__all__ = ["DAEMONS", "DISK_MB", "ChaosCluster"]
+__all__ = ["DAEMONS", "DISK_MB", "ChaosCluster", "daemons"]
 
 log = structlog.get_logger(__name__)
 
 DAEMONS = ("zk", "jn1", "jn2", "jn3", "nn1", "nn2")
+
+
+def daemons(journal: str) -> tuple[str, ...]:
+    """The hosts of a run on ``journal``: with the ZooKeeper journal, no JournalNode."""
+    return DAEMONS if journal == "qjm" else tuple(d for d in DAEMONS if not d.startswith("jn"))
+
 DISK_MB = 128
 """Size of the tmpfs under the JournalNode whose disk the ``disk-full`` nemesis fills."""
 BALLAST = "hachaos-ballast"
@@ -47,6 +54,7 @@ class ChaosCluster:
         quorum_timeout: str,
         disk_jn: str | None = None,
         crash_disks: bool = False,
+        journal: str = "qjm",
     ) -> None:
         hosts = {
             name: DaemonHost(network.address(name), network.command_prefix(name))
@@ -59,6 +67,7 @@ class ChaosCluster:
             quorum_timeout=quorum_timeout,
             hosts=hosts,
             log_format="json",
+            journal=journal,
         )
         self.disk_jn = disk_jn
         self.namenode_ids = self.dev.namenode_ids

@@ -28,6 +28,12 @@ power-cut           the power of one JournalNode, of the active NameNode, or of 
                     the cuts with a torn write; powered on (remounted, restarted) after the
                     duration (docs/protocol.md §14)
 =================== ==================================================================
+
+With the ZooKeeper journal (``--journal zookeeper``, docs/architecture.md §9.2) there is no
+JournalNode: the faults aimed at JournalNodes (``JOURNALNODE_FAULTS``) and ``power-cut`` (not
+yet run against the NameNodes' packed segments) do not apply. ``all`` leaves them out, and
+naming one is refused. ``partition-zk`` then cuts the active from its journal as well as from
+the election: it can neither append nor answer a read-index round until it is healed.
 """
 
 from __future__ import annotations
@@ -45,12 +51,17 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
+from hadev.devcluster import JOURNALS
+
 __all__ = [
+    "JOURNALNODE_FAULTS",
+    "JOURNALS",
     "ClusterControl",
     "Fault",
     "Nemesis",
     "PowerControl",
     "Step",
+    "applicable_faults",
     "parse_faults",
     "schedule",
 ]
@@ -72,12 +83,32 @@ class Fault(enum.Enum):
     POWER_CUT = "power-cut"
 
 
-def parse_faults(text: str) -> tuple[Fault, ...]:
-    """``kill,pause`` or ``all`` (or ``none``): the faults, in the order of ``Fault``.
-    ValueError naming an unknown one and listing the known."""
+JOURNALNODE_FAULTS = frozenset(
+    {Fault.KILL_JN, Fault.PARTITION_JNS, Fault.PARTITION_JN, Fault.DISK_FULL}
+)
+"""The faults aimed at JournalNodes: none to aim at with the ZooKeeper journal."""
+
+
+def applicable_faults(journal: str) -> tuple[Fault, ...]:
+    """The faults that apply to a cluster on ``journal`` (what ``all`` means there), in the
+    order of ``Fault``. With the ZooKeeper journal: no JournalNode fault, and no
+    ``power-cut`` (its cuts of JournalNodes have nothing to hit, and the NameNodes' packed
+    segments on crash filesystems are not covered yet)."""
+    if journal not in JOURNALS:
+        raise ValueError(f"unknown journal {journal!r}; known: {', '.join(JOURNALS)}")
+    if journal == "qjm":
+        return tuple(Fault)
+    return tuple(f for f in Fault if f not in JOURNALNODE_FAULTS and f is not Fault.POWER_CUT)
+
+
+def parse_faults(text: str, journal: str = "qjm") -> tuple[Fault, ...]:
+    """``kill,pause`` or ``all`` (or ``none``): the faults, in the order of ``Fault``;
+    ``all`` is every fault that applies to ``journal``. ValueError naming an unknown one
+    and listing the known, or naming a fault that does not apply to ``journal``."""
+    applicable = applicable_faults(journal)
     names = [n.strip() for n in text.split(",") if n.strip()]
     if names == ["all"]:
-        return tuple(Fault)
+        return applicable
     if names in ([], ["none"]):
         return ()
     known = {f.value: f for f in Fault}
@@ -85,6 +116,18 @@ def parse_faults(text: str) -> tuple[Fault, ...]:
     if unknown:
         raise ValueError(
             f"unknown nemesis {', '.join(unknown)}; known: all, none, {', '.join(known)}"
+        )
+    refused = [n for n in names if known[n] not in applicable]
+    if refused:
+        why = (
+            "it has no JournalNode"
+            if all(known[n] in JOURNALNODE_FAULTS for n in refused)
+            else "it has no JournalNode, and power cuts of the NameNodes' packed segments "
+            "are not covered yet"
+        )
+        raise ValueError(
+            f"nemesis {', '.join(refused)} does not apply to the {journal} journal ({why}); "
+            f"these do: {', '.join(f.value for f in applicable)}"
         )
     return tuple(f for f in Fault if f.value in names)
 
@@ -284,7 +327,8 @@ class Nemesis:
         None) when there is nothing to hit (no active NameNode elected in time)."""
         c = self.cluster
         fault = step.fault
-        jn = c.journalnode_ids[step.choice % len(c.journalnode_ids)]
+        if fault in JOURNALNODE_FAULTS and not c.journalnode_ids:
+            return "no JournalNode (the ZooKeeper journal)", None
         if fault in (
             Fault.KILL,
             Fault.PAUSE,
@@ -321,9 +365,11 @@ class Nemesis:
             c.kill(target, signal.SIGKILL)
             return target, lambda: c.restart(target)
         if fault is Fault.KILL_JN:
+            jn = c.journalnode_ids[step.choice % len(c.journalnode_ids)]
             c.kill(jn, signal.SIGKILL)
             return jn, lambda: c.restart(jn)
         if fault is Fault.PARTITION_JN:
+            jn = c.journalnode_ids[step.choice % len(c.journalnode_ids)]
             everyone = ["zk", *c.journalnode_ids, *c.namenode_ids]
             c.partition([[jn], [h for h in everyone if h != jn]])
             return jn, c.heal_network

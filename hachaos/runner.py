@@ -28,10 +28,10 @@ import structlog
 from conf import Settings
 from conf.mutants import MUTANTS_ENV, parse_mutants
 from hachaos.checker import CheckResult, Op, check_history, format_ops, read_history
-from hachaos.cluster import DAEMONS, ChaosCluster
+from hachaos.cluster import ChaosCluster, daemons
 from hachaos.final import Finding, check_acks, check_standby_prefix, check_txids, final_reads
 from hachaos.history import History
-from hachaos.nemesis import Fault, Nemesis, Step, schedule
+from hachaos.nemesis import Fault, Nemesis, Step, applicable_faults, schedule
 from hachaos.netns import CLIENTS, ChaosNetwork
 from hachaos.workload import Workload
 from hadev.devcluster import DevCluster
@@ -58,6 +58,8 @@ class RunOptions:
     sessions: bool = True
     """The clients pipeline their calls on sessions (the client library's default); False:
     one unary call each (``--unary``)."""
+    journal: str = "qjm"
+    """The shared edit log: ``qjm`` (three JournalNodes) or ``zookeeper`` (none)."""
 
     def replay(self) -> str:
         return replay_command(self)
@@ -72,7 +74,7 @@ def replay_command(options: RunOptions) -> str:
         f"{options.time:g}",
         "--nemesis",
         "all"
-        if set(options.faults) == set(Fault)
+        if set(options.faults) == set(applicable_faults(options.journal))
         else ",".join(f.value for f in options.faults) or "none",
         "--seed",
         str(options.seed),
@@ -85,6 +87,8 @@ def replay_command(options: RunOptions) -> str:
         "--session-timeout",
         f"{options.session_timeout:g}",
     ]
+    if options.journal != "qjm":
+        parts += ["--journal", options.journal]
     if options.mutants:
         parts += ["--mutants", ",".join(options.mutants)]
     if not options.sessions:
@@ -125,7 +129,7 @@ def run(options: RunOptions, out: TextIO) -> RunReport:
     steps = schedule(options.seed, options.faults, options.time, options.session_timeout)
     print(
         f"hachaos: run directory {directory}, seed {options.seed}, clients on "
-        f"{'sessions' if options.sessions else 'unary calls'}",
+        f"{'sessions' if options.sessions else 'unary calls'}, the {options.journal} journal",
         file=out,
     )
     print(f"hachaos: schedule of {len(steps)} faults:", file=out)
@@ -133,7 +137,7 @@ def run(options: RunOptions, out: TextIO) -> RunReport:
         print(f"  {step.describe()}", file=out)
     out.flush()
     previous = signal.signal(signal.SIGTERM, _terminate)
-    network = ChaosNetwork.create(DAEMONS)
+    network = ChaosNetwork.create(daemons(options.journal))
     try:
         network.enter(CLIENTS)
         disk_jn = None
@@ -146,6 +150,7 @@ def run(options: RunOptions, out: TextIO) -> RunReport:
             quorum_timeout=options.quorum_timeout,
             disk_jn=disk_jn,
             crash_disks=Fault.POWER_CUT in options.faults,
+            journal=options.journal,
         )
         with cluster:
             report = _experiment(options, cluster, steps, directory)
@@ -182,6 +187,7 @@ def _experiment(
         "clients": options.clients,
         "replay": options.replay(),
         "mutants": list(options.mutants),
+        "journal": options.journal,
         "addresses": cluster.network.addresses,
     }
     with History(report.history, meta) as history:

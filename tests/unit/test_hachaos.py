@@ -18,7 +18,15 @@ from hachaos import final, runner
 from hachaos.cli import cli
 from hachaos.final import Finding
 from hachaos.history import outcome
-from hachaos.nemesis import Fault, Nemesis, Step, parse_faults, schedule
+from hachaos.nemesis import (
+    JOURNALNODE_FAULTS,
+    Fault,
+    Nemesis,
+    Step,
+    applicable_faults,
+    parse_faults,
+    schedule,
+)
 from hachaos.runner import RunOptions, replay_command
 from hanamenode.errors import (
     InvalidPathError,
@@ -143,6 +151,67 @@ def test_parse_faults_names_the_unknown_one() -> None:
         parse_faults("kill,partition-nn")
 
 
+def test_all_with_the_zookeeper_journal_leaves_out_the_journalnode_faults() -> None:
+    faults = parse_faults("all", "zookeeper")
+    assert faults == applicable_faults("zookeeper")
+    assert set(faults) == {
+        Fault.KILL,
+        Fault.KILL_STANDBY,
+        Fault.PAUSE,
+        Fault.PARTITION_ZK,
+        Fault.PARTITION_ACTIVE,
+        Fault.PARTITION_HALVES,
+    }
+    assert parse_faults("kill,partition-zk", "zookeeper") == (Fault.KILL, Fault.PARTITION_ZK)
+
+
+REFUSED = sorted(f.value for f in (*JOURNALNODE_FAULTS, Fault.POWER_CUT))
+
+
+@pytest.mark.parametrize("fault", REFUSED)
+def test_a_fault_that_does_not_apply_to_the_journal_is_refused_by_name(fault: str) -> None:
+    refusal = f"nemesis {fault} does not apply to the zookeeper journal"
+    with pytest.raises(ValueError, match=refusal):
+        parse_faults(f"kill,{fault}", "zookeeper")
+    assert Fault(fault) in parse_faults(f"kill,{fault}", "qjm")
+
+
+def test_an_unknown_journal_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown journal 'bookkeeper'; known: qjm, zookeeper"):
+        parse_faults("all", "bookkeeper")
+
+
+def test_run_refuses_a_journalnode_fault_with_the_zookeeper_journal() -> None:
+    result = CliRunner().invoke(
+        cli, ["run", "--journal", "zookeeper", "--nemesis", "partition-jn", "--time", "1"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "nemesis partition-jn does not apply to the zookeeper journal" in result.output
+
+
+class JournalNodelessCluster(ElectingCluster):
+    """A cluster on the ZooKeeper journal: no JournalNode to aim at."""
+
+    journalnode_ids: list[str] = []
+
+
+def test_without_journalnodes_a_partition_of_the_active_cuts_it_from_zookeeper_and_nn() -> None:
+    cluster = JournalNodelessCluster(elected_after=0)
+    events = run_nemesis(cluster, Step(0.0, Fault.PARTITION_ACTIVE, 0.2, 1), 0.6)
+    assert cluster.partitions == [[["nn2"], ["zk", "nn1"]]], events
+
+
+@pytest.mark.parametrize("fault", [f for f in Fault if f in JOURNALNODE_FAULTS])
+def test_without_journalnodes_a_journalnode_fault_is_skipped(fault: Fault) -> None:
+    cluster = JournalNodelessCluster(elected_after=0)
+    events = run_nemesis(cluster, Step(0.0, fault, 0.2, 1), 0.3)
+    assert [(e["phase"], e["target"]) for e in events if e["fault"] == fault.value] == [
+        ("skip", "no JournalNode (the ZooKeeper journal)")
+    ]
+    assert not cluster.partitions
+    assert {sig for _, sig in cluster.signals} == {signal.SIGCONT}  # only stop's SIGCONTs
+
+
 def _stat(is_dir: bool, path: str = "/chaos/k1") -> StatInfo:
     return StatInfo(path, is_dir, 0, 0, 0o755, "u", "g", 0, 0)
 
@@ -197,6 +266,13 @@ def test_replay_command_names_everything_that_shapes_the_run() -> None:
 def test_replay_command_says_all_for_every_fault() -> None:
     assert "--nemesis all " in replay_command(RunOptions(faults=tuple(Fault), seed=1))
     assert "--nemesis none " in replay_command(RunOptions(faults=(), seed=1))
+
+
+def test_replay_command_names_the_zookeeper_journal() -> None:
+    options = RunOptions(faults=applicable_faults("zookeeper"), seed=1, journal="zookeeper")
+    assert "--nemesis all " in replay_command(options)
+    assert replay_command(options).endswith(" --journal zookeeper")
+    assert "--journal" not in replay_command(RunOptions(faults=(Fault.KILL,), seed=1))
 
 
 def _write(path: Path, records: list[dict[str, object]]) -> str:
