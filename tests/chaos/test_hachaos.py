@@ -33,13 +33,14 @@ GROUPS = [
 ]
 
 
-def covering_seed(faults: tuple[Fault, ...], start: int) -> int:
-    """The first seed from ``start`` on whose schedule begins with every fault of ``faults``,
-    each once (a restart after a kill can take several seconds on a loaded machine, and the
-    faults come one after the other, so a late one may not start before the run ends)."""
+def covering_seed(faults: tuple[Fault, ...], start: int, seconds: float = RUN_SECONDS) -> int:
+    """The first seed from ``start`` on whose schedule (of a run of ``seconds``) begins with
+    every fault of ``faults``, each once (a restart after a kill can take several seconds on
+    a loaded machine, and the faults come one after the other, so a late one may not start
+    before the run ends)."""
     seed = start
     while True:
-        steps = schedule(seed, faults, RUN_SECONDS, SESSION_TIMEOUT)
+        steps = schedule(seed, faults, seconds, SESSION_TIMEOUT)
         if {s.fault for s in steps[: len(faults)]} == set(faults):
             return seed
         seed += 1
