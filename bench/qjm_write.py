@@ -48,6 +48,7 @@ from bench.common import (
 from conf.logging import setup_logging
 from hadev.journalnodes import JournalNodeProcess, JournalNodeProcessCluster
 from hanamenode.editlog import FSEditLog
+from hanamenode.journal import JournalManager
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo
 from qjm.bridge import run_blocking, shared_loop
@@ -171,7 +172,7 @@ def group_commit_throughput(
 
 
 async def _group_commit(
-    qjm: QuorumJournalManager, first_txid: int, seconds: float
+    qjm: JournalManager, first_txid: int, seconds: float
 ) -> tuple[float, int]:
     edit_log = FSEditLog(qjm)
 

@@ -232,10 +232,13 @@ def pyclient_series(
     return out
 
 
-def _paced_writer(conf_path: str, rate: float, stop: Any, sent: Any) -> None:
-    """Creates at ``rate`` per second on one session until ``stop`` (a child process)."""
+def _paced_writer(
+    conf_path: str, rate: float, stop: Any, sent: Any, active: str = "nn1"
+) -> None:
+    """Creates at ``rate`` per second on one session to NameNode ``active`` until ``stop``
+    (a child process)."""
     settings = load_settings(conf_path)
-    address = settings.namenode("nn1").rpc_address
+    address = settings.namenode(active).rpc_address
 
     async def main() -> None:
         async with grpc.aio.insecure_channel(address) if not settings.tls.enabled else (
@@ -286,17 +289,22 @@ def _aio_tls_channel(settings: Any, address: str) -> grpc.aio.Channel:
 
 
 def lag_at_rate(
-    cluster: NameNodeProcessCluster, follower: str, samples: int, consistent: bool
+    cluster: NameNodeProcessCluster,
+    follower: str,
+    samples: int,
+    consistent: bool,
+    active: str = "nn1",
 ) -> tuple[list[float], float]:
     """``standby_lag`` of ``follower`` while a child process paces ``PACED_RATE`` creates/s
-    on one session; the lags and the creates/s the active logged meanwhile."""
+    on one session to ``active``; the lags and the creates/s the active logged meanwhile."""
     context = multiprocessing.get_context("spawn")
     stop, sent = context.Event(), context.Value("q", 0)
     writer = context.Process(
-        target=_paced_writer, args=(str(cluster.conf_path), PACED_RATE, stop, sent),
+        target=_paced_writer,
+        args=(str(cluster.conf_path), PACED_RATE, stop, sent, active),
         daemon=True,
     )
-    url = cluster["nn1"].metrics_url or ""
+    url = cluster[active].metrics_url or ""
     writer.start()
     try:
         time.sleep(1.5)
