@@ -23,6 +23,7 @@ from hachaos.netns import ChaosNetwork
 from hadev.crashfs import CrashMount, cut_power, fuse_available
 from hadev.daemon import DaemonHost
 from hadev.devcluster import DevCluster
+from hanamenode.journal import PACKED_DIR
 
 __all__ = ["DAEMONS", "DISK_MB", "ChaosCluster", "daemons"]
 
@@ -96,6 +97,14 @@ class ChaosCluster:
         root itself."""
         mount = self.mounts.get(jn_id)
         return mount.backing if mount is not None else self.edits_dir(jn_id)
+
+    def packed_dir(self, nn_id: str) -> Path:
+        """Where NameNode ``nn_id``'s packed segments of the ZooKeeper journal are kept
+        (``<name dir>/zkjournal``, docs/architecture.md §9.3): under its crash filesystem's
+        backing directory when it has one, as ``disk_dir`` for JournalNodes."""
+        mount = self.mounts.get(nn_id)
+        root = mount.backing if mount is not None else self.dev.nodes.name_dir(nn_id)
+        return root / PACKED_DIR
 
     def start(self) -> ChaosCluster:
         if self.disk_jn is not None:

@@ -8,17 +8,22 @@ have stopped, besides linearizability (``hachaos.checker``, which reads the hist
 - **no txid written twice:** the finalized segments on every JournalNode's disk, hashed with
   ``hapipe verify``'s code (``pipeline.verify``: ``list_dir_segments``, ``hash_segment``,
   ``group_findings``) without Spark: copies of one segment must be identical, and no two
-  distinct finalized segments may share a txid;
+  distinct finalized segments may share a txid; with the ZooKeeper journal, which has no
+  JournalNode, the packed segments on every NameNode's disk instead (``check_packed``:
+  each NameNode's read without a gap, and a txid packed by two NameNodes holding the same
+  edit on both);
 - **the standby's namespace is a prefix of the active's:** once the standby has applied the
   active's last txid, it must show the same namespace (read with ``allow_stale_read``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from conf import Settings
@@ -30,11 +35,14 @@ from hanamenode.client.client import status_from_pb
 from hanamenode.errors import NamenodeError
 from hanamenode.namespace import StatInfo
 from proto import namenode_pb2
+from zkjournal.errors import ZKJournalError
+from zkjournal.packed import PackedSegments
 
 __all__ = [
     "FINAL_POLICY",
     "Finding",
     "check_acks",
+    "check_packed",
     "check_standby_prefix",
     "check_txids",
     "final_reads",
@@ -141,6 +149,44 @@ def check_txids(edits_dirs: Sequence[str]) -> tuple[int, list[Finding]]:
 
 
 _COLUMNS = ("journal", "first_txid", "last_txid", "node", "length", "md5", "error", "source")
+
+
+def check_packed(packed_dirs: Mapping[str, Path]) -> tuple[int, list[Finding]]:
+    """The ZooKeeper journal's packed segments (docs/architecture.md §9.3) of each NameNode
+    (name -> its ``<name dir>/zkjournal``), read once every daemon has stopped: (segments,
+    findings). Each NameNode's must read from its first txid to its last without a gap or a
+    damaged record (segment-unreadable); a txid that two NameNodes packed must hold the same
+    edit on both (txid-written-twice: the live log gave them different edits for it)."""
+    findings: list[Finding] = []
+    digests: dict[str, dict[int, bytes]] = {}
+    segments = 0
+    for name, directory in sorted(packed_dirs.items()):
+        packed = PackedSegments(directory)
+        held = packed.segments()
+        segments += len(held)
+        digests[name] = {}
+        if not held:
+            continue
+        try:
+            for op in packed.read(held[0][0]):
+                digests[name][op.txid] = hashlib.md5(op.SerializeToString()).digest()
+        except ZKJournalError as exc:
+            findings.append(Finding("segment-unreadable", f"{name}: {exc}"))
+    names = sorted(digests)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            differ = sorted(
+                t for t in digests[a].keys() & digests[b].keys() if digests[a][t] != digests[b][t]
+            )
+            if differ:
+                findings.append(
+                    Finding(
+                        "txid-written-twice",
+                        f"{a} and {b} packed different edits at {len(differ)} txid(s), the "
+                        f"first {differ[0]}",
+                    )
+                )
+    return segments, findings
 
 
 def _listing(address: str, settings: Settings, path: str, stale: bool) -> dict[str, bool]:

@@ -29,7 +29,14 @@ from conf import Settings
 from conf.mutants import MUTANTS_ENV, parse_mutants
 from hachaos.checker import CheckResult, Op, check_history, format_ops, read_history
 from hachaos.cluster import ChaosCluster, daemons
-from hachaos.final import Finding, check_acks, check_standby_prefix, check_txids, final_reads
+from hachaos.final import (
+    Finding,
+    check_acks,
+    check_packed,
+    check_standby_prefix,
+    check_txids,
+    final_reads,
+)
 from hachaos.history import History
 from hachaos.nemesis import Fault, Nemesis, Step, applicable_faults, schedule
 from hachaos.netns import CLIENTS, ChaosNetwork
@@ -155,10 +162,16 @@ def run(options: RunOptions, out: TextIO) -> RunReport:
         with cluster:
             report = _experiment(options, cluster, steps, directory)
         # The segments are hashed once every daemon has stopped: a JournalNode still running
-        # may purge a segment between the listing and the hashing.
-        report.segments, txid_findings = check_txids(
-            [str(cluster.disk_dir(jn)) for jn in cluster.journalnode_ids]
-        )
+        # may purge a segment between the listing and the hashing (and a NameNode its packed
+        # segments, with the ZooKeeper journal).
+        if options.journal == "zookeeper":
+            report.segments, txid_findings = check_packed(
+                {nn: cluster.packed_dir(nn) for nn in cluster.namenode_ids}
+            )
+        else:
+            report.segments, txid_findings = check_txids(
+                [str(cluster.disk_dir(jn)) for jn in cluster.journalnode_ids]
+            )
         report.findings += txid_findings
         report.operations = _operations(
             report.history, range(options.clients, options.clients + options.pinned)

@@ -3,7 +3,8 @@ journal (docs/architecture.md §9.2: no JournalNode, the live log in ZooKeeper),
 daemon in a network namespace of its own, 8 clients, ``kill -9`` of the active and the
 active cut from ZooKeeper (which is now also its journal), and every checker passing:
 linearizability per key, reads pinned to each NameNode included, acknowledged marks
-present, the standby equal to the active. The real command, as in ``test_hachaos.py``; its
+present, the NameNodes' packed segments agreeing txid by txid, the standby equal to the
+active. The real command, as in ``test_hachaos.py``; its
 seed is printed and ``CHAOS_SEED`` replays it. One run (about 40 s) by default;
 ``--chaos-rounds N`` runs N // 10 seeds, one after the other.
 """
@@ -11,6 +12,7 @@ seed is printed and ``CHAOS_SEED`` replays it. One run (about 40 s) by default;
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -70,4 +72,7 @@ def test_every_checker_passes_on_the_zookeeper_journal(
         assert summary["ok"] and result.returncode == 0, result.stdout[-6000:]
         assert not summary["anomalies"] and not summary["findings"] and not summary["unknown"]
         assert summary["seed"] == seed and f"--seed {seed}" in summary["replay"]
+        # The NameNodes' packed segments were read and compared (hachaos.final.check_packed).
+        checked = re.search(r"finalized segments checked (\d+)", result.stdout)
+        assert checked is not None and int(checked.group(1)) > 0, result.stdout[-2000:]
         seed += 1

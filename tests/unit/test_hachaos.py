@@ -36,6 +36,8 @@ from hanamenode.errors import (
     PathNotFoundError,
 )
 from hanamenode.namespace import StatInfo
+from proto import edits_pb2, records
+from zkjournal.packed import PackedSegments
 
 
 def test_schedule_is_a_function_of_the_seed() -> None:
@@ -357,3 +359,42 @@ def test_the_standby_check_waits_for_a_standby_that_does_not_answer_yet(
     findings = final.check_standby_prefix(settings, "nn1", {"nn2": "nn2:8020"}, "nn1:8020")
     assert [f.kind for f in findings] == ["standby-unreadable"]
     assert "did not answer its status" in findings[0].detail
+
+
+def _framed(first: int, count: int, name: str = "d") -> bytes:
+    return records.frame_ops(
+        edits_pb2.EditOp(txid=t, mkdir=edits_pb2.MkdirOp(path=f"/{name}{t}"))
+        for t in range(first, first + count)
+    )
+
+
+def test_check_packed_passes_equal_edits_cut_and_purged_differently(tmp_path: Path) -> None:
+    one, two = PackedSegments(tmp_path / "nn1"), PackedSegments(tmp_path / "nn2")
+    one.write(1, 10, _framed(1, 10))
+    one.write(11, 20, _framed(11, 10))
+    two.write(6, 12, _framed(6, 7))  # purged below 6; packed at other instants
+    two.write(13, 25, _framed(13, 13))
+    assert final.check_packed({"nn1": one.directory, "nn2": two.directory}) == (4, [])
+
+
+def test_check_packed_finds_a_txid_with_two_edits(tmp_path: Path) -> None:
+    one, two = PackedSegments(tmp_path / "nn1"), PackedSegments(tmp_path / "nn2")
+    one.write(1, 20, _framed(1, 20))
+    two.write(1, 11, _framed(1, 11))
+    two.write(12, 14, _framed(12, 3, name="other"))  # a deposed writer's edits
+    _, findings = final.check_packed({"nn1": one.directory, "nn2": two.directory})
+    assert findings == [
+        Finding("txid-written-twice", "nn1 and nn2 packed different edits at 3 txid(s), "
+                "the first 12")
+    ]  # fmt: skip
+
+
+def test_check_packed_finds_a_gap(tmp_path: Path) -> None:
+    one = PackedSegments(tmp_path / "nn1")
+    one.write(1, 5, _framed(1, 5))
+    gap = one.directory / f"edits_{7:019d}-{8:019d}"
+    gap.write_bytes(records.SEGMENT_HEADER + _framed(7, 2))
+    segments, findings = final.check_packed({"nn1": one.directory, "nn2": tmp_path / "none"})
+    assert segments == 2
+    assert [f.kind for f in findings] == ["segment-unreadable"]
+    assert "nn1: " in findings[0].detail and "txid 7 where 6 was next" in findings[0].detail
