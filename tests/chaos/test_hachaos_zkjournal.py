@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hachaos.nemesis import Fault
+from hachaos.nemesis import Fault, applicable_faults
 from tests.chaos.test_hachaos import _base_seed, covering_seed, hachaos_run
 
 pytestmark = pytest.mark.timeout(600)
@@ -76,3 +76,24 @@ def test_every_checker_passes_on_the_zookeeper_journal(
         checked = re.search(r"finalized segments checked (\d+)", result.stdout)
         assert checked is not None and int(checked.group(1)) > 0, result.stdout[-2000:]
         seed += 1
+
+
+ALL_SECONDS = 60.0
+
+
+@pytest.mark.slow
+def test_every_checker_passes_under_every_nemesis_that_applies(tmp_path: Path) -> None:
+    """Opt-in (``--soak``, about 70 s): ``--nemesis all`` on the ZooKeeper journal, on a seed
+    whose schedule begins with each fault that applies (``applicable_faults``) once."""
+    faults = applicable_faults("zookeeper")
+    seed = covering_seed(faults, _base_seed(), ALL_SECONDS)
+    print(f"seed {seed} (CHAOS_SEED={seed} replays it)")
+    result, summary, history = hachaos_run(
+        tmp_path, faults, seed, "--time", f"{ALL_SECONDS:g}", "--journal", "zookeeper"
+    )
+    started = {e["fault"] for e in history if e["type"] == "nemesis" and e["phase"] == "start"}
+    assert started == {f.value for f in faults}, started
+    assert "--nemesis all " in summary["replay"]
+    assert summary["nemesis_errors"] == 0, result.stdout[-4000:]
+    assert summary["ok"] and result.returncode == 0, result.stdout[-6000:]
+    assert not summary["anomalies"] and not summary["findings"] and not summary["unknown"]
