@@ -1,14 +1,14 @@
 """The two shared-edits backends side by side (issue 29 item 4; docs/architecture.md §9): the
 QJM on three JournalNodes and the ZooKeeper journal, on one machine in one run.
 
-``python -m bench.journal_backends [--seconds 3] [--calls 400] [--rounds 3] [--quick]``
+``python -m bench.journal_backends [--seconds 3] [--calls 400] [--rounds 3] [--first zk] [--quick]``
 
 Each backend gets a dev cluster (``hadev.devcluster.DevCluster``, plaintext: h2load presents
 no client certificate, and the in-process writers none either) with automatic failover on
 one real ZooKeeper server, as ``hadev up`` starts it: for the QJM, ZooKeeper (the election),
 three JournalNodes and two NameNodes; for the ZooKeeper journal (``--journal zookeeper``),
-ZooKeeper (election and log) and two NameNodes. The QJM's cluster runs first, then the
-ZooKeeper journal's; in each:
+ZooKeeper (election and log) and two NameNodes. The QJM's cluster runs first (``--first zk``
+turns the order round), then the ZooKeeper journal's; in each:
 
 (a) the writer's journal manager alone, in this process, on a journal of its own beside the
     cluster's (JournalNode journal ``bench-direct``, ZooKeeper path ``/bench-direct``): a
@@ -382,8 +382,10 @@ def run_backend(
 
 
 def run(
-    workdir: Path, seconds: float, calls: int, lag_samples: int, rounds: int, seed: int
+    workdir: Path, seconds: float, calls: int, lag_samples: int, rounds: int, seed: int,
+    first: str = "qjm",
 ) -> dict[str, float]:
+    """Both backends, ``first`` first (the other then runs on a machine a minute older)."""
     rng = random.Random(seed)
     head: dict[str, float] = {
         "cpus": os.cpu_count() or 0,
@@ -393,11 +395,13 @@ def run(
         "lag_samples": lag_samples,
         "seed": seed,
         "tls": 0,
+        "zk_ran_first": int(first == "zk"),
         "load_average_1m_before": round(os.getloadavg()[0], 2),
     }
+    order = sorted(BACKENDS, key=lambda backend: backend != first)
     per_backend = {
         backend: run_backend(workdir, backend, seconds, calls, lag_samples, rounds, rng)
-        for backend in BACKENDS
+        for backend in order
     }
     return {**head, **combine(per_backend),
             "load_average_1m_after": round(os.getloadavg()[0], 2)}
@@ -413,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lag-samples", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3, help="kill -9 rounds per backend")
     parser.add_argument("--seed", type=int, default=None, help="seed of the kill moments")
+    parser.add_argument("--first", choices=BACKENDS, default="qjm",
+                        help="the backend measured first (default: %(default)s)")
     parser.add_argument("--quick", action="store_true",
                         help="1 s series, 100 calls, 30 lag samples, 1 round (a smoke run)")
     args = parser.parse_args(argv)
@@ -425,7 +431,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.lag_samples} lag samples, {args.rounds} kill -9 rounds, seed {seed}, "
           f"plaintext (tls=False), in {workdir}", flush=True)
     try:
-        result = run(workdir, args.seconds, args.calls, args.lag_samples, args.rounds, seed)
+        result = run(
+            workdir, args.seconds, args.calls, args.lag_samples, args.rounds, seed,
+            args.first,
+        )
     finally:
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
