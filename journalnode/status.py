@@ -101,6 +101,12 @@ def collect(server: JournalNodeServer) -> dict[str, Any]:
             ],
         },
         "rpc_address": server.address,
+        # The edits wire (docs/protocol.md §13.8); null when it is off.
+        "edits_wire": None if server.edits_wire is None else {
+            "port": server.edits_port,
+            "connections": len(server.edits_wire.connections),
+            "refused": server.edits_wire.refused,
+        },
         "storage": str(server.root),
         "time": time.time(),
         # Mutants switched on in this process (conf.mutants): empty outside the tests.
@@ -174,6 +180,16 @@ def _render_sync(status: Status) -> list[str]:
     return parts
 
 
+def _render_wire(wire: dict[str, Any] | None) -> str:
+    if wire is None:
+        return "no edits wire"
+    return (
+        f"edits wire on port <span id='edits-wire-port'>{wire['port']}</span> "
+        f"(<span id='edits-wire-connections'>{wire['connections']}</span> connection(s), "
+        f"{wire['refused']} refused)"
+    )
+
+
 def _when(epoch_seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch_seconds))
 
@@ -189,7 +205,7 @@ def render(status: Status) -> str:
         f"{esc(status['rpc_address'])} is <span id='jn-state' class='state "
         f"{_STATE_CLASS.get(state, 'bad')}' data-self>{esc(state)}</span>; storage "
         f"{esc(status['storage'])}, <span id='journal-count'>{len(journals)}</span> "
-        "journal(s).</p>",
+        f"journal(s); {_render_wire(status['edits_wire'])}.</p>",
         "<h2>Journals</h2>",
         table(
             ["journal", "cluster", "promised epoch", "writer epoch", "committed txid",

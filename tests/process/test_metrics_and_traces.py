@@ -122,6 +122,12 @@ def test_metrics_table_matches_live_scrapes_and_a_lost_journalnode_is_named(
         assert schema_problems("NameNode", namenodes) == []
         journalnodes = [status_json(jn.status_url) for jn in dev.journalnodes]
         assert schema_problems("JournalNode", journalnodes) == []
+        # The active writes, and the standby follows, on every JournalNode's edits wire
+        # (docs/protocol.md §13.8): its writer's and its reader's connections at least.
+        for page in journalnodes:
+            wire = page["edits_wire"]
+            assert isinstance(wire, dict) and wire["port"] > 0, page
+            assert wire["connections"] >= 2 and wire["refused"] == 0, wire
         clusters = [
             status_json((dev.namenode(nn).status_url or "").removesuffix("/status") + "/cluster")
             for nn in (active, standby)
