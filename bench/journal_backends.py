@@ -1,14 +1,17 @@
 """The two shared-edits backends side by side (issue 29 item 4; docs/architecture.md §9): the
 QJM on three JournalNodes and the ZooKeeper journal, on one machine in one run.
 
-``python -m bench.journal_backends [--seconds 3] [--calls 400] [--rounds 3] [--first zk] [--quick]``
+``python -m bench.journal_backends [--seconds 3] [--calls 400] [--rounds 3] [--repeat 2]
+[--first zk] [--quick]``
 
 Each backend gets a dev cluster (``hadev.devcluster.DevCluster``, plaintext: h2load presents
 no client certificate, and the in-process writers none either) with automatic failover on
 one real ZooKeeper server, as ``hadev up`` starts it: for the QJM, ZooKeeper (the election),
 three JournalNodes and two NameNodes; for the ZooKeeper journal (``--journal zookeeper``),
-ZooKeeper (election and log) and two NameNodes. The QJM's cluster runs first (``--first zk``
-turns the order round), then the ZooKeeper journal's; in each:
+ZooKeeper (election and log) and two NameNodes. ``--repeat`` clusters of each (default 2) run
+one after the other in the order ABBA (``schedule``; ``--first zk`` starts with the
+ZooKeeper journal), so that the shared machine's drifting load weighs on both alike; each
+figure is the mean over a backend's clusters (``mean_of``). In each cluster:
 
 (a) the writer's journal manager alone, in this process, on a journal of its own beside the
     cluster's (JournalNode journal ``bench-direct``, ZooKeeper path ``/bench-direct``): a
@@ -25,7 +28,8 @@ turns the order round), then the ZooKeeper journal's; in each:
 (c) the standby's lag p99 while a child process paces 1,000 creates/s on one session
     (``bench.sessions.lag_at_rate``);
 (d) ``kill -9`` of the active to the first write acknowledged by the new one
-    (``bench.failover.run_round``, 1 s sessions), ``--rounds`` times.
+    (``bench.failover.run_round``, 1 s sessions, its two background writers), ``--rounds``
+    times (only the totals: its split into parts looks for the QJM's events).
 
 It prints one table (QJM, ZooKeeper journal, their ratio) and then one JSON line: every key
 twice, with the suffixes ``_qjm`` and ``_zk``. Nothing is asserted (docs/architecture.md §8.6).
@@ -381,11 +385,39 @@ def run_backend(
     return result
 
 
+def schedule(first: str, repeat: int) -> list[str]:
+    """The order the backends' clusters run in: ``repeat`` times each, ABBA, so that a load
+    drifting through the run weighs on both alike.
+
+    >>> schedule("qjm", 2)
+    ['qjm', 'zk', 'zk', 'qjm']
+    """
+    second = next(b for b in BACKENDS if b != first)
+    return [b for i in range(repeat) for b in ((first, second) if i % 2 == 0 else (second, first))]
+
+
+def mean_of(runs: list[Mapping[str, float]]) -> dict[str, float]:
+    """One backend's figures over its repeats: the mean of each key (NaNs left out), but the
+    largest ``*_max_s`` and the sum of ``*_lost``."""
+    out: dict[str, float] = {}
+    for key in dict.fromkeys(k for r in runs for k in r):
+        values = [r[key] for r in runs if key in r and not math.isnan(r[key])]
+        if not values:
+            out[key] = math.nan
+        elif key.endswith("_max_s"):
+            out[key] = max(values)
+        elif key.endswith("_lost"):
+            out[key] = sum(values)
+        else:
+            out[key] = round(statistics.fmean(values), 3)
+    return out
+
+
 def run(
     workdir: Path, seconds: float, calls: int, lag_samples: int, rounds: int, seed: int,
-    first: str = "qjm",
+    first: str = "qjm", repeat: int = 2,
 ) -> dict[str, float]:
-    """Both backends, ``first`` first (the other then runs on a machine a minute older)."""
+    """Both backends, ``repeat`` clusters each in ``schedule``'s order, ``first`` first."""
     rng = random.Random(seed)
     head: dict[str, float] = {
         "cpus": os.cpu_count() or 0,
@@ -396,13 +428,15 @@ def run(
         "seed": seed,
         "tls": 0,
         "zk_ran_first": int(first == "zk"),
+        "repeat": repeat,
         "load_average_1m_before": round(os.getloadavg()[0], 2),
     }
-    order = sorted(BACKENDS, key=lambda backend: backend != first)
-    per_backend = {
-        backend: run_backend(workdir, backend, seconds, calls, lag_samples, rounds, rng)
-        for backend in order
-    }
+    runs: dict[str, list[Mapping[str, float]]] = {backend: [] for backend in BACKENDS}
+    for i, backend in enumerate(schedule(first, repeat)):
+        runs[backend].append(run_backend(
+            workdir / str(i), backend, seconds, calls, lag_samples, rounds, rng
+        ))
+    per_backend = {backend: mean_of(results) for backend, results in runs.items()}
     return {**head, **combine(per_backend),
             "load_average_1m_after": round(os.getloadavg()[0], 2)}
 
@@ -419,27 +453,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="seed of the kill moments")
     parser.add_argument("--first", choices=BACKENDS, default="qjm",
                         help="the backend measured first (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="clusters per backend, run ABBA (default: %(default)s)")
     parser.add_argument("--quick", action="store_true",
-                        help="1 s series, 100 calls, 30 lag samples, 1 round (a smoke run)")
+                        help="1 s series, 100 calls, 30 lag samples, 1 round, 1 cluster each "
+                        "(a smoke run)")
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.calls, args.lag_samples, args.rounds = 1.0, 100, 30, 1
+        args.repeat = 1
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     setup_logging("console", "error")  # stdout is for the table and the JSON line
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="bench-backends-"))
+    order = " ".join(schedule(args.first, args.repeat))
     print(f"journal backends: {args.seconds:g} s a series, {args.calls} 1-edit calls, "
-          f"{args.lag_samples} lag samples, {args.rounds} kill -9 rounds, seed {seed}, "
+          f"{args.lag_samples} lag samples, {args.rounds} kill -9 rounds, "
+          f"{args.repeat} cluster(s) each in the order {order}, seed {seed}, "
           f"plaintext (tls=False), in {workdir}", flush=True)
     try:
         result = run(
             workdir, args.seconds, args.calls, args.lag_samples, args.rounds, seed,
-            args.first,
+            args.first, args.repeat,
         )
     finally:
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     print_table(
-        "Shared-edits backends, one machine, one run (plaintext; QJM: 3 JournalNodes)",
+        f"Shared-edits backends, one machine, one run, mean of {args.repeat} cluster(s) each "
+        "(plaintext; QJM: 3 JournalNodes)",
         ["measure", "QJM", "ZooKeeper journal", "ZK / QJM"],
         table_rows(result),
     )

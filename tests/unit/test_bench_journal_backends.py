@@ -1,12 +1,13 @@
-"""``bench.journal_backends``'s result shape (docs/benchmarks.md §2.9): every figure once per
+"""``bench.journal_backends``'s pure parts (docs/benchmarks.md §2.9): every figure once per
 backend with its suffix, the ZooKeeper journal's ratio to the QJM's where both measured one,
-and a table row per measure with '-' for what a backend lacks."""
+a table row per measure with '-' for what a backend lacks, the clusters' ABBA order and the
+mean over a backend's clusters."""
 
 from __future__ import annotations
 
 import math
 
-from bench.journal_backends import ROWS, combine, table_rows
+from bench.journal_backends import ROWS, combine, mean_of, schedule, table_rows
 
 
 def test_each_key_gets_both_suffixes_and_a_ratio_only_where_it_means_something() -> None:
@@ -31,3 +32,18 @@ def test_the_table_has_a_row_per_measure_with_both_columns_and_the_ratio() -> No
     assert len(rows) == len(ROWS)
     assert rows[0][1:] == ["200", "100", "0.5"]
     assert table_rows({})[0][1:] == ["-", "-", "-"]
+
+
+def test_the_clusters_run_abba_and_a_backends_repeats_are_averaged() -> None:
+    assert schedule("qjm", 1) == ["qjm", "zk"]
+    assert schedule("zk", 3) == ["zk", "qjm", "qjm", "zk", "zk", "qjm"]
+    mean = mean_of([
+        {"creates_per_s_32": 1000.0, "failover_max_s": 1.0, "failover_acknowledged_lost": 0,
+         "lag": math.nan},
+        {"creates_per_s_32": 2000.0, "failover_max_s": 1.5, "failover_acknowledged_lost": 2,
+         "lag": math.nan},
+    ])
+    assert {k: v for k, v in mean.items() if k != "lag"} == {
+        "creates_per_s_32": 1500.0, "failover_max_s": 1.5, "failover_acknowledged_lost": 2,
+    }
+    assert math.isnan(mean["lag"])
