@@ -68,6 +68,7 @@ def test_example_file_loads_with_typed_values() -> None:
         rpc_address="jn2.example.com:8485",
         http_address="0.0.0.0:8480",
         edits_dir=Path("/var/lib/hanamenode/journal"),
+        edits_address="0.0.0.0:8486",
     )
     assert s.namenode("nn1") == NameNodeSettings(
         id="nn1",
