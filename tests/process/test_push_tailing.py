@@ -19,6 +19,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -102,7 +103,11 @@ def what_the_standby_saw(cluster: NameNodeProcessCluster, acked: int) -> str:
             state = stat.read().rsplit(")", 1)[1].split()[0]
         ops = [read_segment(seg)[0] for seg in find_segments(node.edits_dir / "ns1")]
         last = [held[-1].txid if held else None for held in ops]
-        lines.append(f"jn index {index}: state {state}, last txid of each segment on disk {last}")
+        tail = [_describe(op) for held in ops for op in held[-3:]]
+        lines.append(
+            f"jn index {index}: state {state}, last txid of each segment on disk {last}; "
+            f"last ops {tail}"
+        )
     standby = samples(cluster["nn2"].metrics_url)
     lines += [
         f"standby {k} = {v}"
@@ -110,6 +115,18 @@ def what_the_standby_saw(cluster: NameNodeProcessCluster, acked: int) -> str:
         if "tailer" in k and "_created" not in k
     ]
     return "\n".join(lines)
+
+
+def _describe(op: Any) -> str:
+    kind = op.WhichOneof("op") or ""
+    return f"{op.txid} {kind} {getattr(getattr(op, kind, None), 'path', '')}".rstrip()
+
+
+def last_txid_on_disk(cluster: NameNodeProcessCluster, index: int) -> int:
+    """The last txid a JournalNode's segments hold on disk (0: none)."""
+    node = cluster.journal.nodes[index]
+    ops = [read_segment(seg)[0] for seg in find_segments(node.edits_dir / "ns1")]
+    return max((held[-1].txid for held in ops if held), default=0)
 
 
 def active_applied(cluster: NameNodeProcessCluster) -> int:
@@ -151,6 +168,10 @@ def test_one_journalnodes_pushes_are_never_applied_alone(cluster: NameNodeProces
         pushed_before = jn_pushed(cluster, 0)
         cluster.journal.kill(1, signal.SIGSTOP)
         cluster.journal.kill(2, signal.SIGSTOP)
+        # What a majority holds from now on is what jn0 holds with one of the stopped two:
+        # normally `acked`, but an edit acknowledged between that reading and the stop (a
+        # busy fresh-clone run saw txid 4 on all three after reading 3) is on their disks.
+        held = max(acked, last_txid_on_disk(cluster, 1), last_txid_on_disk(cluster, 2))
         result: dict[str, object] = {}
 
         def write() -> None:
@@ -167,7 +188,7 @@ def test_one_journalnodes_pushes_are_never_applied_alone(cluster: NameNodeProces
             # ...which must not apply what one JournalNode of three holds. Give it the time
             # a wrong standby would need (pushes are applied within milliseconds).
             time.sleep(1.0)
-            assert standby_applied(cluster) == acked, what_the_standby_saw(cluster, acked)
+            assert acked <= standby_applied(cluster) <= held, what_the_standby_saw(cluster, acked)
             assert standby_sees(cluster, ["/during"]) == ["/during"]
         finally:
             cluster.journal.kill(1, signal.SIGCONT)
