@@ -157,7 +157,10 @@ def test_an_answer_a_deposed_active_could_not_confirm_is_not_kept_for_the_retry(
     path that is now a file (a linearizability violation nnsim found at seed 6 with
     e93b37d's loop hops; the retry cache recorded the answer before the confirmation)."""
     client_id = os.urandom(16)
-    with NameNodeCluster(tmp_path) as c:
+    # No idle heartbeats: one from nn1 after nn2's new epoch would tell nn1 that it is fenced
+    # (at 200 ms, a busy fresh-clone run's 310 ms transition of nn2 left time for one).
+    quiet = {"dfs.qjournal.heartbeat.interval.ms": "600000"}
+    with NameNodeCluster(tmp_path, conf=quiet) as c:
         c.transition_to_active("nn1")
         made = c.mkdir("nn1", "/d")
         c.wait_caught_up("nn2", made.txid)
