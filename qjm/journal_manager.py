@@ -50,6 +50,7 @@ from qjm.errors import (
     RecoveryError,
     describe_exception,
 )
+from qjm.fencing import FenceLatch
 from qjm.metrics import QUORUM_SYNC_SECONDS, READ_INDEX_ROUND_SECONDS, READ_INDEX_ROUNDS
 from qjm.quorum import QuorumCall
 from qjm.read_index import ReadIndex
@@ -108,9 +109,7 @@ class QuorumJournalManager:
         self._log = log.bind(journal=journal_id)
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._fence_lock = threading.Lock()
-        self._fenced: str | None = None
-        self._fence_listeners: list[Callable[[str], None]] = []
+        self._fence = FenceLatch(self._log)
         self._read_index = ReadIndex(self._confirm_round)
         for lg in loggers.loggers:
             lg.on_epoch_error = self._on_epoch_error
@@ -464,17 +463,16 @@ class QuorumJournalManager:
     @property
     def fenced(self) -> str | None:
         """Why this writer is fenced (a JournalNode promised a newer epoch), or None."""
-        return self._fenced
+        return self._fence.reason
+
+    @property
+    def _fenced(self) -> str | None:
+        return self._fence.reason
 
     def add_fence_listener(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(reason)`` once, from any thread, when this writer learns that a
         newer epoch was promised (at once if it already has)."""
-        with self._fence_lock:
-            reason = self._fenced
-            if reason is None:
-                self._fence_listeners.append(listener)
-        if reason is not None:
-            listener(reason)
+        self._fence.add_listener(listener)
 
     def _on_epoch_error(self, lg: AsyncLogger, call: str, exc: EpochError) -> None:
         """A JournalNode refused a call stamped with our epoch: a newer writer has been
@@ -486,17 +484,7 @@ class QuorumJournalManager:
         if call == "heartbeat" and active(Mutant.FENCED_HEARTBEAT_REFUSAL_IGNORED):
             return
         reason = f"{lg.address} refused {call} in epoch {self.epoch}: {describe_exception(exc)}"
-        with self._fence_lock:
-            if self._fenced is not None:
-                return
-            self._fenced = reason
-            listeners, self._fence_listeners = self._fence_listeners, []
-        self._log.error("writer fenced: a newer epoch was promised", reason=reason)
-        for listener in listeners:
-            try:
-                listener(reason)
-            except Exception:
-                self._log.exception("a fence listener failed", reason=reason)
+        self._fence.fence(reason, "writer fenced: a newer epoch was promised")
 
     def confirm_epoch(self, timeout: float | None = None) -> None:
         """Return once a majority of JournalNodes answered, after this call began, that they

@@ -54,6 +54,7 @@ from journalnode.errors import EpochError
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo
 from qjm.errors import describe_exception
+from qjm.fencing import FenceLatch
 from qjm.journal_manager import QuorumOutputStream
 from qjm.metrics import READ_INDEX_ROUND_SECONDS, READ_INDEX_ROUNDS
 from qjm.reader import EditLogReadError, LoadResult
@@ -167,11 +168,9 @@ class ZKJournalManager:
         self._next_tail_version = -1
         self._next_txid = 0
         self._broken: str | None = None
-        self._fence_lock = threading.Lock()
-        self._fenced: str | None = None
-        self._fence_listeners: list[Callable[[str], None]] = []
         self._closed = False
         self._log = log.bind(journal=uri)
+        self._fence_latch = FenceLatch(self._log)
         self.nn_id = nn_id
         self.packed = packed
         """This NameNode's packed segments (None: a tool's manager, which packs nothing)."""
@@ -364,28 +363,17 @@ class ZKJournalManager:
 
     # -- fencing -------------------------------------------------------------------------------
 
+    @property
+    def _fenced(self) -> str | None:
+        return self._fence_latch.reason
+
     def add_fence_listener(self, listener: Callable[[str], None]) -> None:
-        with self._fence_lock:
-            reason = self._fenced
-            if reason is None:
-                self._fence_listeners.append(listener)
-        if reason is not None:
-            listener(reason)
+        self._fence_latch.add_listener(listener)
 
     def _fence(self, error: ZKJournalFencedError) -> ZKJournalFencedError:
         reason = str(error)
-        with self._fence_lock:
-            if self._fenced is not None:
-                return error
-            self._fenced = reason
-            self._broken = self._broken or reason
-            listeners, self._fence_listeners = self._fence_listeners, []
-        self._log.error("writer fenced: the epoch znode moved on", reason=reason)
-        for listener in listeners:
-            try:
-                listener(reason)
-            except Exception:
-                self._log.exception("a fence listener failed", reason=reason)
+        self._broken = self._broken or reason
+        self._fence_latch.fence(reason, "writer fenced: the epoch znode moved on")
         return error
 
     def _epoch_watch(self, data: bytes | None, stat: ZnodeStat | None) -> bool:

@@ -20,6 +20,7 @@ from hadev.zookeeper import ZooKeeperServer
 from journalnode.errors import EpochError
 from proto import edits_pb2, records
 from proto.values import NamespaceInfo
+from qjm.fencing import FenceLatch
 from qjm.metrics import QJM_REGISTRY
 from zkjournal.errors import ZKJournalError, ZKJournalFencedError, ZKJournalNotFormattedError
 from zkjournal.manager import PublishSettings, ZKJournalManager, read_live_log
@@ -146,7 +147,8 @@ def test_the_append_of_a_writer_that_missed_the_watch_is_refused_by_zookeeper(
     run(take(new))
 
     async def old_appends() -> None:
-        old._fenced = old._broken = None  # as if its watch had not fired yet
+        old._fence_latch = FenceLatch(old._log)  # as if its watch had not fired yet
+        old._broken = None
         out = await old.astart_log_segment(1)
         await out.asend_batch(1, 1, framed(1, 1))
 
