@@ -81,6 +81,7 @@ from journalnode.subscriptions import (
     EndReason,
 )
 from journalnode.syncer import JournalSyncer, SyncConfig
+from journalnode.wire import NAMES as WIRE_METHODS
 from journalnode.wire import EditsWire, SubscriptionRefused
 from proto import journal_pb2, journal_pb2_grpc
 from proto.values import NamespaceInfo, RequestInfo, SegmentState
@@ -96,8 +97,11 @@ DEFAULT_MAX_JOURNALS = 100
 more is refused (each journal is a directory and, while a writer uses it, open files)."""
 
 
+SERVICE = "/hanamenode.journal.QJournalService/"
+
+
 def _rules() -> dict[str, MethodRule]:
-    service = "/hanamenode.journal.QJournalService/"
+    service = SERVICE
     writer = MethodRule(frozenset({Role.NAMENODE}))
     reader = MethodRule(frozenset({Role.NAMENODE, Role.ADMIN}))
     rules = {
@@ -924,6 +928,10 @@ class JournalNodeServer:
                 ssl_context=server_ssl_context(tls),
                 bounds_=self._connection_bounds or RPCSettings(),
                 node=self.node_id,
+                roles={
+                    kind: frozenset(str(role) for role in RULES[SERVICE + method].roles)
+                    for kind, method in WIRE_METHODS.items()
+                },
             )
             address = self._edits_address or self._rpc_address.rsplit(":", 1)[0] + ":0"
             host, _, port = address.rpartition(":")

@@ -41,13 +41,12 @@ import asyncio
 import collections
 import contextlib
 import ssl
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, cast
 
 import structlog
 from google.protobuf.message import DecodeError
 
-from conf.guard import Role
 from conf.settings import RPCSettings
 from conf.wire import (
     KIND_JOURNAL,
@@ -70,18 +69,13 @@ MAX_CONNECTIONS = 128
 deposed one) and the subscriptions of standbys and observers
 (``dfs.journalnode.edit-subscription.max``, 64 by default), so anything beyond is a flood."""
 
-ROLES = {
-    KIND_JOURNAL: frozenset({Role.NAMENODE.value}),
-    KIND_STATE: frozenset({Role.NAMENODE.value, Role.JOURNALNODE.value}),
-    KIND_SUBSCRIBE: frozenset({Role.NAMENODE.value, Role.ADMIN.value}),
-}
-"""Who may open each kind of connection: the rules of the calls it carries."""
-
 NAMES = {
     KIND_JOURNAL: "JournalStream",
     KIND_STATE: "GetJournalState",
     KIND_SUBSCRIBE: "SubscribeEdits",
 }
+"""The QJournalService method each kind of connection carries: its role rule
+(``journalnode.server.RULES``) is the connection's."""
 
 REQUESTS = {
     KIND_JOURNAL: journal_pb2.JournalRequest,
@@ -135,8 +129,11 @@ class EditsWire:
         ssl_context: ssl.SSLContext | None,
         bounds_: RPCSettings,
         node: str,
+        roles: Mapping[bytes, frozenset[str]],
     ) -> None:
         self._sink = sink
+        self.roles = roles
+        """Who may open each kind of connection (the role names of its method's rule)."""
         self._max_message_bytes = max_message_bytes
         self._ssl = ssl_context
         self._bounds = bounds_
@@ -258,16 +255,16 @@ class _Connection(asyncio.Protocol):
     def _choose_kind(self, kind: bytes) -> bool:
         """Take the connection's first byte; False (the connection ended) for no kind or a
         caller without the kind's role."""
-        if kind not in ROLES:
+        if kind not in NAMES:
             self._end(None, InvalidRequestError(f"the edits wire has no connection kind {kind!r}"))
             return False
         self._kind = kind
         if self._wire._ssl is not None:
             roles = peer_roles(self._transport)
-            if not roles & ROLES[kind]:
+            if not roles & self._wire.roles[kind]:
                 # Answered and closed at once, so a certificate of another role cannot hold
                 # one of the connections a JournalNode keeps for writers and readers.
-                needed = " or ".join(sorted(ROLES[kind]))
+                needed = " or ".join(sorted(self._wire.roles[kind]))
                 presented = " or ".join(sorted(roles)) or "none"
                 self._end(
                     None,
