@@ -33,7 +33,7 @@ from conf import TLSSettings
 from conf.rpc import make_aio_channel
 from conf.wire import HEADER, KIND_SUBSCRIBE, client_ssl_context, frame, open_within
 from journalnode.edits_cache import NOTHING, CachedEdits
-from journalnode.errors import from_rpc_error, from_status, status_code
+from journalnode.errors import JournalUnavailableError, from_rpc_error, from_status, status_code
 from journalnode.subscriptions import SUBSCRIBED_KEY, PushedEdits
 from proto import edits_pb2, journal_pb2, journal_pb2_grpc
 from qjm.errors import describe_exception
@@ -349,8 +349,13 @@ class EditSubscriber:
                     if length > MAX_PUSH_BYTES:
                         raise FeedError(f"a push frame of {length} bytes from {address}")
                     push = journal_pb2.WirePush.FromString(await reader.readexactly(length))
-                except asyncio.IncompleteReadError:
-                    return  # the node closed the connection: the stream ended
+                except asyncio.IncompleteReadError as exc:
+                    # A node ends every subscription it ends itself with a last message
+                    # (SubscriptionEnd); closed without one, it died or was cut off, which
+                    # gRPC reports as an error too (stream_error, not stream_ended).
+                    raise JournalUnavailableError(
+                        f"edits wire to {address} closed without a last message"
+                    ) from exc
                 kind = push.WhichOneof("kind")
                 if kind == "subscribed_since":
                     self.subscribed.add(address)
